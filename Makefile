@@ -1,0 +1,32 @@
+# mosaic-tui: `make run` opens the app, `make test` runs the whole suite.
+# Both create .venv and install everything on first use (pins: constraints.txt).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.mosaic-installed
+
+.PHONY: run test bench install clean-venv
+
+run: $(STAMP)
+	$(VENV)/bin/mosaic
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	# torch first, from the CPU build (see constraints.txt)
+	$(PIP) install -q -c constraints.txt "torch==2.13.0+cpu"
+	$(PIP) install -q -c constraints.txt -e ".[all,dev]"
+	$(PIP) install -q --no-deps --ignore-requires-python cleanrl==1.2.0
+	touch $(STAMP)
+
+clean-venv:
+	rm -rf $(VENV)

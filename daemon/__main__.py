@@ -1,0 +1,112 @@
+"""python -m daemon [--home DIR] [--max-runs N] [--grace S]: run the daemon in the foreground.
+
+`mosaic daemon start` runs this detached. Exactly one daemon per home: an
+exclusive lock on <home>/run/daemon.lock, held for the daemon's life. A socket
+file left by a dead daemon is replaced (the lock proves nobody serves it).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+
+from daemon.home import Home
+
+EXIT_ALREADY_RUNNING = 3
+
+
+def acquire_lock(home: Home) -> int | None:
+    fd = os.open(home.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
+
+
+def bind_socket(home: Home) -> socket.socket:
+    path = str(home.socket_path)
+    try:
+        os.unlink(path)  # we hold the lock: any socket file here is stale
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # created 0600, no window where others could connect
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def load_settings(home: Home) -> dict:
+    try:
+        with open(home.settings_file) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daemon")
+    parser.add_argument("--home")
+    parser.add_argument("--max-runs", type=int)
+    parser.add_argument("--grace", type=float)
+    args = parser.parse_args(argv)
+    home = Home.resolve(args.home)
+    home.ensure()
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lock_fd = acquire_lock(home)
+    if lock_fd is None:
+        print(f"mosaic: a daemon is already running for {home.root}", file=sys.stderr)
+        return EXIT_ALREADY_RUNNING
+    settings = load_settings(home)
+    max_runs = args.max_runs or settings.get("max_concurrent_runs")
+    grace = args.grace if args.grace is not None else float(settings.get("grace_seconds", 10.0))
+
+    from daemon.server import Daemon  # after the lock: a second daemon exits fast
+
+    sock = bind_socket(home)
+    with open(home.pid_file, "w") as f:
+        f.write(str(os.getpid()))
+
+    async def run() -> None:
+        daemon = Daemon(home, max_concurrent=max_runs, grace_seconds=grace)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, daemon.stopping.set)
+        await daemon.serve(sock)
+
+    try:
+        asyncio.run(run())
+    finally:
+        try:
+            os.unlink(home.socket_path)
+        except FileNotFoundError:
+            pass
+        try:
+            os.unlink(home.pid_file)
+        except FileNotFoundError:
+            pass
+        os.close(lock_fd)
+    logging.getLogger("mosaic.daemon").info("daemon stopped; runs keep training under their supervisors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Where a daemon keeps its state, and where its socket is.
+
+Everything a daemon writes lives under its home, so two homes are two fully
+separate installations (tests give each test its own). Clients compute the same
+paths from the same home, so this module is shared by both sides.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# sun_path is 108 bytes including the trailing NUL.
+MAX_SOCKET_PATH = 107
+
+
+def _checkout_root() -> Path | None:
+    """The source checkout this code runs from, if it runs from one."""
+    root = Path(__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and (root / ".git").exists():
+        try:
+            if 'name = "mosaic-tui"' in pyproject.read_text():
+                return root
+        except OSError:
+            return None
+    return None
+
+
+def default_home() -> Path:
+    env = os.environ.get("MOSAIC_HOME")
+    if env:
+        return Path(env)
+    root = _checkout_root()
+    if root is not None:
+        return root / "var"
+    import platformdirs
+    return Path(platformdirs.user_data_dir("mosaic-tui", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+
+    @classmethod
+    def resolve(cls, home: str | os.PathLike | None = None) -> "Home":
+        path = Path(home) if home else default_home()
+        return cls(path.expanduser().absolute())
+
+    @property
+    def db(self) -> Path:
+        return self.root / "mosaic.db"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / run_id
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.logs_dir / "daemon.log"
+
+    @property
+    def state_dir(self) -> Path:
+        """0700 directory holding the socket, the lock and the pid file."""
+        return self.root / "run"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.state_dir / "daemon.lock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "daemon.pid"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.root / "settings.json"
+
+    @property
+    def socket_path(self) -> Path:
+        """The socket, inside the home when the path fits in sun_path.
+
+        A deep home would overflow the 107-byte limit; then the socket lives in
+        a per-user 0700 directory under the temp dir, named by a hash of the
+        home, so every client derives the same path without asking anyone.
+        """
+        preferred = self.state_dir / "daemon.sock"
+        if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
+            return preferred
+        digest = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:20]
+        return Path(tempfile.gettempdir()) / f"mosaic-{os.getuid()}" / f"{digest}.sock"
+
+    def ensure(self) -> None:
+        """Create the home's directories with their permissions."""
+        for path in (self.root, self.runs_dir, self.logs_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        for private in {self.state_dir, self.socket_path.parent}:
+            private.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(private, 0o700)
+
+
+# Files of one run directory (<home>/runs/<id>/). The worker runs with this
+# directory as its working directory.
+CONFIG_FILE = "config.json"          # the validated config the worker reads
+EVENTS_FILE = "events.jsonl"         # worker stdout: telemetry, the source of truth
+STDERR_FILE = "stderr.log"           # worker stderr
+STDOUT_FILE = "stdout.log"           # stray prints of libraries (see workers.sdk.telemetry.take_stdout)
+SUPERVISOR_FILE = "supervisor.json"  # pids and start times, written by the per-run supervisor
+EXIT_FILE = "exit.json"              # exit status, written by the per-run supervisor
+CHECKPOINTS_DIR = "checkpoints"
+TENSORBOARD_DIR = "tensorboard"

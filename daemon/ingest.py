@@ -1,0 +1,243 @@
+"""Reading a run's events.jsonl: validation, the run summary, backlog reads.
+
+The worker appends lines; the daemon reads them from the byte offset it
+reached last (kept in the store), so every line is taken exactly once, also
+across daemon restarts. A line that is not a valid event (a stray print,
+binary garbage, a line over MAX_EVENT_LINE) is kept in the file, counted, and
+shown to clients as an ``invalid`` event -- never silently dropped.
+
+Offsets are byte offsets into events.jsonl. An ``events`` notification names
+the range [from, to) it covers; a client's cursor is the last ``to`` it saw.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from typing import Any
+
+from daemon.protocol import dumps, loads
+from workers.sdk import telemetry as tm
+
+MAX_EVENT_LINE = 1024 * 1024   # a longer line is recorded as invalid, not parsed
+READ_CHUNK = 4 * 1024 * 1024   # bytes read per pass, so one chatty run cannot stall the loop
+RETURNS_KEPT = 64              # episode returns kept in the summary (the sparkline)
+
+_TYPE_KEY = "type"
+
+
+def _invalid(raw: bytes, error: str) -> bytes:
+    sample = raw[:200].decode("utf-8", errors="replace")
+    return dumps({"v": tm.VERSION, "type": tm.INVALID, "t": time.time(), "raw": sample, "error": error})
+
+
+def split_events(data: bytes) -> tuple[list[bytes], list[dict[str, Any]], int, bool]:
+    """Validate the complete lines of data.
+
+    Returns (raw event lines for clients, parsed events, bytes consumed, inside
+    an over-long line). An incomplete last line is not consumed unless it is
+    already too long; then it is consumed, recorded as invalid, and the caller
+    must skip the rest of it up to its newline.
+    """
+    raws: list[bytes] = []
+    parsed: list[dict[str, Any]] = []
+    pos = 0
+    end = len(data)
+    types = tm.EVENT_TYPES
+    long_line = False
+    while pos < end:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            if end - pos > MAX_EVENT_LINE:  # an endless line: count what we have, skip on
+                raws.append(_invalid(data[pos:pos + 200], f"line longer than {MAX_EVENT_LINE} bytes"))
+                parsed.append(loads(raws[-1]))
+                pos = end
+                long_line = True
+            break
+        line = data[pos:nl]
+        pos = nl + 1
+        if not line.strip():
+            continue
+        if len(line) > MAX_EVENT_LINE:
+            raw = _invalid(line, f"line longer than {MAX_EVENT_LINE} bytes")
+        else:
+            try:
+                event = loads(line)
+            except ValueError as exc:
+                raw = _invalid(line, f"not JSON: {exc}")
+            else:
+                if type(event) is dict and event.get(_TYPE_KEY) in types:
+                    raws.append(line)
+                    parsed.append(event)
+                    continue
+                raw = _invalid(line, "not a telemetry event")
+        raws.append(raw)
+        parsed.append(loads(raw))
+    return raws, parsed, pos, long_line
+
+
+class RunTail:
+    """Follows one run's events file and keeps its summary."""
+
+    def __init__(self, run_id: str, path: str, offset: int = 0, summary: dict[str, Any] | None = None):
+        self.run_id = run_id
+        self.path = path
+        self.offset = offset
+        self.fd: int | None = None
+        self.skipping = False  # inside an over-long line, dropping bytes until its newline
+        s = summary or {}
+        self.steps: int = s.get("steps", 0)
+        self.total_steps: int | None = s.get("total_steps")
+        self.lines: int = s.get("lines", 0)
+        self.invalid: int = s.get("invalid", 0)
+        self.episodes: int = s.get("episodes", 0)
+        self.last_return = s.get("last_return")
+        self.returns: deque = deque(s.get("returns", []), maxlen=RETURNS_KEPT)
+        self.tags: set[str] = set(s.get("tags", []))
+        self.sps: float | None = s.get("sps")
+        self.started = bool(s.get("started"))
+        self.completed = bool(s.get("completed"))
+        self.failed_reason: str | None = s.get("failed_reason")
+        self.last_event_t: float | None = s.get("last_event_t")
+        self.checkpoints: list[str] = s.get("checkpoints", [])
+        self.phase: str | None = s.get("phase")
+        self._rate_mark: tuple[float, int] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps, "total_steps": self.total_steps, "lines": self.lines,
+            "invalid": self.invalid, "episodes": self.episodes, "last_return": self.last_return,
+            "returns": list(self.returns), "tags": sorted(self.tags), "sps": self.sps,
+            "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
+            "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
+        }
+
+    def _open(self) -> bool:
+        if self.fd is None:
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return False
+        return True
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def read_new(self, final: bool = False) -> tuple[int, int, list[bytes]] | None:
+        """Take the complete lines appended since the last call.
+
+        Returns (from, to, raw events) or None when nothing new. ``final`` is
+        set once the worker has exited: a last line without a newline (a crash
+        mid-write) is then taken as an invalid event instead of waited for.
+        """
+        if not self._open():
+            return None
+        data = os.pread(self.fd, READ_CHUNK, self.offset)
+        if not data:
+            return None
+        start = self.offset
+        if self.skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self.offset += len(data)
+                return None
+            data = data[nl + 1:]
+            self.offset += nl + 1
+            self.skipping = False
+            start = self.offset
+        raws, parsed, used, self.skipping = split_events(data)
+        if final and used < len(data) and len(data) < READ_CHUNK:
+            tail = data[used:]
+            raw = _invalid(tail, "partial line at exit")
+            raws.append(raw)
+            parsed.append(loads(raw))
+            used = len(data)
+        if used == 0 and not raws:
+            return None
+        self.offset = start + used
+        self._absorb(parsed)
+        return start, self.offset, raws
+
+    def _absorb(self, events: list[dict[str, Any]]) -> None:
+        self.lines += len(events)
+        steps = self.steps
+        for ev in events:
+            kind = ev["type"]
+            if kind == tm.SCALAR:
+                self.tags.add(ev.get("tag", "?"))
+                step = ev.get("step")
+            elif kind == tm.EPISODE:
+                self.episodes += 1
+                ret = ev.get("return")
+                self.last_return = ret
+                self.returns.append(ret)
+                step = ev.get("step")
+            elif kind == tm.INVALID:
+                self.invalid += 1
+                continue
+            elif kind == tm.RUN_STARTED:
+                self.started = True
+                if ev.get("total_steps"):
+                    self.total_steps = ev["total_steps"]
+                continue
+            elif kind == tm.RUN_COMPLETED:
+                self.completed = True
+                step = ev.get("step")
+            elif kind == tm.RUN_FAILED:
+                self.failed_reason = ev.get("reason")
+                step = ev.get("step")
+            elif kind == tm.CHECKPOINT_SAVED:
+                self.checkpoints.append(ev.get("path", ""))
+                step = ev.get("step")
+            elif kind == tm.PHASE:
+                self.phase = ev.get("name")
+                step = ev.get("step")
+            else:
+                step = ev.get("step")
+            if type(step) is int and step > steps:
+                steps = step
+        if events:
+            t = events[-1].get("t")
+            if isinstance(t, (int, float)):
+                self.last_event_t = t
+        if steps != self.steps:
+            self.steps = steps
+            self._update_rate()
+
+    def _update_rate(self) -> None:
+        """Steps per second over the last few seconds of wall time."""
+        now = time.monotonic()
+        if self._rate_mark is None:
+            self._rate_mark = (now, self.steps)
+            return
+        t0, s0 = self._rate_mark
+        if now - t0 >= 2.0:
+            self.sps = round((self.steps - s0) / (now - t0), 1)
+            self._rate_mark = (now, self.steps)
+
+
+def read_range(path: str, start: int, max_bytes: int) -> tuple[int, list[bytes], list[dict[str, Any]]]:
+    """Complete, validated events from byte offset start (a backlog read).
+
+    Returns (offset after the last complete line, raw lines, parsed events).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return start, [], []
+    max_bytes = max(max_bytes, MAX_EVENT_LINE + 2)  # room for at least one whole line
+    try:
+        data = os.pread(fd, max_bytes, start)
+        raws, parsed, used, long_line = split_events(data)
+        while long_line:  # the over-long line goes on past this window: step over it
+            more = os.pread(fd, 1 << 20, start + used)
+            if not more:
+                break
+            nl = more.find(b"\n")
+            used += len(more) if nl < 0 else nl + 1
+            long_line = nl < 0
+    finally:
+        os.close(fd)
+    return start + used, raws, parsed

@@ -1,0 +1,421 @@
+"""Run supervision: submit, start, watch, pause, cancel, finish, re-adopt.
+
+Each run is started through its own supervisor process (``daemon.shim``) in a
+session of its own; the daemon watches the supervisor with a pidfd, which also
+works for supervisors it did not start (re-adopted after a daemon restart), and
+follows the run's events.jsonl with inotify. How a run ended is read from the
+``exit.json`` the supervisor writes, so it is known even if the run ended while
+no daemon was running.
+
+State machine:
+
+    queued -> starting -> running <-> paused -> succeeded | failed | cancelled
+                                              \\-> lost (vanished without an exit record)
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+from daemon import proctree
+from daemon import protocol as P
+from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
+                         SUPERVISOR_FILE, TENSORBOARD_DIR, Home)
+from daemon.ingest import RunTail
+from daemon.inotify import Inotify
+from daemon.store import Store, new_ulid
+from workers.sdk.config import ConfigError
+from workers.sdk.descriptor import WorkerDescriptor
+
+log = logging.getLogger("mosaic.daemon.runs")
+
+SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most this often
+SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
+STDERR_TAIL_LINES = 20
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def stderr_tail(run_dir: str, lines: int = STDERR_TAIL_LINES) -> str:
+    try:
+        with open(os.path.join(run_dir, STDERR_FILE), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            data = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+class ActiveRun:
+    """What the daemon holds for a run whose supervisor is alive."""
+
+    def __init__(self, run_id: str, run_dir: str, tail: RunTail, shim_pid: int,
+                 popen: subprocess.Popen | None):
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.tail = tail
+        self.shim_pid = shim_pid
+        self.popen = popen      # set when this daemon started it (reaping)
+        self.pidfd: int | None = None
+        self.wd: int | None = None
+
+
+class RunManager:
+    def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
+                 max_concurrent: int, grace_seconds: float = 10.0):
+        self.home = home
+        self.store = store
+        self.workers = workers
+        self.max_concurrent = max_concurrent
+        self.grace_seconds = grace_seconds
+        self.active: dict[str, ActiveRun] = {}
+        self.inotify: Inotify | None = None
+        self._wd_to_run: dict[int, str] = {}
+        self._dirty: set[str] = set()
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._more_pending: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # set by the server: called with (run_id, from, to, raw_events) and with run records
+        self.on_events: Callable[[str, int, int, list[bytes]], None] = lambda *a: None
+        self.on_run: Callable[[dict[str, Any] | None, str, int], None] = lambda *a: None
+        self.on_run_final: Callable[[str], None] = lambda run_id: None
+
+    # -- startup -----------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        try:
+            self.inotify = Inotify()
+            loop.add_reader(self.inotify.fd, self._on_inotify)
+        except OSError as exc:  # no inotify: the safety scan alone still delivers, slower
+            log.warning("inotify unavailable (%s); falling back to %ss scans", exc, SAFETY_SCAN_SECONDS)
+            self.inotify = None
+        self.adopt_all()
+        loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
+        self.schedule()
+
+    def adopt_all(self) -> None:
+        """Take back the runs a previous daemon left: alive, finished, or lost."""
+        for run in self.store.list(P.ACTIVE_STATES):
+            run_dir = str(self.home.run_dir(run["id"]))
+            pid, pid_start = run["pid"], run["pid_start"]
+            if pid and proctree.is_alive(pid, pid_start):
+                log.info("re-adopting run %s (supervisor pid %s)", run["id"], pid)
+                self._watch(run, run_dir, pid, None)
+                continue
+            tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
+            if os.path.exists(os.path.join(run_dir, EXIT_FILE)):
+                log.info("run %s ended while no daemon ran; recording its exit", run["id"])
+                self._finish(run["id"], run_dir, tail)
+            else:
+                reason = ("supervisor process is gone (pid reused by another program)"
+                          if pid and proctree.is_alive(pid) else "supervisor process vanished without an exit record")
+                self._drain(run["id"], tail)
+                self._set_final(run["id"], P.LOST, tail, reason=reason)
+
+    # -- submit ------------------------------------------------------------
+    def validate(self, config: dict[str, Any]) -> tuple[WorkerDescriptor, dict[str, Any]]:
+        if not isinstance(config, dict):
+            raise ConfigError("", "a run config must be a JSON object")
+        name = config.get("worker")
+        if not isinstance(name, str):
+            raise ConfigError("worker", "is required")
+        desc = self.workers.get(name)
+        if desc is None:
+            raise ConfigError("worker", f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
+        return desc, desc.validate(config)
+
+    def _unique_name(self, base: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._-")[:56] or "run"
+        n = 1
+        while self.store.name_taken(f"{base}-{n}"):
+            n += 1
+        return f"{base}-{n}"
+
+    def submit(self, config: dict[str, Any]) -> dict[str, Any]:
+        desc, config = self.validate(config)
+        if config.get("name"):
+            if self.store.name_taken(config["name"]):
+                raise ConfigError("name", f"a run named {config['name']!r} exists already")
+            name = config["name"]
+        else:
+            name = self._unique_name(f"{config['algo']}-{config['env']}")
+        run_id = new_ulid()
+        config.update(run_id=run_id, name=name)
+        run_dir = self.home.run_dir(run_id)
+        run_dir.mkdir(parents=True)
+        (run_dir / CHECKPOINTS_DIR).mkdir()
+        (run_dir / TENSORBOARD_DIR).mkdir()
+        with open(run_dir / CONFIG_FILE, "w") as f:
+            json.dump(config, f, indent=2)
+        (run_dir / EVENTS_FILE).touch()
+        summary = {"total_steps": config.get("steps")}
+        run = self.store.create_run({
+            "id": run_id, "name": name, "worker": config["worker"], "algo": config["algo"],
+            "env": config["env"], "config": config, "state": P.QUEUED, "created_at": time.time(),
+            "summary": summary,
+        })
+        self.on_run(run, run_id, run["rev"])
+        self.schedule()
+        return self.store.get(run_id)
+
+    # -- scheduling --------------------------------------------------------
+    def schedule(self) -> None:
+        """Start queued runs while slots are free (oldest first)."""
+        queued = self.store.list([P.QUEUED])
+        for run in queued:
+            if len(self.active) >= self.max_concurrent:
+                break
+            self._start(run)
+
+    def _start(self, run: dict[str, Any]) -> None:
+        run_id = run["id"]
+        run_dir = str(self.home.run_dir(run_id))
+        desc = self.workers.get(run["worker"])
+        if desc is None:
+            self._set_final(run_id, P.FAILED, None, reason=f"worker {run['worker']!r} is no longer installed")
+            return
+        command = desc.command(run["config"])
+        env = dict(os.environ)
+        env.update(MOSAIC_RUN_ID=run_id, MOSAIC_RUN_DIR=run_dir, MOSAIC_HOME=str(self.home.root),
+                   PYTHONUNBUFFERED="1")
+        if not str(run["config"].get("device", "cpu")).startswith("cuda"):
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        try:
+            with open(os.path.join(run_dir, "supervisor.log"), "ab") as out:
+                popen = subprocess.Popen(
+                    [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds), "--",
+                     *command],
+                    cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, close_fds=True)
+        except OSError as exc:
+            self._set_final(run_id, P.FAILED, None, reason=f"cannot start the supervisor: {exc}")
+            return
+        updated = self.store.update_run(run_id, state=P.STARTING, started_at=time.time(), pid=popen.pid,
+                                        pid_start=proctree.start_time(popen.pid))
+        self.on_run(updated, run_id, updated["rev"])
+        self._watch(updated, run_dir, popen.pid, popen)
+
+    def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None) -> None:
+        tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
+        active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen)
+        self.active[run["id"]] = active
+        if self.inotify is not None:
+            try:
+                active.wd = self.inotify.add_watch(tail.path)
+                self._wd_to_run[active.wd] = run["id"]
+            except OSError as exc:
+                log.warning("cannot watch %s: %s", tail.path, exc)
+        try:
+            active.pidfd = os.pidfd_open(shim_pid)
+            self._loop.add_reader(active.pidfd, self._on_exit, run["id"])
+        except ProcessLookupError:
+            self._loop.call_soon(self._on_exit, run["id"])
+        self._ingest(run["id"])  # whatever was written while nobody watched
+
+    # -- telemetry ---------------------------------------------------------
+    def _on_inotify(self) -> None:
+        fired, overflow = self.inotify.read()
+        runs = list(self.active) if overflow else [self._wd_to_run[wd] for wd in fired if wd in self._wd_to_run]
+        for run_id in runs:
+            self._ingest(run_id)
+
+    def _safety_scan(self) -> None:
+        for run_id in list(self.active):
+            self._ingest(run_id)
+        self._loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
+
+    def _ingest(self, run_id: str, final: bool = False) -> bool:
+        """Read one chunk of new lines of a run; True if it read anything."""
+        active = self.active.get(run_id)
+        if active is None:
+            return False
+        chunk = active.tail.read_new(final=final)
+        if chunk is None:
+            return False
+        start, end, raws = chunk
+        self.on_events(run_id, start, end, raws)
+        self._mark_dirty(run_id)
+        run = self.store.get(run_id)
+        if run and run["state"] == P.STARTING and active.tail.lines:
+            updated = self.store.update_run(run_id, state=P.RUNNING, summary=active.tail.summary(),
+                                            ingest_offset=active.tail.offset)
+            self.on_run(updated, run_id, updated["rev"])
+        if end - start >= 1024 * 1024 and not final:
+            # a big backlog: continue on the next loop turn, let other runs and clients in
+            if run_id not in self._more_pending:
+                self._more_pending.add(run_id)
+                self._loop.call_soon(self._ingest_more, run_id)
+        return True
+
+    def _ingest_more(self, run_id: str) -> None:
+        self._more_pending.discard(run_id)
+        self._ingest(run_id)
+
+    def _mark_dirty(self, run_id: str) -> None:
+        self._dirty.add(run_id)
+        if self._flush_handle is None:
+            self._flush_handle = self._loop.call_later(SUMMARY_FLUSH_SECONDS, self._flush_summaries)
+
+    def _flush_summaries(self) -> None:
+        self._flush_handle = None
+        dirty, self._dirty = self._dirty, set()
+        for run_id in dirty:
+            active = self.active.get(run_id)
+            if active is None:
+                continue
+            updated = self.store.update_run(run_id, summary=active.tail.summary(),
+                                            ingest_offset=active.tail.offset)
+            if updated:
+                self.on_run(updated, run_id, updated["rev"])
+
+    def _drain(self, run_id: str, tail: RunTail) -> None:
+        """Read a run's file to its end (final: a partial last line counts)."""
+        while True:
+            chunk = tail.read_new(final=True)
+            if chunk is None:
+                break
+            self.on_events(run_id, *chunk)
+        tail.close()
+
+    # -- exit --------------------------------------------------------------
+    def _on_exit(self, run_id: str) -> None:
+        active = self.active.get(run_id)
+        if active is None:
+            return
+        if active.pidfd is not None:
+            self._loop.remove_reader(active.pidfd)
+            os.close(active.pidfd)
+            active.pidfd = None
+        if active.popen is not None:
+            active.popen.wait()  # reap our child
+        if active.wd is not None and self.inotify is not None:
+            self._wd_to_run.pop(active.wd, None)
+            try:
+                self.inotify.rm_watch(active.wd)
+            except OSError:
+                pass
+        del self.active[run_id]
+        self._finish(run_id, active.run_dir, active.tail)
+        self.schedule()
+
+    def _finish(self, run_id: str, run_dir: str, tail: RunTail) -> None:
+        self._drain(run_id, tail)
+        run = self.store.get(run_id)
+        record = _read_json(os.path.join(run_dir, EXIT_FILE))
+        if record is None:
+            self._set_final(run_id, P.LOST, tail, reason="supervisor ended without an exit record")
+            return
+        code, sig = record.get("returncode"), record.get("signal")
+        fields: dict[str, Any] = {"exit_code": code, "worker_pid": record.get("worker_pid"),
+                                  "ended_at": record.get("ended_at")}
+        if sig:
+            fields["exit_signal"] = record.get("signal_name") or proctree.signal_name(sig)
+        if run["cancel_requested"] or record.get("cancel_requested"):
+            state, reason = P.CANCELLED, "cancelled by the user"
+        elif code == 0:
+            state, reason = P.SUCCEEDED, None
+        else:
+            state = P.FAILED
+            if sig:
+                reason = f"worker killed by {fields['exit_signal']}"
+            else:
+                reason = f"worker exited with code {code}"
+            if tail.failed_reason:
+                reason += f": {tail.failed_reason.splitlines()[0][:300]}"
+            fields["stderr_tail"] = stderr_tail(run_dir)
+        self._set_final(run_id, state, tail, reason=reason, **fields)
+
+    def _set_final(self, run_id: str, state: str, tail: RunTail | None, reason: str | None = None,
+                   **fields: Any) -> None:
+        if tail is not None:
+            fields.update(summary=tail.summary(), ingest_offset=tail.offset)
+        fields.setdefault("ended_at", time.time())
+        updated = self.store.update_run(run_id, state=state, reason=reason, **fields)
+        self._dirty.discard(run_id)
+        if updated:
+            log.info("run %s %s%s", run_id, state, f" ({reason})" if reason else "")
+            self.on_run(updated, run_id, updated["rev"])
+        self.on_run_final(run_id)
+
+    # -- control -----------------------------------------------------------
+    def cancel(self, run: dict[str, Any]) -> dict[str, Any]:
+        run_id = run["id"]
+        if run["state"] == P.QUEUED:
+            self._set_final(run_id, P.CANCELLED, None, reason="cancelled before it started")
+            return self.store.get(run_id)
+        if run["state"] not in P.ACTIVE_STATES:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not active")
+        if run["cancel_requested"]:
+            return run  # a second cancel: the first one is under way
+        updated = self.store.update_run(run_id, cancel_requested=True)
+        self.on_run(updated, run_id, updated["rev"])
+        active = self.active.get(run_id)
+        if active is not None:
+            # a stopped tree cannot act on SIGTERM: continue it first
+            proctree.signal_tree(active.shim_pid, signal.SIGCONT)
+            try:
+                os.kill(active.shim_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        return updated
+
+    def pause(self, run: dict[str, Any]) -> dict[str, Any]:
+        if run["state"] != P.RUNNING and run["state"] != P.STARTING:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not running")
+        active = self.active[run["id"]]
+        # The whole tree but the supervisor, which must stay free to react to a cancel.
+        proctree.signal_tree(active.shim_pid, signal.SIGSTOP)
+        updated = self.store.update_run(run["id"], state=P.PAUSED)
+        self.on_run(updated, run["id"], updated["rev"])
+        return updated
+
+    def resume(self, run: dict[str, Any]) -> dict[str, Any]:
+        if run["state"] != P.PAUSED:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not paused")
+        active = self.active[run["id"]]
+        proctree.signal_tree(active.shim_pid, signal.SIGCONT)
+        updated = self.store.update_run(run["id"], state=P.RUNNING)
+        self.on_run(updated, run["id"], updated["rev"])
+        return updated
+
+    def delete(self, run: dict[str, Any]) -> int:
+        if run["state"] in P.ACTIVE_STATES:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}: cancel it first")
+        shutil.rmtree(self.home.run_dir(run["id"]), ignore_errors=True)
+        rev = self.store.delete_run(run["id"])
+        self.on_run(None, run["id"], rev)
+        return rev
+
+    def ingested_offset(self, run: dict[str, Any]) -> int:
+        """How far clients may be served from this run's file."""
+        active = self.active.get(run["id"])
+        return active.tail.offset if active is not None else run["ingest_offset"]
+
+    def close(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_summaries()
+        for active in self.active.values():
+            if active.pidfd is not None:
+                self._loop.remove_reader(active.pidfd)
+                os.close(active.pidfd)
+            active.tail.close()
+        if self.inotify is not None:
+            self._loop.remove_reader(self.inotify.fd)
+            self.inotify.close()

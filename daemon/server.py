@@ -1,0 +1,459 @@
+"""The daemon's socket server: clients, method dispatch, subscriptions.
+
+Delivery to a subscriber is driven by cursors, not queues. For each run a
+client follows, the daemon remembers the byte offset up to which it has sent
+that run's events. A live chunk [from, to) goes straight to every client whose
+cursor is ``from``; a client that is behind (it subscribed from an old cursor,
+or it stopped reading and its socket buffer passed HIGH_WATER) is served from
+the file by its own catch-up task, which waits for the socket to drain. So a
+slow client costs a bounded buffer and never stalls the daemon or the others,
+and it resyncs by itself when it reads again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+import time
+from typing import Any
+
+from daemon import discovery
+from daemon import protocol as P
+from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
+from daemon.ingest import read_range
+from daemon.runs import RunManager
+from daemon.store import Store, StoreError
+from workers.sdk.config import ConfigError
+
+log = logging.getLogger("mosaic.daemon")
+
+HIGH_WATER = 4 * 1024 * 1024       # a client's unsent bytes above this: it is served from disk instead
+HARD_LIMIT = 64 * 1024 * 1024      # unsent replies above this: the client is dropped
+BACKLOG_CHUNK = 1024 * 1024        # bytes read per backlog step
+READ_SIZE = 65536
+LOG_STREAMS = {"stderr": STDERR_FILE, "stdout": STDOUT_FILE, "supervisor": "supervisor.log"}
+
+
+def peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+class Client:
+    _ids = 0
+
+    def __init__(self, writer: asyncio.StreamWriter):
+        Client._ids += 1
+        self.id = Client._ids
+        self.writer = writer
+        self.transport = writer.transport
+        self.closed = False
+        self.name = "?"
+        self.follow_runs = False               # run-record notifications
+        self.follow_all_events = False         # events of every run
+        self.event_runs: set[str] = set()      # events of these runs
+        self.cursors: dict[str, int] = {}      # run -> next byte offset to send
+        self.behind: set[str] = set()          # runs served by the catch-up task
+        self.pending_records: dict[str, Any] = {}  # coalesced run records while congested
+        self.wakeup = asyncio.Event()
+        self.catchup_task: asyncio.Task | None = None
+
+    @property
+    def congested(self) -> bool:
+        return self.transport.get_write_buffer_size() > HIGH_WATER
+
+    def follows_events(self, run_id: str) -> bool:
+        return self.follow_all_events or run_id in self.event_runs
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.transport.get_write_buffer_size() > HARD_LIMIT:
+            log.warning("client %s does not read its replies; dropping it", self.id)
+            self.close()
+            return
+        self.writer.write(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.wakeup.set()
+            self.transport.abort()
+
+
+class Daemon:
+    def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0):
+        self.home = home
+        self.epoch = f"{int(time.time() * 1000):x}-{os.getpid()}"
+        self.started = time.time()
+        self.store = Store(home.db)
+        self.workers, self.worker_errors = discovery.discover()
+        self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
+                               grace_seconds)
+        self.runs.on_events = self._broadcast_events
+        self.runs.on_run = self._broadcast_run
+        self.clients: set[Client] = set()
+        self.server: asyncio.AbstractServer | None = None
+        self.stopping = asyncio.Event()
+
+    # -- lifecycle -----------------------------------------------------------
+    async def serve(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        self.runs.start(loop)
+        self.server = await asyncio.start_unix_server(self._handle, sock=sock, limit=READ_SIZE)
+        log.info("daemon %s serving %s for home %s", self.epoch, self.home.socket_path, self.home.root)
+        await self.stopping.wait()
+        self.server.close()
+        for client in list(self.clients):
+            client.close()
+        self.runs.close()
+        self.store.close()
+
+    # -- connections -----------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        try:
+            uid = peer_uid(sock)
+        except OSError:
+            uid = -1
+        if uid != os.getuid():
+            # Nothing is read from a stranger, nothing executed.
+            log.warning("refused a connection from uid %s", uid)
+            writer.write(P.error(None, P.RPCError(P.INVALID_REQUEST, "permission denied: not the daemon's user")))
+            try:
+                await asyncio.wait_for(writer.drain(), 1)
+            except (asyncio.TimeoutError, ConnectionError):
+                pass
+            writer.transport.abort()
+            return
+        client = Client(writer)
+        self.clients.add(client)
+        try:
+            await self._serve_client(client, reader)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            client.close()
+            self.clients.discard(client)
+            if client.catchup_task is not None:
+                client.catchup_task.cancel()
+
+    async def _serve_client(self, client: Client, reader: asyncio.StreamReader) -> None:
+        buf = b""
+        skipping = False  # inside a request line over MAX_LINE
+        while not client.closed:
+            data = await reader.read(READ_SIZE)
+            if not data:
+                return
+            buf += data
+            while True:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    if len(buf) > P.MAX_LINE:
+                        if not skipping:
+                            client.write(P.error(None, P.RPCError(
+                                P.LINE_TOO_LONG, f"request line longer than {P.MAX_LINE} bytes")))
+                        skipping = True
+                        buf = b""
+                    break
+                line, buf = buf[:nl], buf[nl + 1:]
+                if skipping:
+                    skipping = False
+                    continue
+                if line.strip():
+                    await self._dispatch(client, line)
+            # a client that does not read its replies stops being read
+            await client.writer.drain()
+
+    async def _dispatch(self, client: Client, line: bytes) -> None:
+        req_id = None
+        try:
+            req_id, method, params = P.parse_request(line)
+            handler = getattr(self, f"m_{method}", None) if method in P.METHODS else None
+            if handler is None:
+                raise P.RPCError(P.METHOD_NOT_FOUND, f"unknown method {method!r}")
+            value = handler(client, params)
+            if asyncio.iscoroutine(value):
+                value = await value
+            if req_id is not None:
+                client.write(P.result(req_id, value))
+        except P.RPCError as err:
+            if req_id is None and isinstance(err.data, dict) and "id" in err.data:
+                req_id = err.data.pop("id")
+                err.data = err.data or None
+            client.write(P.error(req_id, err))
+        except ConfigError as err:
+            client.write(P.error(req_id, P.RPCError(P.INVALID_CONFIG, str(err), {"field": err.field})))
+        except StoreError as err:
+            log.error("store error: %s", err)
+            client.write(P.error(req_id, P.RPCError(P.INTERNAL_ERROR, str(err))))
+        except Exception as err:  # a bug must cost one request, not the daemon
+            log.exception("request failed: %r", line[:200])
+            client.write(P.error(req_id, P.RPCError(P.INTERNAL_ERROR, f"{type(err).__name__}: {err}")))
+
+    # -- helpers -----------------------------------------------------------
+    def _run(self, params: dict[str, Any], key: str = "run") -> dict[str, Any]:
+        ref = P.param(params, key, str)
+        matches = self.store.resolve(ref)
+        if not matches:
+            raise P.RPCError(P.NOT_FOUND, f"no run named or with an id starting with {ref!r}")
+        if len(matches) > 1:
+            names = ", ".join(f"{m['id']} ({m['name']})" for m in matches[:5])
+            raise P.RPCError(P.AMBIGUOUS, f"{ref!r} matches several runs: {names}")
+        return matches[0]
+
+    def _worker(self, name: str):
+        desc = self.workers.get(name)
+        if desc is None:
+            raise P.RPCError(P.NOT_FOUND, f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
+        return desc
+
+    # -- methods -----------------------------------------------------------
+    def m_hello(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        version = P.param(params, "protocol", int, P.PROTOCOL_VERSION)
+        client.name = str(params.get("client", "?"))[:64]
+        if version != P.PROTOCOL_VERSION:
+            raise P.RPCError(P.INVALID_REQUEST, f"protocol {version} not supported; daemon speaks {P.PROTOCOL_VERSION}")
+        return {"protocol": P.PROTOCOL_VERSION, "epoch": self.epoch, "pid": os.getpid(),
+                "home": str(self.home.root), "rev": self.store.rev}
+
+    def m_status(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for run in self.store.list():
+            counts[run["state"]] = counts.get(run["state"], 0) + 1
+        rss = 0
+        try:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            pass
+        return {"pid": os.getpid(), "epoch": self.epoch, "uptime": round(time.time() - self.started, 3),
+                "home": str(self.home.root), "socket": str(self.home.socket_path), "runs": counts,
+                "active": len(self.runs.active), "max_concurrent": self.runs.max_concurrent,
+                "clients": len(self.clients), "rss_bytes": rss, "rev": self.store.rev}
+
+    def m_workers(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return discovery.describe(self.workers, self.worker_errors)
+
+    def m_schema(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        desc = self._worker(P.param(params, "worker", str))
+        algo = P.param(params, "algo", str)
+        if algo not in desc.algorithms():
+            raise P.RPCError(P.NOT_FOUND, f"worker {desc.name!r} has no algorithm {algo!r}; "
+                                          f"choose from {', '.join(desc.algorithms())}")
+        return desc.schema(algo, P.param(params, "env", str, None))
+
+    def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        config = P.param(params, "config", dict)
+        return self.runs.submit(config)
+
+    def m_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        states = P.param(params, "states", list, None)
+        return {"rev": self.store.rev, "runs": self.store.list(states)}
+
+    def m_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self._run(params)
+
+    def m_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.runs.cancel(self._run(params))
+
+    def m_pause(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.runs.pause(self._run(params))
+
+    def m_resume(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.runs.resume(self._run(params))
+
+    def m_delete(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(params)
+        rev = self.runs.delete(run)
+        return {"deleted": run["id"], "rev": rev}
+
+    def m_shutdown(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        # Runs keep going: their supervisors do not depend on the daemon.
+        asyncio.get_running_loop().call_soon(self.stopping.set)
+        return {"stopping": True, "active_runs": len(self.runs.active)}
+
+    def m_read_events(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(params)
+        start = P.param(params, "from", int, 0)
+        max_bytes = min(P.param(params, "max_bytes", int, BACKLOG_CHUNK), 16 * BACKLOG_CHUNK)
+        end = self.runs.ingested_offset(run)
+        nxt, raws, parsed = self._read(run, start, end, max_bytes)
+        types = P.param(params, "types", list, None)
+        if types is not None:
+            parsed = [e for e in parsed if e.get("type") in types]
+        return {"run": run["id"], "from": start, "next": nxt, "end": end, "events": parsed}
+
+    def m_metrics(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Scalars of a run as {tag: [[step, value, t], ...]}, paged by byte offset."""
+        run = self._run(params)
+        start = P.param(params, "from", int, 0)
+        tags = P.param(params, "tags", list, None)
+        max_bytes = min(P.param(params, "max_bytes", int, 4 * BACKLOG_CHUNK), 16 * BACKLOG_CHUNK)
+        end = self.runs.ingested_offset(run)
+        nxt, _raws, parsed = self._read(run, start, end, max_bytes)
+        wanted = set(tags) if tags else None
+        points: dict[str, list] = {}
+        for ev in parsed:
+            if ev.get("type") == "scalar" and (wanted is None or ev.get("tag") in wanted):
+                points.setdefault(ev["tag"], []).append([ev.get("step"), ev.get("value"), ev.get("t")])
+        return {"run": run["id"], "from": start, "next": nxt, "end": end, "points": points}
+
+    def _read(self, run: dict[str, Any], start: int, end: int, max_bytes: int):
+        if start < 0:
+            raise P.RPCError(P.INVALID_PARAMS, "parameter 'from' must be >= 0")
+        if start >= end:
+            return start, [], []
+        path = str(self.home.run_dir(run["id"]) / EVENTS_FILE)
+        return read_range(path, start, min(max_bytes, end - start))
+
+    def m_logs(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """A byte range of one of a run's log files; a negative 'from' counts from the end."""
+        run = self._run(params)
+        stream = P.param(params, "stream", str, "stderr")
+        if stream not in LOG_STREAMS:
+            raise P.RPCError(P.INVALID_PARAMS, f"parameter 'stream' must be one of {', '.join(LOG_STREAMS)}")
+        start = P.param(params, "from", int, 0)
+        max_bytes = max(1, min(P.param(params, "max_bytes", int, 256 * 1024), 4 * 1024 * 1024))
+        path = self.home.run_dir(run["id"]) / LOG_STREAMS[stream]
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return {"run": run["id"], "stream": stream, "from": 0, "next": 0, "size": 0, "data": ""}
+        if start < 0:
+            start = max(0, size + start)
+        start = min(start, size)
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(min(max_bytes, size - start))
+        return {"run": run["id"], "stream": stream, "from": start, "next": start + len(data), "size": size,
+                "data": data.decode("utf-8", errors="replace")}
+
+    # -- subscriptions -----------------------------------------------------
+    def m_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Follow run records (from a revision) and/or events (from per-run cursors).
+
+        params: runs (bool): run-record notifications; rev (int): also send every
+        change after this revision first; events ("*" or [run refs]); cursors
+        ({run id: byte offset}) where to start each run's events (default 0, the
+        whole history; "end" skips history).
+        """
+        result: dict[str, Any] = {"rev": self.store.rev}
+        if P.param(params, "runs", bool, False):
+            client.follow_runs = True
+            since = P.param(params, "rev", int, None)
+            if since is not None:
+                rows, tombs = self.store.changed_since(since)
+                items = [(r["rev"], r, r["id"]) for r in rows] + [(rev, None, rid) for rid, rev in tombs]
+                for rev, row, rid in sorted(items, key=lambda x: x[0]):
+                    client.write(self._run_note(row, rid, rev))
+        events = params.get("events")
+        cursors = P.param(params, "cursors", dict, {})
+        from_end = P.param(params, "from_end", bool, False)
+        if events is not None:
+            if events == "*":
+                client.follow_all_events = True
+                runs = self.store.list()
+            elif isinstance(events, list) and all(isinstance(e, str) for e in events):
+                runs = [self._run({"run": ref}) for ref in events]
+                client.event_runs.update(r["id"] for r in runs)
+            else:
+                raise P.RPCError(P.INVALID_PARAMS, "parameter 'events' must be \"*\" or a list of runs")
+            for run in runs:
+                cursor = cursors.get(run["id"], 0)
+                if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
+                    raise P.RPCError(P.INVALID_PARAMS, f"cursor of {run['id']} must be a byte offset >= 0")
+                end = self.runs.ingested_offset(run)
+                client.cursors[run["id"]] = end if from_end else min(cursor, end)
+                if client.cursors[run["id"]] < end:
+                    client.behind.add(run["id"])
+            result["cursors"] = dict(client.cursors)
+        self._kick(client)
+        return result
+
+    def m_unsubscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        client.follow_runs = False
+        client.follow_all_events = False
+        client.event_runs.clear()
+        client.behind.clear()
+        return {"ok": True}
+
+    def _run_note(self, run: dict[str, Any] | None, run_id: str, rev: int) -> bytes:
+        if run is None:
+            return P.notification(P.NOTIFY_RUN, {"rev": rev, "deleted": run_id})
+        return P.notification(P.NOTIFY_RUN, {"rev": rev, "run": run})
+
+    def _broadcast_run(self, run: dict[str, Any] | None, run_id: str, rev: int) -> None:
+        note = None
+        for client in self.clients:
+            if not client.follow_runs:
+                continue
+            if client.congested:  # coalesce: only the newest record of each run waits
+                client.pending_records[run_id] = (run, rev)
+                self._kick(client)
+                continue
+            if note is None:
+                note = self._run_note(run, run_id, rev)
+            client.write(note)
+
+    def _broadcast_events(self, run_id: str, start: int, end: int, raws: list[bytes]) -> None:
+        note = None
+        for client in self.clients:
+            if not client.follows_events(run_id):
+                continue
+            cursor = client.cursors.setdefault(run_id, 0 if client.follow_all_events else start)
+            if cursor == start and run_id not in client.behind and not client.congested:
+                if note is None:
+                    note = P.events_notification(run_id, start, end, raws)
+                client.write(note)
+                client.cursors[run_id] = end
+            elif cursor < end:
+                client.behind.add(run_id)
+                self._kick(client)
+
+    def _kick(self, client: Client) -> None:
+        if client.catchup_task is None or client.catchup_task.done():
+            client.catchup_task = asyncio.get_running_loop().create_task(self._catch_up(client))
+        client.wakeup.set()
+
+    async def _catch_up(self, client: Client) -> None:
+        """Serve a client that is behind from the files, at the pace it reads."""
+        try:
+            while not client.closed:
+                client.wakeup.clear()
+                worked = False
+                if client.pending_records:
+                    records, client.pending_records = client.pending_records, {}
+                    for run_id, (run, rev) in records.items():
+                        client.write(self._run_note(run, run_id, rev))
+                    worked = True
+                for run_id in list(client.behind):
+                    run = self.store.get(run_id)
+                    if run is None:
+                        client.behind.discard(run_id)
+                        continue
+                    end = self.runs.ingested_offset(run)
+                    cursor = client.cursors.get(run_id, 0)
+                    if cursor >= end:
+                        client.behind.discard(run_id)
+                        continue
+                    nxt, raws, _ = read_range(str(self.home.run_dir(run_id) / EVENTS_FILE), cursor,
+                                              min(BACKLOG_CHUNK, end - cursor))
+                    if nxt > cursor:
+                        client.write(P.events_notification(run_id, cursor, nxt, raws))
+                        client.cursors[run_id] = nxt
+                        worked = True
+                    if nxt >= end:
+                        client.behind.discard(run_id)
+                    await client.writer.drain()  # the client's pace
+                if not client.behind and not client.pending_records:
+                    if worked:
+                        client.write(P.notification(P.NOTIFY_SYNCED, {"rev": self.store.rev,
+                                                                       "cursors": client.cursors}))
+                    await client.wakeup.wait()
+                elif client.congested:
+                    await client.writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass

@@ -1,0 +1,175 @@
+"""The per-run supervisor: one small process per run that outlives the daemon.
+
+    python -m daemon.shim RUN_DIR --grace SECONDS -- COMMAND...
+
+The pattern of conmon and containerd-shim. The daemon starts this in a session
+of its own; it starts the worker in a process group of its own, with stdout on
+``events.jsonl`` and stderr on ``stderr.log`` (so telemetry never passes
+through the daemon and nothing is lost when the daemon dies), waits for it,
+and records how it ended in ``exit.json``. It is a child subreaper, so
+processes the worker leaves behind (env subprocesses, Ray's daemons) are
+re-parented to it and killed when the worker ends: no run leaves a process.
+
+SIGTERM asks for a cancel: the worker's group gets SIGTERM, and after the grace
+period every descendant gets SIGKILL.
+
+Standard library only, and only what it needs: it starts once per run.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+from daemon import proctree
+from daemon.home import EVENTS_FILE, EXIT_FILE, STDERR_FILE, SUPERVISOR_FILE
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dirfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dirfd)
+    finally:
+        os.close(dirfd)
+
+
+class Shim:
+    def __init__(self, run_dir: str, command: list[str], grace: float):
+        self.run_dir = os.path.abspath(run_dir)
+        self.command = command
+        self.grace = grace
+        self.worker_pid = 0
+        self.cancel_requested = False
+        self.kill_deadline: float | None = None
+
+    def _spawn(self) -> int:
+        events_fd = os.open(os.path.join(self.run_dir, EVENTS_FILE),
+                            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        stderr_fd = os.open(os.path.join(self.run_dir, STDERR_FILE),
+                            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        null_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                os.setpgid(0, 0)
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD):
+                    signal.signal(sig, signal.SIG_DFL)
+                os.dup2(null_fd, 0)
+                os.dup2(events_fd, 1)
+                os.dup2(stderr_fd, 2)
+                os.chdir(self.run_dir)
+                os.execvp(self.command[0], self.command)
+            except BaseException as exc:  # exec failed: say why on the run's stderr
+                os.write(2, f"mosaic supervisor: cannot start {self.command[0]}: {exc}\n".encode())
+            os._exit(127)
+        for fd in (events_fd, stderr_fd, null_fd):
+            os.close(fd)
+        return pid
+
+    def _on_term(self, signum, frame) -> None:
+        if self.cancel_requested:
+            return
+        self.cancel_requested = True
+        try:
+            os.killpg(self.worker_pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        # Descendants that left the group (setsid: Ray) get the same request.
+        proctree.signal_tree(os.getpid(), signal.SIGTERM)
+        self.kill_deadline = time.monotonic() + self.grace
+        signal.setitimer(signal.ITIMER_REAL, max(self.grace, 0.01))
+
+    def _on_alarm(self, signum, frame) -> None:
+        # Grace is over: no process of this run survives.
+        proctree.signal_tree(os.getpid(), signal.SIGKILL)
+
+    def _reap_rest(self) -> None:
+        """Stop and reap whatever the worker left behind: SIGTERM, then SIGKILL."""
+        me = os.getpid()
+        if not proctree.descendants(me):
+            return
+        proctree.signal_tree(me, signal.SIGTERM)
+        deadline = time.monotonic() + min(self.grace, 5.0)
+        killed = False
+        while proctree.descendants(me):
+            if not killed and time.monotonic() >= deadline:
+                proctree.signal_tree(me, signal.SIGKILL)
+                killed = True
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
+            time.sleep(0.05)
+
+    def run(self) -> int:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+        started_at = time.time()
+        self.worker_pid = self._spawn()
+        write_json_atomic(os.path.join(self.run_dir, SUPERVISOR_FILE), {
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": proctree.start_time(os.getpid()),
+            "worker_pid": self.worker_pid,
+            "worker_start": proctree.start_time(self.worker_pid),
+            "started_at": started_at,
+        })
+
+        status = None
+        while status is None:
+            try:
+                pid, wstatus = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == self.worker_pid:
+                status = wstatus
+        self._reap_rest()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+        record: dict = {"ended_at": time.time(), "worker_pid": self.worker_pid,
+                        "cancel_requested": self.cancel_requested}
+        if status is None:
+            record.update(returncode=None, signal=None, reason="worker vanished")
+        elif os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            record.update(returncode=-sig, signal=sig, signal_name=proctree.signal_name(sig))
+        else:
+            record.update(returncode=os.WEXITSTATUS(status), signal=None)
+        write_json_atomic(os.path.join(self.run_dir, EXIT_FILE), record)
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv or len(argv) < 3:
+        print("usage: python -m daemon.shim RUN_DIR [--grace S] -- COMMAND...", file=sys.stderr)
+        return 2
+    sep = argv.index("--")
+    head, command = argv[:sep], argv[sep + 1:]
+    grace = 10.0
+    if "--grace" in head:
+        i = head.index("--grace")
+        grace = float(head[i + 1])
+        del head[i:i + 2]
+    return Shim(head[0], command, grace).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""The run store: SQLite (WAL) at <home>/mosaic.db.
+
+One row a run. Telemetry is not here: each run's ``events.jsonl`` is the source
+of truth for it; the row keeps a summary (steps, last return, ...) and the byte
+offset up to which the daemon has read the file, so a restarted daemon resumes
+exactly where it stopped.
+
+Every change to a row takes the next value of a global revision counter, and a
+deleted run leaves a tombstone with its revision: a client that remembers the
+last revision it saw asks for everything after it and misses nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import time
+from typing import Any, Iterable
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    worker        TEXT NOT NULL,
+    algo          TEXT NOT NULL,
+    env           TEXT NOT NULL,
+    config        TEXT NOT NULL,
+    state         TEXT NOT NULL,
+    created_at    REAL NOT NULL,
+    started_at    REAL,
+    ended_at      REAL,
+    pid           INTEGER,          -- the per-run supervisor
+    pid_start     INTEGER,          -- its start time in clock ticks (pid reuse check)
+    worker_pid    INTEGER,
+    exit_code     INTEGER,
+    exit_signal   TEXT,
+    reason        TEXT,
+    stderr_tail   TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    summary       TEXT NOT NULL DEFAULT '{}',
+    ingest_offset INTEGER NOT NULL DEFAULT 0,
+    rev           INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_rev ON runs(rev);
+CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
+CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, rev INTEGER NOT NULL);
+"""
+
+_COLUMNS = ("id", "name", "worker", "algo", "env", "config", "state", "created_at", "started_at",
+            "ended_at", "pid", "pid_start", "worker_pid", "exit_code", "exit_signal", "reason",
+            "stderr_tail", "cancel_requested", "summary", "ingest_offset", "rev")
+_JSON_COLUMNS = ("config", "summary")
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_ulid(now: float | None = None) -> str:
+    """A ULID: 48-bit millisecond time + 80 random bits, Crockford base32.
+
+    Sorts by creation time, so `ls` order and id order agree.
+    """
+    ms = int((time.time() if now is None else now) * 1000)
+    value = (ms << 80) | random.SystemRandom().getrandbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+class StoreError(RuntimeError):
+    """The database could not be written (disk full, read-only home...)."""
+
+
+class Store:
+    def __init__(self, path: os.PathLike | str):
+        self.path = str(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self.db.executescript(_SCHEMA)
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('rev', '0')")
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {row[0]}, this daemon knows {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- helpers -----------------------------------------------------------
+    def _next_rev(self) -> int:
+        self.db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='rev'")
+        return int(self.db.execute("SELECT value FROM meta WHERE key='rev'").fetchone()[0])
+
+    @property
+    def rev(self) -> int:
+        return int(self.db.execute("SELECT value FROM meta WHERE key='rev'").fetchone()[0])
+
+    @staticmethod
+    def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        out = dict(row)
+        for col in _JSON_COLUMNS:
+            out[col] = json.loads(out[col]) if out[col] else {}
+        out["cancel_requested"] = bool(out["cancel_requested"])
+        return out
+
+    def _write(self, fn, *args):
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                value = fn(*args)
+                self.db.execute("COMMIT")
+                return value
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot write {self.path}: {exc}") from exc
+
+    # -- runs --------------------------------------------------------------
+    def create_run(self, run: dict[str, Any]) -> dict[str, Any]:
+        def op():
+            rev = self._next_rev()
+            values = {col: run.get(col) for col in _COLUMNS}
+            values.update(rev=rev, cancel_requested=int(bool(run.get("cancel_requested"))),
+                          ingest_offset=run.get("ingest_offset", 0))
+            for col in _JSON_COLUMNS:
+                values[col] = json.dumps(run.get(col) or {})
+            cols = ",".join(_COLUMNS)
+            marks = ",".join("?" for _ in _COLUMNS)
+            self.db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", [values[c] for c in _COLUMNS])
+            return self.get(run["id"])
+        return self._write(op)
+
+    def update_run(self, run_id: str, **fields: Any) -> dict[str, Any] | None:
+        """Change fields of a run; bumps its revision. Returns the new row."""
+        def op():
+            rev = self._next_rev()
+            sets, values = ["rev = ?"], [rev]
+            for key, value in fields.items():
+                if key not in _COLUMNS or key in ("id", "rev"):
+                    raise KeyError(key)
+                if key in _JSON_COLUMNS:
+                    value = json.dumps(value)
+                if key == "cancel_requested":
+                    value = int(bool(value))
+                sets.append(f"{key} = ?")
+                values.append(value)
+            values.append(run_id)
+            cur = self.db.execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", values)
+            return self.get(run_id) if cur.rowcount else None
+        return self._write(op)
+
+    def set_ingest(self, run_id: str, offset: int, summary: dict[str, Any]) -> None:
+        """Persist ingest progress without bumping the revision (clients get
+        summaries through the throttled run notifications)."""
+        def op():
+            self.db.execute("UPDATE runs SET ingest_offset = ?, summary = ? WHERE id = ?",
+                            (offset, json.dumps(summary), run_id))
+        self._write(op)
+
+    def delete_run(self, run_id: str) -> int:
+        def op():
+            rev = self._next_rev()
+            self.db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            self.db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?)", (run_id, rev))
+            return rev
+        return self._write(op)
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        return self._row(self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
+
+    def list(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        if states is None:
+            rows = self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        else:
+            states = list(states)
+            marks = ",".join("?" for _ in states)
+            rows = self.db.execute(f"SELECT * FROM runs WHERE state IN ({marks}) ORDER BY id", states).fetchall()
+        return [self._row(r) for r in rows]
+
+    def changed_since(self, rev: int) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+        """Rows and tombstones with a revision above rev, oldest first."""
+        rows = self.db.execute("SELECT * FROM runs WHERE rev > ? ORDER BY rev", (rev,)).fetchall()
+        tombs = self.db.execute("SELECT id, rev FROM tombstones WHERE rev > ? ORDER BY rev", (rev,)).fetchall()
+        return [self._row(r) for r in rows], [(t[0], t[1]) for t in tombs]
+
+    def resolve(self, ref: str) -> list[dict[str, Any]]:
+        """Runs matching a name exactly, or an id (case-insensitive prefix)."""
+        row = self.db.execute("SELECT * FROM runs WHERE name = ?", (ref,)).fetchone()
+        if row is not None:
+            return [self._row(row)]
+        prefix = ref.upper().replace("%", "").replace("_", "")
+        rows = self.db.execute("SELECT * FROM runs WHERE id LIKE ? ORDER BY id LIMIT 10", (prefix + "%",)).fetchall()
+        return [self._row(r) for r in rows]
+
+    def name_taken(self, name: str) -> bool:
+        return self.db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() is not None

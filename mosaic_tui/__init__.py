@@ -1,0 +1,1 @@
+"""mosaic-tui: the client side (the `mosaic` CLI and the Textual app)."""

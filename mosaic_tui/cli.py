@@ -1,0 +1,528 @@
+"""The `mosaic` command: the contract scripts and tests use.
+
+Every command but `daemon stop` and `daemon status` starts the daemon when none
+runs. RUN is a run name or a unique id prefix. Errors are one line on stderr
+and a non-zero exit, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from daemon import protocol as P
+from daemon.home import Home
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_RUN_NOT_SUCCEEDED = 3
+EXIT_TIMEOUT = 4
+
+
+class CLIError(Exception):
+    def __init__(self, message: str, code: int = EXIT_ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+# -- output helpers -------------------------------------------------------
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def _fmt_num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+    if isinstance(value, int) and value >= 10000:
+        return f"{value / 1000:.1f}k" if value < 10_000_000 else f"{value / 1e6:.1f}M"
+    return str(value)
+
+
+def _fmt_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def _progress(run: dict[str, Any]) -> str:
+    s = run.get("summary") or {}
+    total = s.get("total_steps") or (run.get("config") or {}).get("steps")
+    if not total:
+        return "-"
+    return f"{min(100.0, 100.0 * (s.get('steps') or 0) / total):.0f}%"
+
+
+# -- connection -------------------------------------------------------------
+def _home(args: argparse.Namespace) -> Home:
+    return Home.resolve(args.home)
+
+
+def _client(args: argparse.Namespace, autostart: bool = True):
+    from mosaic_tui.client import connect
+    return connect(_home(args), autostart=autostart)
+
+
+# -- commands -----------------------------------------------------------------
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
+    home = _home(args)
+    if args.action == "start":
+        if args.foreground:
+            from daemon.__main__ import main as daemon_main
+            argv = ["--home", str(home.root)]
+            if args.max_runs:
+                argv += ["--max-runs", str(args.max_runs)]
+            return daemon_main(argv)
+        try:
+            with Client(home, timeout=5) as client:
+                print(f"daemon already running (pid {client.info['pid']}) for {home.root}")
+                return 0
+        except DaemonUnavailable:
+            pass
+        info = start_daemon(home, max_runs=args.max_runs)
+        print(f"daemon started (pid {info['pid']}) for {home.root}")
+        return 0
+    if args.action == "stop":
+        try:
+            client = Client(home, timeout=5)
+        except DaemonUnavailable:
+            print(f"no daemon running for {home.root}")
+            return 0
+        with client:
+            pid = client.info["pid"]
+            client.call(P.SHUTDOWN)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            raise CLIError(f"the daemon (pid {pid}) did not stop within 15s")
+        print(f"daemon stopped (pid {pid}); runs keep training and are re-adopted at the next start")
+        return 0
+    # status
+    try:
+        with Client(home, timeout=5) as client:
+            status = client.call(P.STATUS)
+    except DaemonUnavailable:
+        if args.json:
+            _print_json({"running": False, "home": str(home.root)})
+        else:
+            print(f"no daemon running for {home.root}")
+        return 1
+    status["running"] = True
+    if args.json:
+        _print_json(status)
+    else:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(status["runs"].items())) or "no runs"
+        print(f"daemon running: pid {status['pid']}, up {_fmt_age(status['uptime'])}, "
+              f"{status['clients']} client(s), {status['rss_bytes'] / 1e6:.0f} MB RSS")
+        print(f"home {status['home']}  socket {status['socket']}")
+        print(f"runs: {counts}; {status['active']}/{status['max_concurrent']} slots busy")
+    return 0
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        workers = client.call(P.WORKERS)
+    if args.json:
+        _print_json(workers)
+        return 0
+    rows = []
+    for w in workers:
+        caps = w.get("capabilities") or {}
+        upstream = f"{w.get('upstream', '?')} {w.get('upstream_version') or '(not installed)'}"
+        algos = ", ".join(caps.get("algorithms", [])) or w.get("error", "")
+        rows.append([w["name"], upstream, "yes" if w.get("available") else "no", algos])
+    print(_table(rows, ["WORKER", "UPSTREAM", "AVAILABLE", "ALGORITHMS"]))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        schema = client.call(P.SCHEMA, worker=args.worker, algo=args.algo, env=args.env)
+    _print_json(schema)
+    return 0
+
+
+def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]) -> dict[str, Any]:
+    """--set key=value, typed by the algorithm's schema."""
+    if not sets:
+        return {}
+    from workers.sdk.config import ConfigError, coerce_text
+    schema = client.call(P.SCHEMA, worker=worker, algo=algo, env=env)
+    props = schema.get("properties", {})
+    params: dict[str, Any] = {}
+    for item in sets:
+        if "=" not in item:
+            raise CLIError(f"--set {item!r}: expected key=value")
+        key, _, text = item.partition("=")
+        key = key.strip()
+        if key not in props:
+            raise CLIError(f"--set {key}: unknown parameter of {worker} {algo} "
+                           f"(see `mosaic schema {worker} {algo}`)")
+        try:
+            params[key] = coerce_text(props[key], text)
+        except ConfigError as exc:
+            raise CLIError(f"--set {key}: {exc.message}") from None
+    return params
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        if args.config:
+            try:
+                with open(args.config) as f:
+                    config = json.load(f)
+            except OSError as exc:
+                raise CLIError(f"cannot read {args.config}: {exc.strerror}") from None
+            except ValueError as exc:
+                raise CLIError(f"{args.config} is not valid JSON: {exc}") from None
+            if not isinstance(config, dict):
+                raise CLIError(f"{args.config} must hold a JSON object")
+        else:
+            missing = [f"--{n}" for n in ("worker", "algo", "env") if getattr(args, n) is None]
+            if missing:
+                raise CLIError(f"give a CONFIG.json or {', '.join(missing)}", EXIT_USAGE)
+            config = {"worker": args.worker, "algo": args.algo, "env": args.env}
+        for key in ("worker", "algo", "env", "steps", "name", "seed", "device"):
+            value = getattr(args, key, None)
+            if value is not None:
+                config[key] = value
+        if args.set:
+            params = dict(config.get("params") or {})
+            params.update(_parse_sets(client, config.get("worker"), config.get("algo"), config.get("env"), args.set))
+            config["params"] = params
+        run = client.call(P.SUBMIT, config=config)
+    print(run["id"])
+    if args.wait:
+        return _wait(args, run["id"], None)
+    return 0
+
+
+def _state_line(run: dict[str, Any]) -> str:
+    line = f"{run['name']} {run['state']}"
+    if run.get("reason"):
+        line += f": {run['reason']}"
+    return line
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        runs = client.call(P.LIST, states=args.state or None)["runs"]
+    if args.json:
+        _print_json(runs)
+        return 0
+    now = time.time()
+    rows = []
+    for run in runs:
+        s = run.get("summary") or {}
+        end = run.get("ended_at") or now
+        rows.append([run["id"][:10], run["name"], run["worker"], run["algo"], run["env"], run["state"],
+                     _progress(run), _fmt_num(s.get("steps")), _fmt_num(s.get("last_return")),
+                     _fmt_age(end - run["started_at"]) if run.get("started_at") else "-"])
+    if rows:
+        print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", "RETURN", "ELAPSED"]))
+    else:
+        print("no runs")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        run = client.call(P.GET, run=args.run)
+    if args.json:
+        _print_json(run)
+        return 0
+    s = run.get("summary") or {}
+    fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
+              ("env", run["env"]), ("state", run["state"]), ("reason", run.get("reason")),
+              ("progress", f"{_fmt_num(s.get('steps'))} / {_fmt_num(s.get('total_steps'))} steps ({_progress(run)})"),
+              ("episodes", s.get("episodes")), ("last return", _fmt_num(s.get("last_return"))),
+              ("steps/s", _fmt_num(s.get("sps"))), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("tags", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
+              ("run dir", str(_home(args).run_dir(run["id"])))]
+    for key, value in fields:
+        if value is not None and value != "":
+            print(f"{key:>13}: {value}")
+    print(f"{'params':>13}: {json.dumps(run['config'].get('params', {}))}")
+    if run.get("stderr_tail"):
+        print("  last stderr:")
+        for line in run["stderr_tail"].splitlines():
+            print(f"    {line}")
+    return 0
+
+
+def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _client(args, ) as client:
+        run = client.call(P.GET, run=run_ref)
+        client.call(P.SUBSCRIBE, runs=True, rev=client.info["rev"])
+        run = client.call(P.GET, run=run["id"])  # after subscribing: no change can slip between
+        while run["state"] not in P.FINAL_STATES:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise CLIError(f"timed out after {timeout:g}s waiting for {run['name']} ({run['state']})",
+                               EXIT_TIMEOUT)
+            for method, params in client.notifications(timeout=min(left, 1.0) if left else 1.0):
+                if method == P.NOTIFY_RUN and params.get("run", {}).get("id") == run["id"]:
+                    run = params["run"]
+                elif method == P.NOTIFY_RUN and params.get("deleted") == run["id"]:
+                    raise CLIError(f"run {run['name']} was deleted")
+                if run["state"] in P.FINAL_STATES:
+                    break
+            else:
+                run = client.call(P.GET, run=run["id"])
+    print(_state_line(run), file=sys.stderr if run["state"] != P.SUCCEEDED else sys.stdout)
+    return 0 if run["state"] == P.SUCCEEDED else EXIT_RUN_NOT_SUCCEEDED
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    return _wait(args, args.run, args.timeout)
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    method = {"cancel": P.CANCEL, "pause": P.PAUSE, "resume": P.RESUME}[args.command]
+    with _client(args) as client:
+        run = client.call(method, run=args.run)
+    if args.command == "cancel" and run["state"] not in P.FINAL_STATES and not args.no_wait:
+        return _wait_cancel(args, run)
+    print(f"{run['name']} {run['state']}")
+    return 0
+
+
+def _wait_cancel(args: argparse.Namespace, run: dict[str, Any]) -> int:
+    code = _wait(args, run["id"], timeout=120)
+    return 0 if code in (0, EXIT_RUN_NOT_SUCCEEDED) else code
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        run = client.call(P.GET, run=args.run)
+        if not args.yes and sys.stdin.isatty():
+            answer = input(f"delete run {run['name']} ({run['id']}) and its files? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("not deleted")
+                return 1
+        client.call(P.DELETE, run=run["id"])
+    print(f"deleted {run['name']}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    streams = ["stdout", "stderr"] if args.stream == "all" else [args.stream]
+    with _client(args) as client:
+        run = client.call(P.GET, run=args.run)
+        offsets = {s: 0 for s in streams}
+        while True:
+            for stream in streams:
+                while True:
+                    page = client.call(P.LOGS, run=run["id"], stream=stream, **{"from": offsets[stream]})
+                    if page["data"]:
+                        sys.stdout.write(page["data"])
+                        sys.stdout.flush()
+                    offsets[stream] = page["next"]
+                    if page["next"] >= page["size"]:
+                        break
+            if not args.follow:
+                return 0
+            run = client.call(P.GET, run=run["id"])
+            if run["state"] in P.FINAL_STATES:
+                # one more pass picks up what was written at the very end
+                args.follow = False
+                continue
+            time.sleep(0.25)
+
+
+def _metric_rows(page: dict[str, Any], tag_filter: str | None):
+    for tag, points in page["points"].items():
+        if tag_filter and tag != tag_filter:
+            continue
+        for step, value, t in points:
+            yield tag, step, value, t
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    tags = [args.tag] if args.tag else None
+    out_csv = csv.writer(sys.stdout) if args.csv else None
+    collected: dict[str, list] = {}
+    if out_csv:
+        out_csv.writerow(["tag", "step", "value", "wall_time"])
+    with _client(args) as client:
+        run = client.call(P.GET, run=args.run)
+        offset = 0
+        while True:
+            page = client.call(P.METRICS, run=run["id"], tags=tags, **{"from": offset})
+            for tag, step, value, t in _metric_rows(page, args.tag):
+                if out_csv:
+                    out_csv.writerow([tag, step, value, t])
+                elif args.json:
+                    collected.setdefault(tag, []).append({"step": step, "value": value, "t": t})
+                else:
+                    print(f"{step:>10}  {tag:<32} {_fmt_num(value)}")
+            sys.stdout.flush()
+            done = page["next"] >= page["end"] or page["next"] == offset
+            offset = page["next"]
+            if not done:
+                continue
+            if not args.follow:
+                break
+            run = client.call(P.GET, run=run["id"])
+            if run["state"] in P.FINAL_STATES:
+                args.follow = False  # one more pass reads what was written at the very end
+                print(_state_line(run), file=sys.stderr)
+                continue
+            time.sleep(0.25)
+    if args.json:
+        _print_json(collected)
+    return 0
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    try:
+        from mosaic_tui.app import run_app
+    except ImportError:
+        raise CLIError("the terminal app is not installed in this build; see `mosaic --help`") from None
+    return run_app(_home(args), args)
+
+
+# -- parser -----------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS,
+                        help="daemon home (default: $MOSAIC_HOME, ./var in a checkout, else the user data dir)")
+    parser = argparse.ArgumentParser(prog="mosaic", parents=[common],
+                                     description="Train and watch RL agents from the terminal.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--foreground", action="store_true", help="with start: run in this terminal")
+    p.add_argument("--max-runs", type=int, help="with start: concurrent runs (default: CPU count)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("workers", parents=[common], help="list the installed workers")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_workers)
+
+    p = sub.add_parser("schema", parents=[common], help="print an algorithm's JSON schema")
+    p.add_argument("worker")
+    p.add_argument("algo")
+    p.add_argument("--env")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("submit", parents=[common], help="submit a run; prints its id")
+    p.add_argument("config", nargs="?", help="a run config JSON file")
+    p.add_argument("--worker")
+    p.add_argument("--algo")
+    p.add_argument("--env")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device")
+    p.add_argument("--name")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an algorithm parameter (repeatable)")
+    p.add_argument("--wait", action="store_true", help="wait for the run to end")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("ls", parents=[common], help="list runs")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--state", action="append", choices=P.STATES)
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("show", parents=[common], help="show one run")
+    p.add_argument("run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("wait", parents=[common], help="wait for a run to end; exit 0 only if it succeeded")
+    p.add_argument("run")
+    p.add_argument("--timeout", type=float)
+    p.set_defaults(func=cmd_wait)
+
+    for name, text in (("cancel", "cancel a run (its whole process tree)"), ("pause", "pause a run"),
+                       ("resume", "resume a paused run")):
+        p = sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("run")
+        if name == "cancel":
+            p.add_argument("--no-wait", action="store_true", help="return before the processes are gone")
+        p.set_defaults(func=cmd_control)
+
+    p = sub.add_parser("delete", parents=[common], help="delete a finished run and its files")
+    p.add_argument("run")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("logs", parents=[common], help="print a run's output")
+    p.add_argument("run")
+    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("--stream", choices=["stderr", "stdout", "supervisor", "all"], default="all")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("metrics", parents=[common], help="print a run's scalars")
+    p.add_argument("run")
+    p.add_argument("--tag")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true")
+    fmt.add_argument("--json", action="store_true")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
+    p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("attach", parents=[common], help="open the terminal app (the default command)")
+    p.set_defaults(func=cmd_app)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "home"):
+        args.home = None
+    if args.command is None:
+        args.func = cmd_app
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `mosaic metrics RUN | head` ends quietly
+    from mosaic_tui.client import DaemonUnavailable
+    try:
+        return args.func(args)
+    except CLIError as exc:
+        print(f"mosaic: error: {exc}", file=sys.stderr)
+        return exc.code
+    except P.RPCError as exc:
+        print(f"mosaic: error: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except DaemonUnavailable as exc:
+        print(f"mosaic: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ConnectionError, TimeoutError) as exc:
+        print(f"mosaic: error: lost the daemon: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Clients of the daemon: a blocking one for the CLI, an asyncio one for the app.
+
+Both speak the wire defined in ``daemon.protocol`` and find the socket through
+``daemon.home``; ``ensure_daemon`` starts a daemon for the home when none answers.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any, AsyncIterator, Callable, Iterator
+
+from daemon import protocol as P
+from daemon.home import Home
+
+START_TIMEOUT = 20.0
+
+
+class DaemonUnavailable(ConnectionError):
+    """No daemon answers on the home's socket."""
+
+
+class Client:
+    """Blocking client. Notifications that arrive while waiting for a reply are kept."""
+
+    def __init__(self, home: Home, timeout: float | None = 30.0, name: str = "mosaic-cli"):
+        self.home = home
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(str(home.socket_path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            self.sock.close()
+            raise DaemonUnavailable(f"no daemon for {home.root}") from exc
+        self._ids = itertools.count(1)
+        self._buf = b""
+        self.pending: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self.info = self.call(P.HELLO, protocol=P.PROTOCOL_VERSION, client=name)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _read_message(self) -> dict[str, Any]:
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line, self._buf = self._buf[:nl], self._buf[nl + 1:]
+                return P.loads(line)
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("the daemon closed the connection")
+            self._buf += data
+
+    def call(self, method: str, **params: Any) -> Any:
+        req_id = next(self._ids)
+        self.sock.sendall(P.request(req_id, method, params))
+        while True:
+            msg = self._read_message()
+            if "id" not in msg and "method" in msg:
+                self.pending.append((msg["method"], msg.get("params", {})))
+                continue
+            if msg.get("id") != req_id:
+                if msg.get("id") is None and "error" in msg:
+                    err = msg["error"]
+                    raise P.RPCError(err.get("code", P.INTERNAL_ERROR), err.get("message", "error"), err.get("data"))
+                continue
+            if "error" in msg:
+                err = msg["error"]
+                raise P.RPCError(err.get("code", P.INTERNAL_ERROR), err.get("message", "error"), err.get("data"))
+            return msg.get("result")
+
+    def notifications(self, timeout: float | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield (method, params) of server pushes; stops after timeout seconds of silence."""
+        self.sock.settimeout(timeout)
+        while True:
+            while self.pending:
+                yield self.pending.popleft()
+            try:
+                msg = self._read_message()
+            except (socket.timeout, TimeoutError):
+                return
+            if "method" in msg and "id" not in msg:
+                yield msg["method"], msg.get("params", {})
+
+
+def daemon_command(home: Home, max_runs: int | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "daemon", "--home", str(home.root)]
+    if max_runs:
+        cmd += ["--max-runs", str(max_runs)]
+    return cmd
+
+
+def start_daemon(home: Home, max_runs: int | None = None, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+    """Start a detached daemon for home (own session, output to logs/daemon.log)
+    and wait until it answers. If another daemon wins the race, use that one."""
+    home.ensure()
+    with open(home.daemon_log, "ab") as out:
+        proc = subprocess.Popen(daemon_command(home, max_runs), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                cwd=str(home.root))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with Client(home, timeout=5) as client:
+                return client.info
+        except (DaemonUnavailable, ConnectionError, OSError):
+            pass
+        code = proc.poll()
+        if code is not None and code != 3:  # 3: another daemon holds the lock; wait for it
+            raise DaemonUnavailable(f"the daemon exited with code {code}; see {home.daemon_log}")
+        time.sleep(0.05)
+    raise DaemonUnavailable(f"the daemon did not answer within {timeout:.0f}s; see {home.daemon_log}")
+
+
+def connect(home: Home, autostart: bool = True, name: str = "mosaic-cli", timeout: float | None = 30.0) -> Client:
+    try:
+        return Client(home, timeout=timeout, name=name)
+    except DaemonUnavailable:
+        if not autostart:
+            raise
+    start_daemon(home)
+    return Client(home, timeout=timeout, name=name)
+
+
+class AsyncClient:
+    """asyncio client: requests are awaited, notifications go to ``on_notify``."""
+
+    def __init__(self, home: Home, on_notify: Callable[[str, dict[str, Any]], None] | None = None,
+                 name: str = "mosaic-app"):
+        self.home = home
+        self.name = name
+        self.on_notify = on_notify or (lambda method, params: None)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future] = {}
+        self._reader_task: asyncio.Task | None = None
+        self.info: dict[str, Any] = {}
+        self.closed = asyncio.Event()
+
+    async def connect(self) -> dict[str, Any]:
+        try:
+            self.reader, self.writer = await asyncio.open_unix_connection(str(self.home.socket_path),
+                                                                          limit=64 * 1024 * 1024)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise DaemonUnavailable(f"no daemon for {self.home.root}") from exc
+        self.closed.clear()
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.info = await self.call(P.HELLO, protocol=P.PROTOCOL_VERSION, client=self.name)
+        return self.info
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                line = await self.reader.readline()
+                if not line:
+                    break
+                msg = P.loads(line)
+                if "id" in msg and msg["id"] in self._waiting:
+                    fut = self._waiting.pop(msg["id"])
+                    if fut.done():
+                        continue
+                    if "error" in msg:
+                        err = msg["error"]
+                        fut.set_exception(P.RPCError(err.get("code", P.INTERNAL_ERROR),
+                                                     err.get("message", "error"), err.get("data")))
+                    else:
+                        fut.set_result(msg.get("result"))
+                elif "method" in msg:
+                    self.on_notify(msg["method"], msg.get("params", {}))
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            for fut in self._waiting.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError("the daemon went away"))
+            self._waiting.clear()
+            self.closed.set()
+
+    async def call(self, method: str, **params: Any) -> Any:
+        if self.writer is None or self.closed.is_set() and self._reader_task is not None and self._reader_task.done():
+            raise ConnectionError("not connected to the daemon")
+        req_id = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[req_id] = fut
+        self.writer.write(P.request(req_id, method, params))
+        await self.writer.drain()
+        return await fut
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+
+
+async def read_all_metrics(client: AsyncClient, run: str, tags: list[str] | None = None) -> AsyncIterator[dict]:
+    """Page through a run's scalars from the start of its file."""
+    offset = 0
+    while True:
+        page = await client.call(P.METRICS, run=run, tags=tags, **{"from": offset})
+        yield page
+        if page["next"] >= page["end"] or page["next"] == offset:
+            return
+        offset = page["next"]

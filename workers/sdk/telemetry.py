@@ -1,0 +1,307 @@
+"""The telemetry wire: JSON lines a worker writes and the daemon reads.
+
+This is the single definition of that wire. The emitter below (used by every
+worker) and the daemon's ingest (``daemon.ingest``) both import the event types
+and field names from here, so the two ends cannot disagree on a key name -- the
+bug that made MOSAIC drop events silently.
+
+One event is one line: a JSON object with ``v`` (wire version), ``type``, ``t``
+(wall-clock seconds) and the fields listed in ``EVENT_FIELDS`` for its type.
+docs/telemetry.md documents every type with an example.
+
+Standard library only: workers import this before torch, the daemon imports it
+on its hot path.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from typing import Any, Iterable
+
+VERSION = 1
+
+RUN_STARTED = "run_started"
+SCALAR = "scalar"
+EPISODE = "episode"
+CHECKPOINT_SAVED = "checkpoint_saved"
+HEARTBEAT = "heartbeat"
+PHASE = "phase"
+RUN_COMPLETED = "run_completed"
+RUN_FAILED = "run_failed"
+# Written by the daemon's ingest, never by a worker: a line that was not a
+# valid event (non-JSON, binary garbage, oversized). Keeps the stream total.
+INVALID = "invalid"
+
+# type -> {field: (python types accepted, required)}
+_NUM = (int, float)
+# Floats as JSON carries them: numbers, or "nan"/"inf"/"-inf" since JSON has no
+# literal for those (a diverging loss is worth seeing, not dropping).
+_FLOAT = (int, float, str)
+NONFINITE = frozenset({"nan", "inf", "-inf"})
+EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    RUN_STARTED: {
+        "worker": ((str,), True),
+        "algo": ((str,), True),
+        "env": ((str,), True),
+        "total_steps": ((int, type(None)), False),
+        "pid": ((int,), False),
+        "upstream": ((str,), False),
+    },
+    SCALAR: {
+        "tag": ((str,), True),
+        "value": (_FLOAT, True),
+        "step": ((int,), True),
+    },
+    EPISODE: {
+        "step": ((int,), True),
+        "return": (_FLOAT, True),
+        "length": ((int,), True),
+        "env_index": ((int,), False),
+        "agents": ((dict,), False),
+    },
+    CHECKPOINT_SAVED: {
+        "step": ((int,), True),
+        "path": ((str,), True),
+    },
+    HEARTBEAT: {
+        "step": ((int,), False),
+    },
+    PHASE: {
+        "step": ((int,), True),
+        "name": ((str,), True),
+        "index": ((int,), False),
+    },
+    RUN_COMPLETED: {
+        "step": ((int,), False),
+    },
+    RUN_FAILED: {
+        "reason": ((str,), True),
+        "step": ((int,), False),
+    },
+    INVALID: {
+        "raw": ((str,), True),
+        "error": ((str,), True),
+    },
+}
+EVENT_TYPES = frozenset(EVENT_FIELDS)
+
+
+class EventError(ValueError):
+    """A line that is JSON but not a valid telemetry event."""
+
+
+def make_event(event_type: str, t: float | None = None, **fields: Any) -> dict[str, Any]:
+    """Build one event dict, checked against ``EVENT_FIELDS``."""
+    event = {"v": VERSION, "type": event_type, "t": time.time() if t is None else t}
+    event.update(fields)
+    check_event(event)
+    return event
+
+
+def check_event(event: Any) -> dict[str, Any]:
+    """Validate a decoded event; return it or raise EventError naming the problem."""
+    if not isinstance(event, dict):
+        raise EventError("event is not a JSON object")
+    event_type = event.get("type")
+    spec = EVENT_FIELDS.get(event_type) if isinstance(event_type, str) else None
+    if spec is None:
+        raise EventError(f"unknown event type {event_type!r}")
+    if event.get("v") != VERSION:
+        raise EventError(f"unsupported telemetry version {event.get('v')!r}")
+    if not isinstance(event.get("t"), _NUM) or isinstance(event.get("t"), bool):
+        raise EventError("field 't' must be a number")
+    for name, (types, required) in spec.items():
+        if name not in event:
+            if required:
+                raise EventError(f"{event_type}: missing field {name!r}")
+            continue
+        value = event[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise EventError(f"{event_type}: field {name!r} has type {type(value).__name__}")
+        if types is _FLOAT and isinstance(value, str) and value not in NONFINITE:
+            raise EventError(f"{event_type}: field {name!r} is not a number")
+    return event
+
+
+def encode(event: dict[str, Any]) -> bytes:
+    """One event as one line of UTF-8 JSON."""
+    return (json.dumps(event, separators=(",", ":"), allow_nan=False, default=_default) + "\n").encode()
+
+
+def _default(obj: Any) -> Any:
+    # numpy scalars and arrays (workers hand them over from torch/numpy code)
+    if hasattr(obj, "item"):
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def _finite(value: float) -> float | str:
+    """A float JSON can carry: itself, or "nan"/"inf"/"-inf"."""
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+class Emitter:
+    """Buffered writer of telemetry events to a file descriptor.
+
+    A scalar is appended to an in-memory buffer, not written: the buffer goes
+    out in one ``write`` when it exceeds ``max_buffer`` bytes, when
+    ``flush_interval`` seconds have passed, on lifecycle events, and at exit.
+    Every write carries whole lines only, so several processes appending to the
+    same O_APPEND file (a worker and the script it runs) never interleave
+    within a line.
+    """
+
+    def __init__(self, fd: int, flush_interval: float = 0.1, max_buffer: int = 64 * 1024):
+        self.fd = fd
+        self.flush_interval = flush_interval
+        self.max_buffer = max_buffer
+        self.lines_written = 0
+        self._buf: list[bytes] = []
+        self._buf_bytes = 0
+        self._buf_lines = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._last_flush = time.monotonic()
+        self._timer = threading.Thread(target=self._flush_loop, name="telemetry-flush", daemon=True)
+        self._timer.start()
+
+    # -- event helpers -------------------------------------------------
+    def run_started(self, worker: str, algo: str, env: str, total_steps: int | None = None, **extra: Any) -> None:
+        self.emit(make_event(RUN_STARTED, worker=worker, algo=algo, env=env,
+                             total_steps=total_steps, pid=os.getpid(), **extra), flush=True)
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        # Hot path: skip make_event's checks, the types are forced here.
+        self.emit({"v": VERSION, "type": SCALAR, "t": time.time(), "tag": str(tag),
+                   "value": _finite(value), "step": int(step)})
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        for tag, value in values.items():
+            self.scalar(tag, value, step)
+
+    def episode(self, step: int, episode_return: float, length: int, **extra: Any) -> None:
+        self.emit(make_event(EPISODE, step=int(step), length=int(length),
+                             **{"return": _finite(episode_return)}, **extra))
+
+    def checkpoint_saved(self, path: str, step: int) -> None:
+        self.emit(make_event(CHECKPOINT_SAVED, path=str(path), step=int(step)), flush=True)
+
+    def heartbeat(self, step: int | None = None) -> None:
+        fields = {} if step is None else {"step": int(step)}
+        self.emit(make_event(HEARTBEAT, **fields))
+
+    def phase(self, name: str, step: int, index: int | None = None) -> None:
+        fields = {} if index is None else {"index": int(index)}
+        self.emit(make_event(PHASE, name=name, step=int(step), **fields), flush=True)
+
+    def run_completed(self, step: int | None = None) -> None:
+        fields = {} if step is None else {"step": int(step)}
+        self.emit(make_event(RUN_COMPLETED, **fields), flush=True)
+
+    def run_failed(self, reason: str, step: int | None = None) -> None:
+        fields = {} if step is None else {"step": int(step)}
+        self.emit(make_event(RUN_FAILED, reason=str(reason)[:4000], **fields), flush=True)
+
+    # -- buffering -----------------------------------------------------
+    def emit(self, event: dict[str, Any], flush: bool = False) -> None:
+        line = encode(event)
+        with self._lock:
+            self._buf.append(line)
+            self._buf_bytes += len(line)
+            self._buf_lines += 1
+            if flush or self._buf_bytes >= self.max_buffer or \
+                    time.monotonic() - self._last_flush >= self.flush_interval:
+                self._flush_locked()
+
+    def emit_many(self, events: Iterable[dict[str, Any]]) -> None:
+        for event in events:
+            self.emit(event)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._buf:
+            return
+        data = b"".join(self._buf)
+        lines = self._buf_lines
+        self._buf.clear()
+        self._buf_bytes = 0
+        self._buf_lines = 0
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+        self.lines_written += lines
+
+    def _flush_loop(self) -> None:
+        while not self._closed:
+            time.sleep(self.flush_interval)
+            try:
+                self.flush()
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.flush()
+        self._closed = True
+
+
+_emitter: Emitter | None = None
+
+
+def telemetry_fd_from_env() -> int | None:
+    value = os.environ.get("MOSAIC_TELEMETRY_FD")
+    return int(value) if value and value.isdigit() else None
+
+
+def get_emitter() -> Emitter:
+    """The process-wide emitter.
+
+    In a worker process ``take_stdout()`` has set it up. In a child the worker
+    spawned (a CleanRL script), it writes to the inherited descriptor named by
+    ``MOSAIC_TELEMETRY_FD``.
+    """
+    global _emitter
+    if _emitter is None:
+        fd = telemetry_fd_from_env()
+        if fd is None:
+            raise RuntimeError("no telemetry channel: MOSAIC_TELEMETRY_FD is not set")
+        _emitter = Emitter(fd)
+        import atexit
+        atexit.register(_emitter.close)
+    return _emitter
+
+
+def take_stdout(stray_output_path: str = "stdout.log") -> Emitter:
+    """Make this process's stdout the telemetry channel, and only that.
+
+    The supervisor points fd 1 at ``events.jsonl``. Libraries print to stdout
+    (progress bars, CleanRL's prints): such text must not land among the events.
+    So fd 1 is duplicated to a private descriptor for telemetry, and fd 1 itself
+    is pointed at ``stdout.log`` in the run directory. Children inherit both:
+    the private descriptor is exported as ``MOSAIC_TELEMETRY_FD``.
+    """
+    global _emitter
+    import sys
+    sys.stdout.flush()
+    telemetry_fd = os.dup(1)
+    os.set_inheritable(telemetry_fd, True)
+    log_fd = os.open(stray_output_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.close(log_fd)
+    os.environ["MOSAIC_TELEMETRY_FD"] = str(telemetry_fd)
+    _emitter = Emitter(telemetry_fd)
+    import atexit
+    atexit.register(_emitter.close)
+    return _emitter

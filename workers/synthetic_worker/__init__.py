@@ -1,0 +1,63 @@
+"""The synthetic worker: telemetry without learning.
+
+It emits scalars and episodes at a chosen rate and can end in every way a real
+worker can (success, an exit code, a signal, a hang that ignores SIGTERM,
+leftover child processes, garbage on stdout). The daemon's tests, the
+reliability tests and the telemetry benchmark use it; it is also a quick way to
+see the app move without training anything.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig
+from workers.sdk.descriptor import WorkerDescriptor
+
+_PARAMS: dict[str, Any] = {
+    "rate": {"type": "number", "default": 1000.0, "minimum": 0,
+             "description": "scalar lines per second (0: as fast as possible)"},
+    "tags": {"type": "integer", "default": 2, "minimum": 1, "maximum": 1000,
+             "description": "how many scalar tags, emitted round-robin"},
+    "episode_every": {"type": "integer", "default": 100, "minimum": 0,
+                      "description": "an episode event every N steps (0: none)"},
+    "exit_code": {"type": "integer", "default": 0, "minimum": 0, "maximum": 255,
+                  "description": "exit with this code at the end"},
+    "die_by_signal": {"type": ["string", "null"], "default": None,
+                      "enum": [None, "SIGKILL", "SIGSEGV", "SIGABRT", "SIGTERM"],
+                      "description": "end by sending this signal to itself"},
+    "ignore_sigterm": {"type": "boolean", "default": False,
+                       "description": "ignore SIGTERM (tests the SIGKILL escalation)"},
+    "children": {"type": "integer", "default": 0, "minimum": 0, "maximum": 16,
+                 "description": "child processes to start (like env subprocesses)"},
+    "garbage_every": {"type": "integer", "default": 0, "minimum": 0,
+                      "description": "write a non-JSON line every N steps (0: never)"},
+    "payload_bytes": {"type": "integer", "default": 0, "minimum": 0, "maximum": 10485760,
+                      "description": "pad each scalar line with this many bytes"},
+    "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
+                     "description": "keep running this long after the last step"},
+}
+
+
+class SyntheticDescriptor(WorkerDescriptor):
+    name = "synthetic"
+    package = "workers.synthetic_worker"
+    upstream = "mosaic-tui"
+    description = "Synthetic telemetry for tests, benchmarks and demos; trains nothing"
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "paradigms": ["single_agent"], "algorithms": ["emit"], "env_families": ["none"],
+            "action_spaces": {"emit": ["none"]}, "max_agents": 1, "self_play": False,
+            "pause": True, "checkpoints": False, "gpu": False, "frames": False,
+        }
+
+    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
+        return {"$schema": SCHEMA_DIALECT, "title": "synthetic emit", "type": "object",
+                "properties": _PARAMS, "additionalProperties": False}
+
+    def check_env(self, config: RunConfig) -> None:
+        if config.steps is None:
+            raise ConfigError("steps", "is required for the synthetic worker")
+
+
+WORKER = SyntheticDescriptor()

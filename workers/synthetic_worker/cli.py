@@ -1,0 +1,66 @@
+"""python -m workers.synthetic_worker.cli --config config.json"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from workers.sdk.telemetry import take_stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    config = json.load(open(parser.parse_args().config))
+    p = config["params"]
+    emitter = take_stdout()
+    if p["ignore_sigterm"]:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+                for _ in range(p["children"])]
+    emitter.run_started(worker="synthetic", algo=config["algo"], env=config["env"],
+                        total_steps=config["steps"], children=[c.pid for c in children])
+    tags = [f"synthetic/value_{i}" for i in range(p["tags"])]
+    pad = "x" * p["payload_bytes"]
+    interval = 1.0 / p["rate"] if p["rate"] > 0 else 0.0
+    start = time.monotonic()
+    for step in range(1, config["steps"] + 1):
+        if pad:
+            emitter.emit({"v": 1, "type": "scalar", "t": time.time(), "tag": tags[step % len(tags)],
+                          "value": float(step), "step": step, "pad": pad})
+        else:
+            emitter.scalar(tags[step % len(tags)], float(step % 997), step)
+        if p["episode_every"] and step % p["episode_every"] == 0:
+            emitter.episode(step, float(step % 500), p["episode_every"])
+        if p["garbage_every"] and step % p["garbage_every"] == 0:
+            emitter.flush()
+            os.write(emitter.fd, b"this is not json \xff\xfe\n")
+        if interval:
+            delay = start + step * interval - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    emitter.flush()
+    if p["hold_seconds"]:
+        time.sleep(p["hold_seconds"])
+    if p["die_by_signal"]:
+        emitter.close()
+        os.kill(os.getpid(), getattr(signal, p["die_by_signal"]))
+        time.sleep(10)
+    if p["exit_code"]:
+        emitter.run_failed(f"synthetic failure with exit code {p['exit_code']}", step=config["steps"])
+        emitter.close()
+        return p["exit_code"]
+    emitter.run_completed(step=config["steps"])
+    emitter.close()
+    for child in children:
+        child.terminate()
+        child.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
