@@ -162,6 +162,10 @@ class Daemon:
                 if skipping:
                     skipping = False
                     continue
+                if len(line) > P.MAX_LINE:
+                    client.write(P.error(None, P.RPCError(
+                        P.LINE_TOO_LONG, f"request line longer than {P.MAX_LINE} bytes")))
+                    continue
                 if line.strip():
                     await self._dispatch(client, line)
             # a client that does not read its replies stops being read

@@ -200,7 +200,9 @@ class Store:
         row = self.db.execute("SELECT * FROM runs WHERE name = ?", (ref,)).fetchone()
         if row is not None:
             return [self._row(row)]
-        prefix = ref.upper().replace("%", "").replace("_", "")
+        prefix = ref.upper()
+        if not prefix or any(c not in _CROCKFORD for c in prefix):
+            return []  # not an id prefix (and never a LIKE pattern)
         rows = self.db.execute("SELECT * FROM runs WHERE id LIKE ? ORDER BY id LIMIT 10", (prefix + "%",)).fetchall()
         return [self._row(r) for r in rows]
 

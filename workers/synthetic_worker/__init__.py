@@ -33,6 +33,8 @@ _PARAMS: dict[str, Any] = {
                       "description": "write a non-JSON line every N steps (0: never)"},
     "payload_bytes": {"type": "integer", "default": 0, "minimum": 0, "maximum": 10485760,
                       "description": "pad each scalar line with this many bytes"},
+    "raise_message": {"type": ["string", "null"], "default": None,
+                      "description": "raise RuntimeError with this message at the end"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
 }

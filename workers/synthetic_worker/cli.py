@@ -46,6 +46,8 @@ def main() -> int:
     emitter.flush()
     if p["hold_seconds"]:
         time.sleep(p["hold_seconds"])
+    if p["raise_message"]:
+        raise RuntimeError(p["raise_message"])
     if p["die_by_signal"]:
         emitter.close()
         os.kill(os.getpid(), getattr(signal, p["die_by_signal"]))

@@ -1,0 +1,34 @@
+"""Worker discovery through entry points, without heavy imports."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_listing_workers_imports_no_torch_ray_or_xuance():
+    code = ("import json, sys; from daemon import discovery; d, e = discovery.discover(); "
+            "listing = discovery.describe(d, e); "
+            "print(json.dumps({'names': sorted(d), 'errors': e, "
+            "'heavy': sorted(m for m in ('torch', 'ray', 'xuance', 'gym', 'gymnasium') if m in sys.modules)}))")
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                    cwd=str(ROOT)).stdout)
+    assert out["heavy"] == []
+    assert "synthetic" in out["names"]
+    assert out["errors"] == {}
+
+
+def test_daemon_and_cli_import_nothing_heavy():
+    code = ("import sys; import daemon.server, mosaic_tui.cli, mosaic_tui.client; "
+            "print(sorted(m for m in ('torch', 'ray', 'xuance') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=str(ROOT))
+    assert out.stdout.strip() == "[]"
+
+
+def test_workers_command_lists_capabilities(daemon, mosaic):
+    workers = json.loads(mosaic.run("workers", "--json", check=True).stdout)
+    synthetic = next(w for w in workers if w["name"] == "synthetic")
+    assert synthetic["available"] and synthetic["capabilities"]["algorithms"] == ["emit"]
+    assert {"name", "version", "upstream", "upstream_version", "capabilities"} <= set(synthetic)

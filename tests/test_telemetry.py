@@ -1,0 +1,105 @@
+"""The telemetry wire: every event type round-trips from the emitter through the daemon's ingest."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from daemon.ingest import MAX_EVENT_LINE, RunTail, split_events
+from workers.sdk import telemetry as tm
+
+
+def _emit_all(em: tm.Emitter) -> None:
+    em.run_started(worker="w", algo="a", env="e", total_steps=100)
+    em.scalar("losses/loss", 0.5, 10)
+    em.scalar("losses/diverged", float("nan"), 11)
+    em.episode(12, 200.0, 200, env_index=1, agents={"agent_0": 100.0})
+    em.checkpoint_saved("checkpoints/model.pt", 50)
+    em.heartbeat(60)
+    em.phase("CartPole-v1", 70, index=1)
+    em.run_failed("it broke", step=80)
+    em.run_completed(step=100)
+    em.close()
+
+
+def test_every_event_type_round_trips():
+    fd, path = tempfile.mkstemp()
+    em = tm.Emitter(fd, flush_interval=60)
+    _emit_all(em)
+    os.close(fd)
+    data = open(path, "rb").read()
+    os.unlink(path)
+    raws, events, used, _ = split_events(data)
+    assert used == len(data)
+    assert [e["type"] for e in events] == [tm.RUN_STARTED, tm.SCALAR, tm.SCALAR, tm.EPISODE,
+                                           tm.CHECKPOINT_SAVED, tm.HEARTBEAT, tm.PHASE, tm.RUN_FAILED,
+                                           tm.RUN_COMPLETED]
+    emitted_types = {e["type"] for e in events}
+    assert emitted_types | {tm.INVALID} == tm.EVENT_TYPES  # the test covers every type
+    for event in events:
+        assert tm.check_event(event) is event
+    assert events[2]["value"] == "nan"
+    assert events[3]["return"] == 200.0 and events[3]["agents"] == {"agent_0": 100.0}
+    assert em.lines_written == 9
+
+
+@pytest.mark.parametrize("event, problem", [
+    ({"v": 1, "type": "scalar", "t": 1.0, "tag": "x", "step": 1}, "missing field 'value'"),
+    ({"v": 1, "type": "scalar", "t": 1.0, "tag": "x", "value": "high", "step": 1}, "not a number"),
+    ({"v": 1, "type": "scalar", "t": 1.0, "tag": "x", "value": 1.0, "step": 1.5}, "has type float"),
+    ({"v": 1, "type": "sclar", "t": 1.0}, "unknown event type"),
+    ({"v": 2, "type": "heartbeat", "t": 1.0}, "unsupported telemetry version"),
+    ([1, 2], "not a JSON object"),
+])
+def test_check_event_names_the_problem(event, problem):
+    with pytest.raises(tm.EventError, match=problem):
+        tm.check_event(event)
+
+
+def test_buffering_writes_whole_lines_only():
+    r, w = os.pipe()
+    em = tm.Emitter(w, flush_interval=60, max_buffer=1 << 20)
+    for i in range(100):
+        em.scalar("x", i, i)
+    assert em.lines_written == 0  # buffered: a scalar is not a syscall
+    em.flush()
+    data = os.read(r, 1 << 20)
+    assert data.count(b"\n") == 100 and data.endswith(b"\n")
+    em.close()
+    os.close(r)
+    os.close(w)
+
+
+def test_ingest_counts_bad_lines_and_keeps_going(tmp_path):
+    ok = tm.encode(tm.make_event(tm.SCALAR, tag="a", value=1.0, step=1))
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(ok + b"plain print\n" + b"\x00\xff\xfe\n" + b'{"type":"nope"}\n' +
+                     b"y" * (MAX_EVENT_LINE + 5) + b"\n" + ok + b'{"v":1,"type":"sca')
+    tail = RunTail("r", str(path))
+    chunks = []
+    while (chunk := tail.read_new()) is not None:
+        chunks.append(chunk)
+    s = tail.summary()
+    assert s["lines"] == 6 and s["invalid"] == 4
+    # the partial last line waits for its newline... unless the worker is gone
+    assert tail.offset == path.stat().st_size - len(b'{"v":1,"type":"sca')
+    start, end, raws = tail.read_new(final=True)
+    assert end == path.stat().st_size and b"partial line at exit" in raws[-1]
+    assert tail.summary()["invalid"] == 5
+    # ranges are contiguous
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+
+
+def test_child_process_writes_through_inherited_fd(tmp_path):
+    """A script the worker runs reaches the same channel (MOSAIC_TELEMETRY_FD)."""
+    import subprocess
+    import sys
+    path = tmp_path / "events.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    env = dict(os.environ, MOSAIC_TELEMETRY_FD=str(fd))
+    subprocess.run([sys.executable, "-c", "from workers.sdk.telemetry import get_emitter; "
+                    "e = get_emitter(); e.scalar('child', 1.0, 1)"], env=env, pass_fds=(fd,), check=True)
+    os.close(fd)
+    _, events, _, _ = split_events(path.read_bytes())
+    assert events[0]["tag"] == "child"
