@@ -20,7 +20,7 @@ from daemon.protocol import dumps, loads
 from workers.sdk import telemetry as tm
 
 MAX_EVENT_LINE = 1024 * 1024   # a longer line is recorded as invalid, not parsed
-READ_CHUNK = 4 * 1024 * 1024   # bytes read per pass, so one chatty run cannot stall the loop
+READ_CHUNK = 1024 * 1024       # bytes read per pass, so one chatty run cannot stall the loop
 RETURNS_KEPT = 64              # episode returns kept in the summary (the sparkline)
 
 _TYPE_KEY = "type"
@@ -137,26 +137,32 @@ class RunTail:
         data = os.pread(self.fd, READ_CHUNK, self.offset)
         if not data:
             return None
+        # Ranges handed out are contiguous: skipped bytes belong to the range
+        # that skips them, so a client's cursor never has to jump.
         start = self.offset
+        skipped = 0
         if self.skipping:
             nl = data.find(b"\n")
             if nl < 0:
                 self.offset += len(data)
-                return None
-            data = data[nl + 1:]
-            self.offset += nl + 1
+                return start, self.offset, []
+            skipped = nl + 1
+            data = data[skipped:]
             self.skipping = False
-            start = self.offset
         raws, parsed, used, self.skipping = split_events(data)
-        if final and used < len(data) and len(data) < READ_CHUNK:
+        if used == 0 and len(data) == READ_CHUNK:
+            # one line wider than a chunk: widen the window so it is taken (or found too long)
+            data = os.pread(self.fd, MAX_EVENT_LINE + 2, start + skipped)
+            raws, parsed, used, self.skipping = split_events(data)
+        if final and used < len(data) and len(data) <= MAX_EVENT_LINE:
             tail = data[used:]
             raw = _invalid(tail, "partial line at exit")
             raws.append(raw)
             parsed.append(loads(raw))
             used = len(data)
-        if used == 0 and not raws:
+        if used == 0 and not raws and not skipped:
             return None
-        self.offset = start + used
+        self.offset = start + skipped + used
         self._absorb(parsed)
         return start, self.offset, raws
 
@@ -218,21 +224,27 @@ class RunTail:
             self._rate_mark = (now, self.steps)
 
 
-def read_range(path: str, start: int, max_bytes: int) -> tuple[int, list[bytes], list[dict[str, Any]]]:
-    """Complete, validated events from byte offset start (a backlog read).
+def read_range(path: str, start: int, end: int, max_bytes: int) -> tuple[int, list[bytes], list[dict[str, Any]]]:
+    """Complete, validated events between byte offsets start and end (a backlog read).
 
-    Returns (offset after the last complete line, raw lines, parsed events).
+    ``end`` is a line boundary the daemon has ingested up to; nothing past it is
+    read. Returns (offset after the last line taken, raw lines, parsed events).
     """
+    if start >= end:
+        return start, [], []
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return start, [], []
-    max_bytes = max(max_bytes, MAX_EVENT_LINE + 2)  # room for at least one whole line
     try:
-        data = os.pread(fd, max_bytes, start)
+        data = os.pread(fd, min(max_bytes, end - start), start)
         raws, parsed, used, long_line = split_events(data)
-        while long_line:  # the over-long line goes on past this window: step over it
-            more = os.pread(fd, 1 << 20, start + used)
+        if used == 0 and len(data) < end - start:
+            # one line wider than the window: widen it to that line
+            data = os.pread(fd, min(MAX_EVENT_LINE + 2, end - start), start)
+            raws, parsed, used, long_line = split_events(data)
+        while long_line:  # an over-long line goes on past the window: step over the rest of it
+            more = os.pread(fd, min(1 << 20, end - start - used), start + used)
             if not more:
                 break
             nl = more.find(b"\n")

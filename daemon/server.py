@@ -308,10 +308,7 @@ class Daemon:
     def _read(self, run: dict[str, Any], start: int, end: int, max_bytes: int):
         if start < 0:
             raise P.RPCError(P.INVALID_PARAMS, "parameter 'from' must be >= 0")
-        if start >= end:
-            return start, [], []
-        path = str(self.home.run_dir(run["id"]) / EVENTS_FILE)
-        return read_range(path, start, min(max_bytes, end - start))
+        return read_range(str(self.home.run_dir(run["id"]) / EVENTS_FILE), start, end, max_bytes)
 
     def m_logs(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """A byte range of one of a run's log files; a negative 'from' counts from the end."""
@@ -443,8 +440,8 @@ class Daemon:
                     if cursor >= end:
                         client.behind.discard(run_id)
                         continue
-                    nxt, raws, _ = read_range(str(self.home.run_dir(run_id) / EVENTS_FILE), cursor,
-                                              min(BACKLOG_CHUNK, end - cursor))
+                    nxt, raws, _ = read_range(str(self.home.run_dir(run_id) / EVENTS_FILE), cursor, end,
+                                              BACKLOG_CHUNK)
                     if nxt > cursor:
                         client.write(P.events_notification(run_id, cursor, nxt, raws))
                         client.cursors[run_id] = nxt

@@ -38,7 +38,8 @@ class Client:
             self.sock.close()
             raise DaemonUnavailable(f"no daemon for {home.root}") from exc
         self._ids = itertools.count(1)
-        self._buf = b""
+        self._partial = b""
+        self._lines: collections.deque[bytes] = collections.deque()
         self.pending: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self.info = self.call(P.HELLO, protocol=P.PROTOCOL_VERSION, client=name)
 
@@ -52,15 +53,14 @@ class Client:
         self.close()
 
     def _read_message(self) -> dict[str, Any]:
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1:]
-                return P.loads(line)
+        while not self._lines:
             data = self.sock.recv(1 << 20)
             if not data:
                 raise ConnectionError("the daemon closed the connection")
-            self._buf += data
+            parts = (self._partial + data).split(b"\n")
+            self._partial = parts.pop()
+            self._lines.extend(parts)
+        return P.loads(self._lines.popleft())
 
     def call(self, method: str, **params: Any) -> Any:
         req_id = next(self._ids)

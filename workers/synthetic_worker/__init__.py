@@ -35,6 +35,8 @@ _PARAMS: dict[str, Any] = {
                       "description": "pad each scalar line with this many bytes"},
     "raise_message": {"type": ["string", "null"], "default": None,
                       "description": "raise RuntimeError with this message at the end"},
+    "unbuffered": {"type": "boolean", "default": False,
+                   "description": "write every line at once (latency measurements)"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
 }

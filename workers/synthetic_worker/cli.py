@@ -34,6 +34,8 @@ def main() -> int:
                           "value": float(step), "step": step, "pad": pad})
         else:
             emitter.scalar(tags[step % len(tags)], float(step % 997), step)
+        if p["unbuffered"]:
+            emitter.flush()
         if p["episode_every"] and step % p["episode_every"] == 0:
             emitter.episode(step, float(step % 500), p["episode_every"])
         if p["garbage_every"] and step % p["garbage_every"] == 0:

@@ -1,0 +1,1 @@
+"""Benchmarks: each bench_*.py module has run() -> list[dict] and prints a table as main."""

@@ -1,0 +1,88 @@
+"""Helpers shared by the benchmarks: a throwaway daemon home, figures, the table."""
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def figure(name: str, value: float | None, unit: str, goal: str, anchor: str = "", ok: bool | None = None) -> dict:
+    return {"figure": name, "value": value, "unit": unit, "goal": goal, "anchor": anchor, "ok": ok}
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def percentile(values, q: float) -> float:
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    k = min(len(data) - 1, max(0, int(round(q / 100 * (len(data) - 1)))))
+    return data[k]
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def daemon_home(max_runs: int = 64) -> Iterator[Any]:
+    """A fresh home with a running daemon; everything is stopped afterwards."""
+    from daemon.home import Home
+    from mosaic_tui.client import start_daemon
+    path = tempfile.mkdtemp(prefix="mb-", dir="/tmp")
+    home = Home.resolve(path)
+    info = start_daemon(home, max_runs=max_runs)
+    try:
+        yield home, info["pid"]
+    finally:
+        try:
+            os.kill(info["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        subprocess.run(["pkill", "-KILL", "-f", f"daemon.shim {path}"], check=False)
+        time.sleep(0.2)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def print_table(rows: list[dict]) -> None:
+    def fmt(v):
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+    table = [["figure", "value", "unit", "goal", "ok", "anchor"]]
+    for r in rows:
+        ok = "" if r.get("ok") is None else ("yes" if r["ok"] else "NO")
+        table.append([r["figure"], fmt(r["value"]), r["unit"], r["goal"], ok, r.get("anchor", "")])
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(table[0]))]
+    for i, row in enumerate(table):
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    sys.stdout.flush()
