@@ -12,6 +12,7 @@ run: $(STAMP)
 	$(VENV)/bin/mosaic
 
 test: $(STAMP)
+	.ci/install-system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
