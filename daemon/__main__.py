@@ -52,13 +52,43 @@ def bind_socket(home: Home) -> socket.socket:
     return sock
 
 
+SETTINGS_TYPES = {
+    "max_concurrent_runs": "a positive integer",
+    "grace_seconds": "a number of seconds >= 0",
+    "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
+    "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
+}
+
+
+class SettingsError(ValueError):
+    pass
+
+
 def load_settings(home: Home) -> dict:
+    """<home>/settings.json, checked: a wrong value is refused with its key named."""
     try:
         with open(home.settings_file) as f:
             data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:
         return {}
+    except ValueError as exc:
+        raise SettingsError(f"{home.settings_file} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{home.settings_file} must hold a JSON object")
+    for key, value in data.items():
+        ok = {
+            "max_concurrent_runs": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+            "grace_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+            "gpus": lambda v: isinstance(v, list) and all(isinstance(g, (str, int)) for g in v),
+            "cpu_sets": lambda v: isinstance(v, list) and all(
+                isinstance(c, list) and c and all(isinstance(i, int) and i >= 0 for i in c) for c in v),
+        }.get(key)
+        if ok is None:
+            raise SettingsError(f"{home.settings_file}: unknown setting {key!r} "
+                                f"(known: {', '.join(SETTINGS_TYPES)})")
+        if not ok(value):
+            raise SettingsError(f"{home.settings_file}: {key} must be {SETTINGS_TYPES[key]}")
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     if lock_fd is None:
         print(f"mosaic: a daemon is already running for {home.root}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
-    settings = load_settings(home)
+    try:
+        settings = load_settings(home)
+    except SettingsError as exc:
+        print(f"mosaic: error: {exc}", file=sys.stderr)
+        os.close(lock_fd)
+        return 2
     max_runs = args.max_runs or settings.get("max_concurrent_runs")
     grace = args.grace if args.grace is not None else float(settings.get("grace_seconds", 10.0))
 
@@ -86,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         f.write(str(os.getpid()))
 
     async def run() -> None:
-        daemon = Daemon(home, max_concurrent=max_runs, grace_seconds=grace)
+        daemon = Daemon(home, max_concurrent=max_runs, grace_seconds=grace,
+                        gpus=settings.get("gpus"), cpu_sets=settings.get("cpu_sets"))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, daemon.stopping.set)

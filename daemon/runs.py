@@ -78,13 +78,19 @@ class ActiveRun:
 
 class RunManager:
     def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
-                 max_concurrent: int, grace_seconds: float = 10.0):
+                 max_concurrent: int, grace_seconds: float = 10.0, gpus: list[str] | None = None,
+                 cpu_sets: list[list[int]] | None = None):
         self.home = home
         self.store = store
         self.workers = workers
         self.max_concurrent = max_concurrent
         self.grace_seconds = grace_seconds
+        # Resource slots: each GPU id goes to one run at a time (as CUDA_VISIBLE_DEVICES),
+        # each CPU set likewise (as the worker's affinity).
+        self.gpus = [str(g) for g in (gpus or [])]
+        self.cpu_sets = [list(c) for c in (cpu_sets or [])]
         self.active: dict[str, ActiveRun] = {}
+        self._limit_timers: dict[str, asyncio.TimerHandle] = {}
         self.inotify: Inotify | None = None
         self._wd_to_run: dict[int, str] = {}
         self._dirty: set[str] = set()
@@ -138,7 +144,39 @@ class RunManager:
         desc = self.workers.get(name)
         if desc is None:
             raise ConfigError("worker", f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
-        return desc, desc.validate(config)
+        config = desc.validate(config)
+        if config.get("checkpoint"):
+            config["checkpoint"] = self._checkpoint_path(config["checkpoint"])
+        return desc, config
+
+    def _checkpoint_path(self, ref: str) -> str:
+        """Where a config's checkpoint is, as an absolute path.
+
+        ``run:NAME`` (or ``run:ID-PREFIX``) is that run's latest checkpoint. A
+        relative path is inside the home and may not climb out of it; an
+        absolute path is the user's explicit choice and is taken as given.
+        """
+        if ref.startswith("run:"):
+            matches = self.store.resolve(ref[4:])
+            if len(matches) != 1:
+                raise ConfigError("checkpoint", f"{ref[4:]!r} names {len(matches)} runs, not one")
+            saved = (matches[0]["summary"] or {}).get("checkpoints") or []
+            if not saved:
+                raise ConfigError("checkpoint", f"run {matches[0]['name']} has saved no checkpoint")
+            path = saved[-1]
+            if not os.path.isabs(path):
+                path = str(self.home.run_dir(matches[0]["id"]) / path)
+            return path
+        if os.path.isabs(ref):
+            path = os.path.normpath(ref)
+        else:
+            path = os.path.normpath(os.path.join(self.home.root, ref))
+            if os.path.commonpath([path, str(self.home.root)]) != str(self.home.root):
+                raise ConfigError("checkpoint", "a relative path must stay inside the home; "
+                                                "give an absolute path to use a file elsewhere")
+        if not os.path.exists(path):
+            raise ConfigError("checkpoint", f"no such file: {path}")
+        return path
 
     def _unique_name(self, base: str) -> str:
         base = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._-")[:56] or "run"
@@ -176,14 +214,39 @@ class RunManager:
 
     # -- scheduling --------------------------------------------------------
     def schedule(self) -> None:
-        """Start queued runs while slots are free (oldest first)."""
+        """Start queued runs while slots are free (oldest first; a run waiting
+        for a GPU does not hold back a CPU run behind it)."""
         queued = self.store.list([P.QUEUED])
         for run in queued:
             if len(self.active) >= self.max_concurrent:
                 break
-            self._start(run)
+            resources = self._allocate(run)
+            if resources is None:
+                continue
+            self._start(run, resources)
 
-    def _start(self, run: dict[str, Any]) -> None:
+    def _in_use(self, key: str) -> list:
+        used = []
+        for run_id in self.active:
+            run = self.store.get(run_id)
+            if run and key in (run["resources"] or {}):
+                used.append(run["resources"][key])
+        return used
+
+    def _allocate(self, run: dict[str, Any]) -> dict[str, Any] | None:
+        resources: dict[str, Any] = {}
+        if self.gpus and str(run["config"].get("device", "cpu")).startswith("cuda"):
+            free = [g for g in self.gpus if g not in self._in_use("gpu")]
+            if not free:
+                return None  # stays queued until a GPU frees
+            resources["gpu"] = free[0]
+        if self.cpu_sets:
+            used = self._in_use("cpus")
+            free_sets = [c for c in self.cpu_sets if c not in used]
+            resources["cpus"] = free_sets[0] if free_sets else self.cpu_sets[len(self.active) % len(self.cpu_sets)]
+        return resources
+
+    def _start(self, run: dict[str, Any], resources: dict[str, Any]) -> None:
         run_id = run["id"]
         run_dir = str(self.home.run_dir(run_id))
         desc = self.workers.get(run["worker"])
@@ -194,20 +257,27 @@ class RunManager:
         env = dict(os.environ)
         env.update(MOSAIC_RUN_ID=run_id, MOSAIC_RUN_DIR=run_dir, MOSAIC_HOME=str(self.home.root),
                    PYTHONUNBUFFERED="1")
-        if not str(run["config"].get("device", "cpu")).startswith("cuda"):
+        if "gpu" in resources:
+            env["CUDA_VISIBLE_DEVICES"] = resources["gpu"]
+        elif not str(run["config"].get("device", "cpu")).startswith("cuda"):
             env["CUDA_VISIBLE_DEVICES"] = ""
+        shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds)]
+        if resources.get("cpus"):
+            shim += ["--cpus", ",".join(str(c) for c in resources["cpus"])]
+        limits = run["config"].get("limits") or {}
+        if limits.get("memory_mb"):
+            shim += ["--memory-mb", str(limits["memory_mb"])]
         try:
             with open(os.path.join(run_dir, "supervisor.log"), "ab") as out:
                 popen = subprocess.Popen(
-                    [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds), "--",
-                     *command],
+                    [*shim, "--", *command],
                     cwd=run_dir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, close_fds=True)
         except OSError as exc:
             self._set_final(run_id, P.FAILED, None, reason=f"cannot start the supervisor: {exc}")
             return
         updated = self.store.update_run(run_id, state=P.STARTING, started_at=time.time(), pid=popen.pid,
-                                        pid_start=proctree.start_time(popen.pid))
+                                        pid_start=proctree.start_time(popen.pid), resources=resources)
         self.on_run(updated, run_id, updated["rev"])
         self._watch(updated, run_dir, popen.pid, popen)
 
@@ -226,6 +296,11 @@ class RunManager:
             self._loop.add_reader(active.pidfd, self._on_exit, run["id"])
         except ProcessLookupError:
             self._loop.call_soon(self._on_exit, run["id"])
+        wall = ((run["config"].get("limits") or {}).get("wall_seconds"))
+        if wall:
+            left = wall - (time.time() - (run["started_at"] or time.time()))
+            self._limit_timers[run["id"]] = self._loop.call_later(
+                max(0.0, left), self._stop_at_limit, run["id"], f"wall-time limit of {wall:g}s reached")
         self._ingest(run["id"])  # whatever was written while nobody watched
 
     # -- telemetry ---------------------------------------------------------
@@ -252,6 +327,10 @@ class RunManager:
         self.on_events(run_id, start, end, raws)
         self._mark_dirty(run_id)
         run = self.store.get(run_id)
+        max_steps = ((run["config"].get("limits") or {}).get("max_steps")) if run else None
+        if max_steps and active.tail.steps >= max_steps and not run["cancel_requested"]:
+            self._stop_at_limit(run_id, f"step limit of {max_steps} reached")
+            run = self.store.get(run_id)
         if run and run["state"] == P.STARTING and active.tail.lines:
             updated = self.store.update_run(run_id, state=P.RUNNING, summary=active.tail.summary(),
                                             ingest_offset=active.tail.offset)
@@ -311,6 +390,9 @@ class RunManager:
             except OSError:
                 pass
         del self.active[run_id]
+        timer = self._limit_timers.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
         self._finish(run_id, active.run_dir, active.tail)
         self.schedule()
 
@@ -327,7 +409,7 @@ class RunManager:
         if sig:
             fields["exit_signal"] = record.get("signal_name") or proctree.signal_name(sig)
         if run["cancel_requested"] or record.get("cancel_requested"):
-            state, reason = P.CANCELLED, "cancelled by the user"
+            state, reason = P.CANCELLED, run["reason"] or "cancelled by the user"
         elif code == 0:
             state, reason = P.SUCCEEDED, None
         else:
@@ -354,7 +436,14 @@ class RunManager:
         self.on_run_final(run_id)
 
     # -- control -----------------------------------------------------------
-    def cancel(self, run: dict[str, Any]) -> dict[str, Any]:
+    def _stop_at_limit(self, run_id: str, reason: str) -> None:
+        self._limit_timers.pop(run_id, None)
+        run = self.store.get(run_id)
+        if run and run["state"] in P.ACTIVE_STATES and not run["cancel_requested"]:
+            log.info("run %s: %s", run_id, reason)
+            self.cancel(run, reason=f"stopped: {reason}")
+
+    def cancel(self, run: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
         run_id = run["id"]
         if run["state"] == P.QUEUED:
             self._set_final(run_id, P.CANCELLED, None, reason="cancelled before it started")
@@ -363,7 +452,7 @@ class RunManager:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not active")
         if run["cancel_requested"]:
             return run  # a second cancel: the first one is under way
-        updated = self.store.update_run(run_id, cancel_requested=True)
+        updated = self.store.update_run(run_id, cancel_requested=True, reason=reason)
         self.on_run(updated, run_id, updated["rev"])
         active = self.active.get(run_id)
         if active is not None:

@@ -1,6 +1,6 @@
 """The per-run supervisor: one small process per run that outlives the daemon.
 
-    python -m daemon.shim RUN_DIR --grace SECONDS -- COMMAND...
+    python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] -- COMMAND...
 
 The pattern of conmon and containerd-shim. The daemon starts this in a session
 of its own; it starts the worker in a process group of its own, with stdout on
@@ -45,10 +45,13 @@ def write_json_atomic(path: str, data: dict) -> None:
 
 
 class Shim:
-    def __init__(self, run_dir: str, command: list[str], grace: float):
+    def __init__(self, run_dir: str, command: list[str], grace: float,
+                 cpus: list[int] | None = None, memory_mb: int | None = None):
         self.run_dir = os.path.abspath(run_dir)
         self.command = command
         self.grace = grace
+        self.cpus = cpus
+        self.memory_mb = memory_mb
         self.worker_pid = 0
         self.cancel_requested = False
         self.kill_deadline: float | None = None
@@ -69,6 +72,12 @@ class Shim:
                 os.dup2(events_fd, 1)
                 os.dup2(stderr_fd, 2)
                 os.chdir(self.run_dir)
+                if self.cpus:
+                    os.sched_setaffinity(0, self.cpus)
+                if self.memory_mb:
+                    import resource
+                    limit = self.memory_mb * 1024 * 1024
+                    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
                 os.execvp(self.command[0], self.command)
             except BaseException as exc:  # exec failed: say why on the run's stderr
                 os.write(2, f"mosaic supervisor: cannot start {self.command[0]}: {exc}\n".encode())
@@ -159,16 +168,20 @@ class Shim:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv or len(argv) < 3:
-        print("usage: python -m daemon.shim RUN_DIR [--grace S] -- COMMAND...", file=sys.stderr)
+        print("usage: python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] -- COMMAND...",
+              file=sys.stderr)
         return 2
     sep = argv.index("--")
     head, command = argv[:sep], argv[sep + 1:]
-    grace = 10.0
-    if "--grace" in head:
-        i = head.index("--grace")
-        grace = float(head[i + 1])
-        del head[i:i + 2]
-    return Shim(head[0], command, grace).run()
+    options = {"--grace": "10", "--cpus": "", "--memory-mb": ""}
+    for flag in options:
+        if flag in head:
+            i = head.index(flag)
+            options[flag] = head[i + 1]
+            del head[i:i + 2]
+    cpus = [int(c) for c in options["--cpus"].split(",") if c]
+    memory = int(options["--memory-mb"]) if options["--memory-mb"] else None
+    return Shim(head[0], command, float(options["--grace"]), cpus or None, memory).run()
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS runs (
     reason        TEXT,
     stderr_tail   TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
+    resources     TEXT NOT NULL DEFAULT '{}',  -- {"gpu": "0", "cpus": [0]} handed to the run
     summary       TEXT NOT NULL DEFAULT '{}',
     ingest_offset INTEGER NOT NULL DEFAULT 0,
     rev           INTEGER NOT NULL
@@ -52,8 +53,8 @@ CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, rev INTEGER NOT NULL
 
 _COLUMNS = ("id", "name", "worker", "algo", "env", "config", "state", "created_at", "started_at",
             "ended_at", "pid", "pid_start", "worker_pid", "exit_code", "exit_signal", "reason",
-            "stderr_tail", "cancel_requested", "summary", "ingest_offset", "rev")
-_JSON_COLUMNS = ("config", "summary")
+            "stderr_tail", "cancel_requested", "resources", "summary", "ingest_offset", "rev")
+_JSON_COLUMNS = ("config", "summary", "resources")
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 

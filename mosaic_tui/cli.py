@@ -213,6 +213,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             value = getattr(args, key, None)
             if value is not None:
                 config[key] = value
+        limits = {k: v for k, v in (("wall_seconds", args.wall_time), ("max_steps", args.max_steps),
+                                    ("memory_mb", args.memory_mb)) if v is not None}
+        if limits:
+            config["limits"] = {**(config.get("limits") or {}), **limits}
         if args.set:
             params = dict(config.get("params") or {})
             params.update(_parse_sets(client, config.get("worker"), config.get("algo"), config.get("env"), args.set))
@@ -410,6 +414,14 @@ def cmd_app(args: argparse.Namespace) -> int:
     return run_app(_home(args), args)
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    try:
+        from mosaic_tui.app import run_watch
+    except ImportError:
+        raise CLIError("the terminal app is not installed in this build; see `mosaic --help`") from None
+    return run_watch(_home(args), args)
+
+
 # -- parser -----------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -446,6 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device")
     p.add_argument("--name")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an algorithm parameter (repeatable)")
+    p.add_argument("--wall-time", type=float, metavar="S", help="stop the run after S seconds")
+    p.add_argument("--max-steps", type=int, metavar="N", help="stop the run once it reaches step N")
+    p.add_argument("--memory-mb", type=int, metavar="MB", help="memory limit of the worker")
     p.add_argument("--wait", action="store_true", help="wait for the run to end")
     p.set_defaults(func=cmd_submit)
 
@@ -494,6 +509,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("attach", parents=[common], help="open the terminal app (the default command)")
     p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("watch", parents=[common], help="a compact pane following a run (the newest by default)")
+    p.add_argument("run", nargs="?", help="run name or id prefix (default: the newest run, followed)")
+    p.set_defaults(func=cmd_watch)
     return parser
 
 

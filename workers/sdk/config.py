@@ -33,6 +33,14 @@ class ConfigError(ValueError):
         self.message = message
 
 
+class LimitsConfig(BaseModel):
+    """Per-run limits the daemon enforces (docs/reliability.md)."""
+    model_config = ConfigDict(extra="forbid")
+    wall_seconds: float | None = Field(default=None, gt=0, description="stop the run after this long")
+    max_steps: int | None = Field(default=None, gt=0, description="stop the run once it reports this step")
+    memory_mb: int | None = Field(default=None, ge=64, description="address-space limit of the worker")
+
+
 class FramesConfig(BaseModel):
     """Live frames through FastLane (see docs/fastlane.md)."""
     model_config = ConfigDict(extra="forbid")
@@ -62,6 +70,7 @@ class RunConfig(BaseModel):
     checkpoint: str | None = None
     eval_episodes: int = Field(default=10, ge=1, le=100000)
     frames: FramesConfig = Field(default_factory=FramesConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # set by the daemon, not the user
     run_id: str | None = None
 

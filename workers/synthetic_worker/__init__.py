@@ -37,6 +37,8 @@ _PARAMS: dict[str, Any] = {
                       "description": "raise RuntimeError with this message at the end"},
     "unbuffered": {"type": "boolean", "default": False,
                    "description": "write every line at once (latency measurements)"},
+    "allocate_mb": {"type": "integer", "default": 0, "minimum": 0,
+                    "description": "allocate this much memory before the first step"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
 }

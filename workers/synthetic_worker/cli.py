@@ -23,7 +23,10 @@ def main() -> int:
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
                 for _ in range(p["children"])]
     emitter.run_started(worker="synthetic", algo=config["algo"], env=config["env"],
-                        total_steps=config["steps"], children=[c.pid for c in children])
+                        total_steps=config["steps"], children=[c.pid for c in children],
+                        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                        affinity=sorted(os.sched_getaffinity(0)))
+    ballast = bytearray(p["allocate_mb"] * 1024 * 1024) if p["allocate_mb"] else None
     tags = [f"synthetic/value_{i}" for i in range(p["tags"])]
     pad = "x" * p["payload_bytes"]
     interval = 1.0 / p["rate"] if p["rate"] > 0 else 0.0
@@ -46,6 +49,7 @@ def main() -> int:
             if delay > 0:
                 time.sleep(delay)
     emitter.flush()
+    del ballast
     if p["hold_seconds"]:
         time.sleep(p["hold_seconds"])
     if p["raise_message"]:
