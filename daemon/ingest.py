@@ -243,6 +243,13 @@ def read_range(path: str, start: int, end: int, max_bytes: int) -> tuple[int, li
             # one line wider than the window: widen it to that line
             data = os.pread(fd, min(MAX_EVENT_LINE + 2, end - start), start)
             raws, parsed, used, long_line = split_events(data)
+        if used < len(data) and start + len(data) == end and not long_line:
+            # ``end`` is a boundary the ingest set: unterminated bytes right
+            # before it are the partial last line of a worker that died mid-write
+            # (the ingest took it as such), not a line still being written.
+            raws.append(_invalid(data[used:], "partial line at exit"))
+            parsed.append(loads(raws[-1]))
+            used = len(data)
         while long_line:  # an over-long line goes on past the window: step over the rest of it
             more = os.pread(fd, min(1 << 20, end - start - used), start + used)
             if not more:

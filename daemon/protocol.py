@@ -36,14 +36,16 @@ UNSUBSCRIBE = "unsubscribe"
 METRICS = "metrics"
 LOGS = "logs"
 EVENTS = "read_events"
+FRAMES = "frames"
 SHUTDOWN = "shutdown"
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
-                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, SHUTDOWN})
+                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, SHUTDOWN})
 
 # -- notifications (server -> client) -----------------------------------
 NOTIFY_RUN = "run"          # a run record changed (params: {"rev", "run"} or {"rev", "deleted": id})
 NOTIFY_EVENTS = "events"    # telemetry lines of one run (params: {"run", "from", "to", "events"})
 NOTIFY_SYNCED = "synced"    # the backlog a subscribe asked for has been sent (params: {"rev"})
+NOTIFY_FRAME = "frame"      # one relayed FastLane frame (params: see daemon/relay.py)
 
 # -- error codes ---------------------------------------------------------
 PARSE_ERROR = -32700

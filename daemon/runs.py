@@ -32,7 +32,8 @@ from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, S
                          SUPERVISOR_FILE, TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail
 from daemon.inotify import Inotify
-from daemon.store import Store, new_ulid
+from daemon.store import Store, StoreError, new_ulid
+from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import WorkerDescriptor
 
@@ -41,6 +42,7 @@ log = logging.getLogger("mosaic.daemon.runs")
 SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most this often
 SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
 STDERR_TAIL_LINES = 20
+STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -60,6 +62,19 @@ def stderr_tail(run_dir: str, lines: int = STDERR_TAIL_LINES) -> str:
     except FileNotFoundError:
         return ""
     return "\n".join(data.splitlines()[-lines:])
+
+
+def disk_full_note(path: str) -> str | None:
+    """Why a run could not write, if its filesystem is full or read-only."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return "the home's filesystem is read-only"
+    if st.f_bavail * st.f_frsize < 64 * 1024:
+        return "the home's disk is full"
+    return None
 
 
 class ActiveRun:
@@ -91,6 +106,7 @@ class RunManager:
         self.cpu_sets = [list(c) for c in (cpu_sets or [])]
         self.active: dict[str, ActiveRun] = {}
         self._limit_timers: dict[str, asyncio.TimerHandle] = {}
+        self._unrecorded: dict[str, tuple[str, str | None, dict[str, Any]]] = {}
         self.inotify: Inotify | None = None
         self._wd_to_run: dict[int, str] = {}
         self._dirty: set[str] = set()
@@ -196,12 +212,16 @@ class RunManager:
         run_id = new_ulid()
         config.update(run_id=run_id, name=name)
         run_dir = self.home.run_dir(run_id)
-        run_dir.mkdir(parents=True)
-        (run_dir / CHECKPOINTS_DIR).mkdir()
-        (run_dir / TENSORBOARD_DIR).mkdir()
-        with open(run_dir / CONFIG_FILE, "w") as f:
-            json.dump(config, f, indent=2)
-        (run_dir / EVENTS_FILE).touch()
+        try:
+            run_dir.mkdir(parents=True)
+            (run_dir / CHECKPOINTS_DIR).mkdir()
+            (run_dir / TENSORBOARD_DIR).mkdir()
+            with open(run_dir / CONFIG_FILE, "w") as f:
+                json.dump(config, f, indent=2)
+            (run_dir / EVENTS_FILE).touch()
+        except OSError as exc:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise StoreError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
         summary = {"total_steps": config.get("steps")}
         run = self.store.create_run({
             "id": run_id, "name": name, "worker": config["worker"], "algo": config["algo"],
@@ -332,9 +352,12 @@ class RunManager:
             self._stop_at_limit(run_id, f"step limit of {max_steps} reached")
             run = self.store.get(run_id)
         if run and run["state"] == P.STARTING and active.tail.lines:
-            updated = self.store.update_run(run_id, state=P.RUNNING, summary=active.tail.summary(),
-                                            ingest_offset=active.tail.offset)
-            self.on_run(updated, run_id, updated["rev"])
+            try:
+                updated = self.store.update_run(run_id, state=P.RUNNING, summary=active.tail.summary(),
+                                                ingest_offset=active.tail.offset)
+                self.on_run(updated, run_id, updated["rev"])
+            except StoreError as exc:
+                log.warning("cannot store the state of %s: %s", run_id, exc)
         if end - start >= 1024 * 1024 and not final:
             # a big backlog: continue on the next loop turn, let other runs and clients in
             if run_id not in self._more_pending:
@@ -358,8 +381,13 @@ class RunManager:
             active = self.active.get(run_id)
             if active is None:
                 continue
-            updated = self.store.update_run(run_id, summary=active.tail.summary(),
-                                            ingest_offset=active.tail.offset)
+            try:
+                updated = self.store.update_run(run_id, summary=active.tail.summary(),
+                                                ingest_offset=active.tail.offset)
+            except StoreError as exc:  # disk full: keep it dirty, the next flush tries again
+                log.warning("cannot store the summary of %s: %s", run_id, exc)
+                self._mark_dirty(run_id)
+                continue
             if updated:
                 self.on_run(updated, run_id, updated["rev"])
 
@@ -401,7 +429,10 @@ class RunManager:
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
         if record is None:
-            self._set_final(run_id, P.LOST, tail, reason="supervisor ended without an exit record")
+            reason = "supervisor ended without an exit record"
+            full = disk_full_note(run_dir)
+            self._set_final(run_id, P.FAILED if full else P.LOST, tail,
+                            reason=f"{reason} ({full})" if full else reason)
             return
         code, sig = record.get("returncode"), record.get("signal")
         fields: dict[str, Any] = {"exit_code": code, "worker_pid": record.get("worker_pid"),
@@ -420,6 +451,9 @@ class RunManager:
                 reason = f"worker exited with code {code}"
             if tail.failed_reason:
                 reason += f": {tail.failed_reason.splitlines()[0][:300]}"
+            full = disk_full_note(run_dir)
+            if full:
+                reason += f" ({full})"
             fields["stderr_tail"] = stderr_tail(run_dir)
         self._set_final(run_id, state, tail, reason=reason, **fields)
 
@@ -428,12 +462,32 @@ class RunManager:
         if tail is not None:
             fields.update(summary=tail.summary(), ingest_offset=tail.offset)
         fields.setdefault("ended_at", time.time())
-        updated = self.store.update_run(run_id, state=state, reason=reason, **fields)
+        try:
+            updated = self.store.update_run(run_id, state=state, reason=reason, **fields)
+        except StoreError as exc:
+            # The disk is full or the home read-only: the outcome is known but
+            # cannot be stored. Keep it and try again until the store takes it.
+            log.error("run %s %s, but the store refused it (%s); retrying in %ss",
+                      run_id, state, exc, STORE_RETRY_SECONDS)
+            self._unrecorded[run_id] = (state, reason, fields)
+            self._loop.call_later(STORE_RETRY_SECONDS, self._retry_final, run_id)
+            return
+        self._unrecorded.pop(run_id, None)
         self._dirty.discard(run_id)
+        removed = fastlane_layout.cleanup(run_id)  # also after SIGKILL: the worker could not
+        if removed:
+            log.info("run %s: removed frame segments %s", run_id, ", ".join(removed))
         if updated:
             log.info("run %s %s%s", run_id, state, f" ({reason})" if reason else "")
             self.on_run(updated, run_id, updated["rev"])
         self.on_run_final(run_id)
+
+    def _retry_final(self, run_id: str) -> None:
+        pending = self._unrecorded.get(run_id)
+        if pending is None:
+            return
+        state, reason, fields = pending
+        self._set_final(run_id, state, None, reason=reason, **fields)
 
     # -- control -----------------------------------------------------------
     def _stop_at_limit(self, run_id: str, reason: str) -> None:

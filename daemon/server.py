@@ -59,6 +59,7 @@ class Client:
         self.pending_records: dict[str, Any] = {}  # coalesced run records while congested
         self.wakeup = asyncio.Event()
         self.catchup_task: asyncio.Task | None = None
+        self.relays: dict[tuple[str, int], asyncio.Task] = {}  # (run, stream) -> frame relay
 
     @property
     def congested(self) -> bool:
@@ -140,6 +141,8 @@ class Daemon:
             self.clients.discard(client)
             if client.catchup_task is not None:
                 client.catchup_task.cancel()
+            for task in client.relays.values():
+                task.cancel()
 
     async def _serve_client(self, client: Client, reader: asyncio.StreamReader) -> None:
         buf = b""
@@ -332,6 +335,42 @@ class Daemon:
             data = f.read(min(max_bytes, size - start))
         return {"run": run["id"], "stream": stream, "from": start, "next": start + len(data), "size": size,
                 "data": data.decode("utf-8", errors="replace")}
+
+    # -- frames ----------------------------------------------------------------
+    def m_frames(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Relay a run's FastLane frames to this client (fps 0 stops)."""
+        run = self._run(params)
+        stream = P.param(params, "stream", int, 0)
+        fps = float(P.param(params, "fps", (int, float), 5.0))
+        max_dim = P.param(params, "max_dim", int, 320)
+        if not 16 <= max_dim <= 4096:
+            raise P.RPCError(P.INVALID_PARAMS, "parameter 'max_dim' must be between 16 and 4096")
+        key = (run["id"], stream)
+        old = client.relays.pop(key, None)
+        if old is not None:
+            old.cancel()
+        if fps <= 0:
+            return {"relaying": False}
+        fps = min(fps, 30.0)
+        client.relays[key] = asyncio.get_running_loop().create_task(
+            self._relay(client, run["id"], stream, fps, max_dim))
+        return {"relaying": True, "fps": fps, "max_dim": max_dim}
+
+    async def _relay(self, client: Client, run_id: str, stream: int, fps: float, max_dim: int) -> None:
+        from daemon.relay import Relay  # numpy only once someone wants frames
+        relay = Relay(run_id, stream, max_dim)
+        try:
+            while not client.closed:
+                # a congested client skips frames: only the newest is ever worth sending
+                if not client.congested:
+                    frame = relay.next_frame()
+                    if frame is not None:
+                        client.write(P.notification(P.NOTIFY_FRAME, frame))
+                await asyncio.sleep(1.0 / fps)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            relay.close()
 
     # -- subscriptions -----------------------------------------------------
     def m_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

@@ -117,3 +117,27 @@ def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
             run = c.call(P.GET, run=run_id)
         return run if run["state"] in states else None
     return wait_for(check, timeout, 0.1, f"run {run_id} to reach {states}")
+
+
+# -- docs/reliability.md ---------------------------------------------------
+_reliability = {"collected": 0, "passed": 0}
+
+
+def pytest_collection_modifyitems(items):
+    _reliability["collected"] = sum(1 for item in items if item.get_closest_marker("reliability"))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed and "reliability" in report.keywords:
+        _reliability["passed"] += 1
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests import reliability_report
+    total = _reliability["collected"]
+    if total and _reliability["passed"] == total and total >= 10:
+        reliability_report.write()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "reliability: a fault-injection test recorded in docs/reliability.md")

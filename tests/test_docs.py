@@ -14,7 +14,7 @@ def test_every_method_is_documented_with_an_example():
     assert headings == set(P.METHODS)
     for method in P.METHODS:
         assert f'"method":"{method}"' in text, f"no example line for {method}"
-    for note in (P.NOTIFY_RUN, P.NOTIFY_EVENTS, P.NOTIFY_SYNCED):
+    for note in (P.NOTIFY_RUN, P.NOTIFY_EVENTS, P.NOTIFY_SYNCED, P.NOTIFY_FRAME):
         assert f'"method":"{note}"' in text
 
 

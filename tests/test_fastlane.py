@@ -375,26 +375,23 @@ def test_stress_a_reader_flat_out_accepts_no_torn_frame(run_id):
     """A writer process at full speed into a 2-slot ring, this process polling
     as fast as it can; every accepted frame is checked against the frame its
     number says it is (independently of the checksum)."""
-    width, height = 200, 150
+    width, height = 600, 400          # CartPole's size: a copy is long enough to be overtaken
     proc = _demo_writer(run_id, "--fps", "0", "--seconds", "3", "--capacity", "2",
                         "--size", f"{width}x{height}")
     patterns = Patterns(width, height)
     reader = FrameReader(run_id, recheck_interval=0.05)
     accepted = torn_accepted = 0
     last = None
+    deadline = time.monotonic() + 60
     try:
-        while True:
+        # the writer marks its segment CLOSED when its 3 seconds are over
+        while reader.state != layout.STATE_CLOSED and time.monotonic() < deadline:
             got = reader.latest()
             if got is not None and got is not last:
                 last = got
                 accepted += 1
                 if not patterns.check(*got):
                     torn_accepted += 1
-            if reader.state == layout.STATE_CLOSED or (accepted % 64 == 0 and proc.poll() is not None
-                                                       and reader.state != layout.STATE_LIVE):
-                break
-            if proc.poll() is not None and reader.state != layout.STATE_LIVE:
-                break
         out, _ = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

@@ -103,3 +103,25 @@ def test_child_process_writes_through_inherited_fd(tmp_path):
     os.close(fd)
     _, events, _, _ = split_events(path.read_bytes())
     assert events[0]["tag"] == "child"
+
+
+def test_backlog_reads_page_to_the_end_including_a_final_partial_line(tmp_path):
+    """Paging read_range from 0 reaches `end`, whatever lies before it."""
+    from daemon.ingest import read_range
+    ok = tm.encode(tm.make_event(tm.SCALAR, tag="a", value=1.0, step=1))
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(ok * 3 + b"z" * (MAX_EVENT_LINE + 100) + b"\n" + ok + b'{"cut')
+    tail = RunTail("r", str(path))
+    while tail.read_new(final=True) is not None:
+        pass
+    end = tail.offset
+    assert end == path.stat().st_size
+    offset, events = 0, []
+    for _ in range(100):
+        offset, _, parsed = read_range(str(path), offset, end, 4096)
+        events += parsed
+        if offset >= end:
+            break
+    assert offset == end
+    assert [e["type"] for e in events] == ["scalar"] * 3 + ["invalid", "scalar", "invalid"]
+    assert events[-1]["error"] == "partial line at exit"

@@ -54,7 +54,7 @@ class SyntheticDescriptor(WorkerDescriptor):
         return {
             "paradigms": ["single_agent"], "algorithms": ["emit"], "env_families": ["none"],
             "action_spaces": {"emit": ["none"]}, "max_agents": 1, "self_play": False,
-            "pause": True, "checkpoints": False, "gpu": False, "frames": False,
+            "pause": True, "checkpoints": False, "gpu": False, "frames": True,
         }
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:

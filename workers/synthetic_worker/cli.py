@@ -27,6 +27,13 @@ def main() -> int:
                         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
                         affinity=sorted(os.sched_getaffinity(0)))
     ballast = bytearray(p["allocate_mb"] * 1024 * 1024) if p["allocate_mb"] else None
+    frames = None
+    if config["frames"]["enabled"]:
+        # moving test patterns through FastLane, like a rendered env would
+        from workers.fastlane.demo import Patterns
+        from workers.fastlane.writer import FrameWriter
+        frames = (FrameWriter(config["run_id"], max_dim=config["frames"]["max_dim"],
+                              max_fps=config["frames"]["fps"]), Patterns())
     tags = [f"synthetic/value_{i}" for i in range(p["tags"])]
     pad = "x" * p["payload_bytes"]
     interval = 1.0 / p["rate"] if p["rate"] > 0 else 0.0
@@ -39,6 +46,8 @@ def main() -> int:
             emitter.scalar(tags[step % len(tags)], float(step % 997), step)
         if p["unbuffered"]:
             emitter.flush()
+        if frames is not None and frames[0].due():
+            frames[0].publish(frames[1].frame(step))
         if p["episode_every"] and step % p["episode_every"] == 0:
             emitter.episode(step, float(step % 500), p["episode_every"])
         if p["garbage_every"] and step % p["garbage_every"] == 0:
