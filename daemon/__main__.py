@@ -98,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace", type=float)
     args = parser.parse_args(argv)
     home = Home.resolve(args.home)
-    home.ensure()
+    try:
+        home.ensure()
+    except OSError as exc:
+        print(f"mosaic: error: cannot use the home {home.root}: {exc.strerror}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lock_fd = acquire_lock(home)

@@ -539,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConnectionError, TimeoutError) as exc:
         print(f"mosaic: error: lost the daemon: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except OSError as exc:  # the home cannot be created or written
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"mosaic: error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
 
