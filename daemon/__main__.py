@@ -47,7 +47,7 @@ def bind_socket(home: Home) -> socket.socket:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    sock.listen(1024)  # bursts of clients (a thousand at once in the tests) wait, not fail
     sock.setblocking(False)
     return sock
 

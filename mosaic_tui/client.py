@@ -32,11 +32,18 @@ class Client:
         self.home = home
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(str(home.socket_path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
+        for attempt in range(50):
+            try:
+                self.sock.connect(str(home.socket_path))
+                break
+            except BlockingIOError:  # the daemon's accept queue is full for a moment
+                time.sleep(0.02 * (attempt + 1))
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                self.sock.close()
+                raise DaemonUnavailable(f"no daemon for {home.root}") from exc
+        else:
             self.sock.close()
-            raise DaemonUnavailable(f"no daemon for {home.root}") from exc
+            raise DaemonUnavailable(f"the daemon for {home.root} accepts no connection")
         self._ids = itertools.count(1)
         self._partial = b""
         self._lines: collections.deque[bytes] = collections.deque()

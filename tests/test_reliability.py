@@ -174,9 +174,16 @@ def test_fuzzed_requests_get_answers_and_disturb_nobody(daemon, mosaic):
 def test_a_thousand_connections_opened_and_dropped(daemon):
     pid = _daemon_pid(daemon)
     fds_before = len(os.listdir(f"/proc/{pid}/fd"))
+    busy = 0
     for i in range(1000):
         s = socket.socket(socket.AF_UNIX)
-        s.connect(str(daemon.socket_path))
+        while True:
+            try:
+                s.connect(str(daemon.socket_path))
+                break
+            except BlockingIOError:  # accept queue full for a moment: a real client retries
+                busy += 1
+                time.sleep(0.01)
         kind = i % 4
         if kind == 1:
             s.sendall(b'{"id":1,"method":"sub')  # half a request
@@ -189,7 +196,8 @@ def test_a_thousand_connections_opened_and_dropped(daemon):
         wait_for(lambda: c.call(P.STATUS)["clients"] == 1, 20, what="dropped clients to be gone")
     assert len(os.listdir(f"/proc/{pid}/fd")) <= fds_before + 2
     report.record("socket", "1,000 connections opened and dropped (half requests, unread replies, half-closed)",
-                  "daemon serves on; no file descriptor leaked", inputs=1000)
+                  f"daemon serves on; no file descriptor leaked ({busy} connects found the queue full "
+                  "for a moment and retried)", inputs=1000)
 
 
 def test_half_closed_client_still_gets_its_answer(daemon):
