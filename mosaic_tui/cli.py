@@ -281,7 +281,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None) -> int:
+def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expected: str = P.SUCCEEDED) -> int:
+    """Wait for a final state; print it (stdout if it is the expected one); 0 if it is."""
     deadline = None if timeout is None else time.monotonic() + timeout
     with _client(args, ) as client:
         run = client.call(P.GET, run=run_ref)
@@ -301,8 +302,8 @@ def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None) -> int:
                     break
             else:
                 run = client.call(P.GET, run=run["id"])
-    print(_state_line(run), file=sys.stderr if run["state"] != P.SUCCEEDED else sys.stdout)
-    return 0 if run["state"] == P.SUCCEEDED else EXIT_RUN_NOT_SUCCEEDED
+    print(_state_line(run), file=sys.stdout if run["state"] == expected else sys.stderr)
+    return 0 if run["state"] == expected else EXIT_RUN_NOT_SUCCEEDED
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
@@ -320,7 +321,8 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 
 def _wait_cancel(args: argparse.Namespace, run: dict[str, Any]) -> int:
-    code = _wait(args, run["id"], timeout=120)
+    # the run may also have ended on its own meanwhile: that is no error either
+    code = _wait(args, run["id"], timeout=120, expected=P.CANCELLED)
     return 0 if code in (0, EXIT_RUN_NOT_SUCCEEDED) else code
 
 
