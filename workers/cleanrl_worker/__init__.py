@@ -1,0 +1,155 @@
+"""The CleanRL worker: CleanRL's own single-file scripts, unmodified, with telemetry.
+
+The daemon imports this module to list, describe and validate; it must stay
+light (no torch, gym or cleanrl import): scripts are located and their argparse
+options read as source text (see ``catalog`` and ``argparse_schema``).
+
+``algo`` is either the name of an installed CleanRL script (``ppo``, ``dqn``,
+...) or the absolute path of a user's own CleanRL-style script
+(``/home/me/cleanrl-fork/ppo_lstm.py``); either way the params are that
+script's argparse options, without the dashes. See docs/workers/cleanrl.md.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_params, check_value, parse_run_config
+from workers.sdk.descriptor import WorkerDescriptor, dist_version
+from workers.cleanrl_worker import catalog
+from workers.cleanrl_worker.argparse_schema import property_schema
+
+
+def torch_has_gpu_build() -> bool:
+    """False for the CPU build of torch (version "2.x+cpu"), read from its metadata."""
+    version = dist_version("torch")
+    return version is not None and "+cpu" not in version
+
+
+class CleanRLDescriptor(WorkerDescriptor):
+    name = "cleanrl"
+    package = "workers.cleanrl_worker"
+    upstream = "cleanrl"
+    description = "CleanRL's single-file algorithms (PPO, DQN, C51, SAC, TD3, DDPG, ...), run unmodified"
+
+    def capabilities(self) -> dict[str, Any]:
+        algorithms = catalog.installed_scripts()
+        families = [family for family, module in catalog.ENV_FAMILIES.items()
+                    if catalog.module_available(module)]
+        return {
+            "paradigms": ["single_agent"],
+            "algorithms": algorithms,
+            "env_families": families,
+            # per algorithm, the known env ids it runs here (others may work too)
+            "envs": {algo: catalog.envs_for(*catalog.SCRIPTS[algo], families) for algo in algorithms},
+            "action_spaces": {algo: [catalog.SCRIPTS[algo][0]] for algo in algorithms},
+            "max_agents": 1,
+            "self_play": False,
+            "pause": True,
+            "checkpoints": True,
+            "gpu": torch_has_gpu_build(),
+            "frames": True,
+            # algo may also be the absolute path of a CleanRL-style script
+            "user_scripts": True,
+        }
+
+    # -- scripts -------------------------------------------------------
+    def script_for(self, algo: str) -> str:
+        """Path of the script ``algo`` names; ConfigError("algo") if there is none."""
+        if catalog.is_script_path(algo):
+            path = os.path.expanduser(algo)
+            if not os.path.isabs(path):
+                raise ConfigError("algo", f"a script path must be absolute, not {algo!r}")
+            if not os.path.isfile(path):
+                raise ConfigError("algo", f"no such script: {path}")
+            try:
+                args = catalog.script_args(path)
+            except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+                raise ConfigError("algo", f"cannot read {path}: {exc}") from None
+            if not any(arg.name == "env-id" for arg in args):
+                raise ConfigError("algo", f"{path} has no --env-id option: "
+                                          "mosaic sets the environment through it")
+            return path
+        if algo not in catalog.installed_scripts():
+            choices = ", ".join(catalog.installed_scripts()) or "none: cleanrl is not installed"
+            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'cleanrl'; choose from "
+                                      f"{choices}, or give the absolute path of a CleanRL-style script")
+        return catalog.script_path(algo)
+
+    def script_traits(self, algo: str) -> tuple[str | None, str | None]:
+        """(action space, env library: "gym" or "gymnasium") of ``algo``; None where unknown."""
+        if algo in catalog.SCRIPTS:
+            return catalog.SCRIPTS[algo]
+        return catalog.sniff_script(self.script_for(algo))
+
+    # -- schema and validation -----------------------------------------
+    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
+        path = self.script_for(algo)
+        properties: dict[str, Any] = {}
+        for arg in catalog.param_args(path):
+            prop = property_schema(arg)
+            bounds = catalog.BOUNDS.get(arg.name)
+            if bounds and arg.type in ("integer", "number") and arg.nargs is None:
+                bounded = {**prop, **bounds}
+                try:  # a user's script may have a default outside the usual range: keep it valid
+                    if arg.has_default and arg.default is not None:
+                        check_value(arg.name, bounded, arg.default)
+                    prop = bounded
+                except ConfigError:
+                    pass
+            properties[arg.name] = prop
+        owned = ", ".join(f"--{flag} from '{field}'" for flag, field in catalog.OWNED_ARGS.items())
+        return {
+            "$schema": SCHEMA_DIALECT,
+            "title": f"cleanrl {os.path.basename(path)[:-3] if catalog.is_script_path(algo) else algo}",
+            "description": f"Options of {path} (its argparse parser). Set by the run config instead: {owned}.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+
+    def check_env(self, config: RunConfig) -> None:
+        path = self.script_for(config.algo)
+        wanted, library = self.script_traits(config.algo)
+        known = catalog.ENVS.get(config.env)
+        if known is not None:
+            family, space, libraries = known
+            if wanted is not None and space != wanted:
+                raise ConfigError("env", f"{config.algo} needs an environment with {wanted} actions; "
+                                         f"{config.env} has {space} actions")
+            if library is not None and library not in libraries:
+                names = {"gym": "gym 0.23", "gymnasium": "gymnasium"}
+                raise ConfigError("env", f"{config.algo} makes its envs with {names[library]}, which has no "
+                                         f"{config.env} ({' and '.join(names[l] for l in libraries)} only)")
+            module = catalog.ENV_FAMILIES[family]
+            if not catalog.module_available(module):
+                raise ConfigError("env", f"{config.env} is a {family} environment, which needs the "
+                                         f"'{module}' package; it is not installed")
+        # unknown env ids are accepted: the script fails clearly if gym does not know them
+        names = {arg.name for arg in catalog.script_args(path)}
+        if config.steps is not None and "total-timesteps" not in names:
+            raise ConfigError("steps", f"{path} has no --total-timesteps option")
+        if config.device.startswith("cuda") and not torch_has_gpu_build():
+            raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+        # eval: parse_run_config requires a checkpoint; the daemon resolves
+        # "run:NAME" and home-relative references after this, and checks them
+        if config.mode == "eval" and os.path.isabs(config.checkpoint or "") \
+                and not os.path.isfile(config.checkpoint):
+            raise ConfigError("checkpoint", f"no such file: {config.checkpoint}")
+
+    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        """As WorkerDescriptor.validate, but ``algo`` may be a script path."""
+        parsed = parse_run_config(config)
+        if parsed.worker != self.name:
+            raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
+        self.script_for(parsed.algo)
+        self.check_env(parsed)
+        for key in parsed.params:
+            if key in catalog.OWNED_ARGS:
+                raise ConfigError(f"params.{key}", f"is set by the run config's "
+                                                   f"'{catalog.OWNED_ARGS[key]}' field")
+        parsed.params = check_params(self.schema(parsed.algo, parsed.env), parsed.params)
+        return parsed.model_dump()
+
+
+WORKER = CleanRLDescriptor()
