@@ -1,0 +1,282 @@
+"""MosaicApp: the terminal app, a client of the daemon.
+
+Quitting (``q``) detaches: the runs belong to the daemon and keep training.
+Starting again reattaches: the link fetches the runs and every change since,
+and the app reopens the screen the user left (``ui-state.json`` in the home).
+
+Start-up is kept light: screens other than the runs table, numpy, pydantic and
+textual-plotext are imported when first needed, and nothing here ever imports
+torch, ray, xuance or gym.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from textual.app import App
+from textual.binding import Binding
+
+from daemon import protocol as P
+from daemon.home import Home
+from mosaic_tui import themes as theme_files
+from mosaic_tui import uistate
+from mosaic_tui.link import Link, Update
+
+
+def _run_commands():
+    from mosaic_tui.commands import RunCommands
+    return RunCommands
+
+
+class MosaicApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "mosaic"
+
+    BINDINGS = [
+        Binding("q", "detach", "Detach", id="app.quit"),
+        Binding("question_mark", "help", "Keys", id="app.help"),
+        Binding("T", "cycle_theme", "Theme", show=False, id="app.theme"),
+    ]
+    COMMANDS = App.COMMANDS | {_run_commands}
+
+    def __init__(self, home: Home, *, connect: bool = True, clock: Callable[[], float] = time.time,
+                 restore: bool = True, interval: float = 0.25, cursor_blink: bool = True,
+                 remember: bool = True, default_theme: str | None = None) -> None:
+        super().__init__()
+        self.home = home
+        self.clock = clock
+        self.connect = connect
+        self.restore = restore
+        self.remember = remember
+        self.cursor_blink = cursor_blink
+        self.link = Link(home, self._on_link_update, interval=interval)
+        self.ui_state: dict[str, Any] = uistate.load_state(home.root) if restore else {}
+        self._restored = not restore
+        mosaic_themes, css = theme_files.load()
+        for theme in mosaic_themes:
+            self.register_theme(theme)
+        self.CSS = css
+        self.theme_names = [t.name for t in mosaic_themes]
+        wanted = self.ui_state.get("theme")
+        if wanted in self.available_themes:
+            self.theme = wanted
+        elif default_theme in self.available_themes:
+            self.theme = default_theme
+        elif theme_files.DEFAULT_THEME in self.available_themes:
+            self.theme = theme_files.DEFAULT_THEME
+        keymap, self.keymap_problems = uistate.load_keymap(home.root)
+        if keymap:
+            self.set_keymap(keymap)
+
+    # -- screens ---------------------------------------------------------------
+    def get_default_screen(self):
+        from mosaic_tui.screens.runs import RunsScreen
+        return RunsScreen()
+
+    def on_mount(self) -> None:
+        for problem in self.keymap_problems:
+            self.notify(problem, title="keymap", severity="warning")
+        if self.connect:
+            self.link.start()
+
+    async def on_unmount(self) -> None:
+        self.save_ui_state()
+        await self.link.stop()
+
+    def watch_theme(self, theme: str) -> None:
+        if hasattr(self, "ui_state"):
+            self.ui_state["theme"] = theme
+
+    def open_run(self, run_id: str, tab: str | None = None) -> None:
+        from mosaic_tui.screens.run import RunScreen
+        self.push_screen(RunScreen(run_id, tab=tab))
+        self.remember_place()
+
+    def open_new_run(self, clone: dict[str, Any] | None = None) -> None:
+        from mosaic_tui.screens.new_run import NewRunScreen
+        self.push_screen(NewRunScreen(clone=clone))
+
+    def open_compare(self, run_ids: list[str]) -> None:
+        from mosaic_tui.screens.compare import CompareScreen
+        self.push_screen(CompareScreen(run_ids))
+        self.remember_place()
+
+    def open_workers(self) -> None:
+        from mosaic_tui.screens.workers import WorkersScreen
+        self.push_screen(WorkersScreen())
+        self.remember_place()
+
+    def pop_to_runs(self) -> None:
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    # -- link -> screens -------------------------------------------------------
+    def _on_link_update(self, update: Update) -> None:
+        from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
+        messages = []
+        if update.connection:
+            self.set_class(not self.link.connected and (self.link.loaded or self.link.attempts > 0), "-offline")
+            messages.append(lambda: ConnectionChanged(self.link.connected, self.link.error))
+        if update.runs or update.deleted or update.loaded:
+            messages.append(lambda: RunsChanged(set(update.runs), set(update.deleted)))
+        if update.series:
+            messages.append(lambda: SeriesChanged({k: set(v) for k, v in update.series.items()}))
+        for screen in self.screen_stack:
+            for make in messages:
+                screen.post_message(make())
+        if not self._restored and self.link.loaded:
+            self._restored = True
+            self.call_later(self._restore_place)
+
+    def _restore_place(self) -> None:
+        state = self.ui_state
+        rid = state.get("run")
+        if rid in self.link.runs:
+            try:
+                self.screen_stack[0].query_one("RunsTable").select_run(rid)
+            except Exception:
+                pass
+        where = state.get("screen")
+        if where == "run" and rid in self.link.runs:
+            self.open_run(rid, tab=state.get("tab"))
+        elif where == "compare":
+            ids = [r for r in state.get("compare", []) if r in self.link.runs]
+            if ids:
+                self.open_compare(ids)
+        elif where == "workers":
+            self.open_workers()
+
+    # -- ui state ----------------------------------------------------------------
+    def remember_place(self) -> None:
+        self.call_later(self.save_ui_state)
+
+    def save_ui_state(self) -> None:
+        if not self.remember:
+            return
+        try:
+            place = self.screen.ui_place() if hasattr(self.screen, "ui_place") else None
+        except Exception:
+            place = None
+        if place is None:
+            # a modal or form: remember the screen beneath it
+            for screen in reversed(self.screen_stack):
+                if hasattr(screen, "ui_place"):
+                    place = screen.ui_place()
+                    break
+        if place:
+            self.ui_state.update({k: v for k, v in place.items() if v is not None or k == "screen"})
+        self.ui_state["theme"] = self.theme
+        uistate.save_state(self.home.root, self.ui_state)
+
+    # -- run actions -------------------------------------------------------------
+    def act_on_runs(self, action: str, run_ids: Iterable[str]) -> None:
+        """cancel, pause, resume, toggle_pause, delete, clone: destructive ones confirm first."""
+        ids = [r for r in run_ids if r in self.link.runs]
+        if not ids:
+            self.notify("no run here", severity="warning")
+            return
+        runs = [self.link.runs[r] for r in ids]
+        names = ", ".join(r["name"] for r in runs[:4]) + (f" and {len(runs) - 4} more" if len(runs) > 4 else "")
+        if action == "clone":
+            self.open_new_run(clone=runs[0])
+            return
+        if action == "toggle_pause":
+            for run in runs:
+                method = P.RESUME if run["state"] == P.PAUSED else P.PAUSE
+                self._call_runs(method, [run])
+            return
+        if action in ("pause", "resume"):
+            self._call_runs(P.PAUSE if action == "pause" else P.RESUME, runs)
+            return
+        if action in ("cancel", "delete"):
+            from mosaic_tui.screens.confirm import ConfirmScreen
+            if action == "cancel":
+                active = [r for r in runs if r["state"] not in P.FINAL_STATES]
+                if not active:
+                    self.notify(f"{names}: nothing to cancel, already finished", severity="warning")
+                    return
+                question = f"Cancel {names}?\nTheir processes are stopped; what they logged stays."
+                method, todo = P.CANCEL, active
+            else:
+                final = [r for r in runs if r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED]
+                if not final:
+                    self.notify(f"{names}: cancel before deleting", severity="warning")
+                    return
+                question = f"Delete {names}?\nTheir directories (logs, metrics, checkpoints) are removed."
+                method, todo = P.DELETE, final
+
+            def done(ok: bool | None) -> None:
+                if ok:
+                    self._call_runs(method, todo)
+            self.push_screen(ConfirmScreen(question, action), done)
+            return
+        self.notify(f"unknown action {action}", severity="error")
+
+    def _call_runs(self, method: str, runs: list[dict[str, Any]]) -> None:
+        async def work() -> None:
+            for run in runs:
+                try:
+                    await self.link.call(method, run=run["id"])
+                except P.RPCError as exc:
+                    self.notify(exc.message, title=f"{method} {run['name']}", severity="error")
+                except ConnectionError as exc:
+                    self.notify(str(exc), title=f"{method} {run['name']}", severity="error")
+                else:
+                    self.notify(f"{method}: {run['name']}", timeout=3)
+        self.run_worker(work(), group="run-actions")
+
+    # -- app actions ---------------------------------------------------------------
+    async def action_detach(self) -> None:
+        """Leave the app; every run keeps training in the daemon."""
+        self.save_ui_state()
+        self.exit(0)
+
+    def action_help(self) -> None:
+        from mosaic_tui.screens.help import HelpScreen
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_cycle_theme(self) -> None:
+        names = [n for n in self.theme_names if n in self.available_themes] or ["textual-dark"]
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+        self.remember_place()
+
+
+def terminal_default_theme() -> str | None:
+    """ansi-dark on a 16-colour terminal (the terminal's own palette reads best), else None."""
+    import os
+    import sys
+    if os.environ.get("NO_COLOR") is not None:
+        return None
+    from rich.console import Console
+    console = Console(file=sys.__stderr__, force_terminal=True)
+    return "ansi-dark" if console.color_system == "standard" else None
+
+
+def run_app(home: Home, args: Any = None) -> int:
+    """`mosaic` and `mosaic attach`: start the daemon if none runs, then the app."""
+    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
+    try:
+        Client(home, timeout=5, name="mosaic-app-probe").close()
+    except DaemonUnavailable:
+        start_daemon(home)
+    app = MosaicApp(home, default_theme=terminal_default_theme())
+    app.run()
+    return app.return_code or 0
+
+
+def run_watch(home: Home, args: Any = None) -> int:
+    """`mosaic watch [RUN]`: the compact pane."""
+    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
+    from mosaic_tui.watch import WatchApp
+    try:
+        Client(home, timeout=5, name="mosaic-watch-probe").close()
+    except DaemonUnavailable:
+        start_daemon(home)
+    app = WatchApp(home, getattr(args, "run", None))
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,113 @@
+"""Small text helpers shared by the screens and `mosaic watch` (no Textual, no numpy)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+STATE_STYLES = {
+    "queued": "dim", "starting": "yellow", "running": "bold green", "paused": "yellow",
+    "succeeded": "green", "failed": "bold red", "cancelled": "magenta", "lost": "red",
+}
+
+# Braille dots, bottom to top: left column 7,3,2,1 and right column 8,6,5,4.
+_LEFT = (0x40, 0x04, 0x02, 0x01)
+_RIGHT = (0x80, 0x20, 0x10, 0x08)
+
+
+def num(value: Any) -> str:
+    """A number in at most about 7 characters; '-' for nothing."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):  # "nan", "inf" from the telemetry wire
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        if abs(value) >= 10_000_000:
+            return f"{value / 1e6:.1f}M"
+        if abs(value) >= 10_000:
+            return f"{value / 1000:.1f}k"
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+            return f"{value:.2e}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def duration(seconds: float | None) -> str:
+    """1m05s style elapsed time."""
+    if seconds is None or seconds < 0:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+    return f"{seconds // 86400}d{(seconds % 86400) // 3600:02d}h"
+
+
+def progress(run: dict[str, Any]) -> float | None:
+    s = run.get("summary") or {}
+    total = s.get("total_steps") or (run.get("config") or {}).get("steps")
+    if not total:
+        return None
+    return min(1.0, (s.get("steps") or 0) / total)
+
+
+def progress_text(run: dict[str, Any], width: int = 0) -> str:
+    frac = progress(run)
+    if frac is None:
+        return "-"
+    pct = f"{100 * frac:3.0f}%"
+    if width <= 0:
+        return pct
+    eighths = int(round(frac * width * 8))
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part and full < width else "")
+    return f"{bar:<{width}} {pct}"
+
+
+def elapsed(run: dict[str, Any], now: float) -> float | None:
+    start = run.get("started_at")
+    if not start:
+        return None
+    return (run.get("ended_at") or now) - start
+
+
+def finite(values: Sequence[Any]) -> list[float]:
+    out = []
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def sparkline(values: Sequence[Any], width: int = 16) -> str:
+    """A braille sparkline: two values a character, four dot levels each."""
+    vals = finite(values)
+    if not vals or width <= 0:
+        return ""
+    vals = vals[-2 * width:]
+    lo, hi = min(vals), max(vals)
+    span = hi - lo
+    levels = [2 if span == 0 else 1 + int(round(3 * (v - lo) / span)) for v in vals]
+    if len(levels) % 2:
+        levels.insert(0, 0)
+    chars = []
+    for left, right in zip(levels[0::2], levels[1::2]):
+        code = 0x2800
+        for i in range(left):
+            code |= _LEFT[i]
+        for i in range(right):
+            code |= _RIGHT[i]
+        chars.append(chr(code))
+    return "".join(chars)
+
+
+def short_id(run_id: str) -> str:
+    return run_id[:10]

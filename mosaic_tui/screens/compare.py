@@ -1,0 +1,299 @@
+"""Compare runs: one tag's curves overlaid, and hyperparameters against final metrics (CSV export).
+
+Like `guild compare`: a row a run, the hyperparameters that differ between
+the runs (``a`` shows them all), then final metrics: the last episode return
+and the chosen tag's last and best values. The CSV has every parameter and the
+last value of every tag.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from mosaic_tui import fmt
+from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
+from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.metric_plot import PALETTE, MetricPlot, PlotLine, PlotOptions
+from mosaic_tui.widgets.metrics_pane import SMOOTH_STEPS, tag_order
+
+COMMON_KEYS = ("worker", "algo", "env", "steps", "seed", "device")
+
+
+def flat_params(run: dict[str, Any]) -> dict[str, Any]:
+    cfg = run.get("config") or {}
+    out = {k: cfg.get(k) for k in COMMON_KEYS}
+    for k, v in (cfg.get("params") or {}).items():
+        out[k] = v
+    return out
+
+
+def differing(runs: list[dict[str, Any]]) -> list[str]:
+    keys: list[str] = []
+    for run in runs:
+        for k in flat_params(run):
+            if k not in keys:
+                keys.append(k)
+    if len(runs) < 2:
+        return keys
+    return [k for k in keys if len({json.dumps(flat_params(r).get(k), sort_keys=True, default=str)
+                                    for r in runs}) > 1]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return fmt.num(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+class CompareScreen(Screen):
+    DEFAULT_CSS = """
+    CompareScreen #compare-bar {
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+    }
+    CompareScreen MetricPlot {
+        height: 1fr;
+        min-height: 10;
+    }
+    CompareScreen #compare-table {
+        height: 40%;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="compare.back"),
+        Binding("right_square_bracket,n", "tag(1)", "Next tag", id="compare.next_tag"),
+        Binding("left_square_bracket,N", "tag(-1)", "Prev tag", id="compare.prev_tag"),
+        Binding("plus,equals_sign", "smooth(1)", "Smooth+", id="compare.smooth_more"),
+        Binding("minus", "smooth(-1)", "Smooth-", id="compare.smooth_less"),
+        Binding("l", "logy", "Log-y", id="compare.logy"),
+        Binding("t", "xaxis", "Step/time", id="compare.xaxis"),
+        Binding("a", "all_params", "All params", id="compare.all_params"),
+        Binding("e", "export", "Export CSV", id="compare.export"),
+        Binding("j", "down", "Down", show=False, id="compare.down"),
+        Binding("k", "up", "Up", show=False, id="compare.up"),
+    ]
+
+    def __init__(self, run_ids: list[str]) -> None:
+        super().__init__()
+        self.run_ids = list(run_ids)
+        self.options = PlotOptions()
+        self.tag: str | None = None
+        self.show_all = False
+        self.last_export: str | None = None
+        self._dirty = False
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar(id="title")
+        yield ConnectionBanner()
+        yield Static("", id="compare-bar")
+        yield MetricPlot("(no tag yet)", [], self.options, id="compare-plot")
+        yield DataTable(cursor_type="row", id="compare-table")
+        yield Footer()
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        return [self.app.link.runs[r] for r in self.run_ids if r in self.app.link.runs]
+
+    def on_mount(self) -> None:
+        for rid in self.run_ids:
+            self.app.link.watch(rid)
+        self.rebuild()
+        self.set_interval(1.0, self._tick, name="compare-refresh")
+        self.query_one(DataTable).focus()
+
+    def on_unmount(self) -> None:
+        for rid in self.run_ids:
+            self.app.link.unwatch(rid)
+
+    def tags(self) -> list[str]:
+        found: set[str] = set()
+        for rid in self.run_ids:
+            series = self.app.link.series.get(rid)
+            if series is not None:
+                found.update(series.tags)
+        return sorted(found, key=tag_order)
+
+    def rebuild(self) -> None:
+        tags = self.tags()
+        if self.tag not in tags:
+            self.tag = tags[0] if tags else None
+        plot = self.query_one(MetricPlot)
+        lines = []
+        for i, run in enumerate(self.runs):
+            series = self.app.link.series.get(run["id"])
+            if series is None or self.tag is None or self.tag not in series.tags:
+                continue
+            lines.append(PlotLine(run["name"], series.tags[self.tag], series.t0, PALETTE[i % len(PALETTE)]))
+        plot.lines = lines
+        plot.tag = self.tag or "(no scalars yet)"
+        plot.border_title = plot.tag
+        plot.refresh()
+        self.fill_table()
+        self.update_bar(tags)
+
+    def update_bar(self, tags: list[str] | None = None) -> None:
+        tags = tags if tags is not None else self.tags()
+        o = self.options
+        pos = f"{tags.index(self.tag) + 1}/{len(tags)}" if self.tag in tags else "0/0"
+        self.query_one("#compare-bar", Static).update(
+            f"tag {self.tag or '-'} ({pos}, [ ])   smoothing {o.smoothing:g} (+/-)   "
+            f"log-y {'on' if o.logy else 'off'} (l)   x: {o.xaxis} (t)   e: export CSV"
+            + (f"   exported {self.last_export}" if self.last_export else ""))
+        self.query_one(TitleBar).update(f"Compare {len(self.runs)} runs: " + ", ".join(r["name"] for r in self.runs))
+
+    def final_metrics(self, run: dict[str, Any]) -> dict[str, Any]:
+        s = run.get("summary") or {}
+        out: dict[str, Any] = {"last return": s.get("last_return")}
+        series = self.app.link.series.get(run["id"])
+        if series is not None and self.tag in series.tags:
+            ser = series.tags[self.tag]
+            vals = ser.values
+            good = vals[np.isfinite(vals)]
+            out[f"{self.tag} last"] = float(vals[-1]) if len(vals) else None
+            out[f"{self.tag} max"] = float(good.max()) if len(good) else None
+        else:
+            out[f"{self.tag} last"] = None
+            out[f"{self.tag} max"] = None
+        return out
+
+    def fill_table(self) -> None:
+        table = self.query_one(DataTable)
+        runs = self.runs
+        params = differing(runs) if not self.show_all else differing(runs[:1]) if len(runs) == 1 else \
+            [k for r in runs for k in flat_params(r)]
+        params = list(dict.fromkeys(params))
+        metrics = list(self.final_metrics(runs[0]).keys()) if runs else []
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_column("", key="color")
+        table.add_column("run", key="run")
+        table.add_column("state", key="state")
+        for p in params:
+            table.add_column(p, key=f"p:{p}")
+        for m in metrics:
+            table.add_column(m, key=f"m:{m}")
+        for i, run in enumerate(runs):
+            fp = flat_params(run)
+            fm = self.final_metrics(run)
+            row = [Text("━━", style=PALETTE[i % len(PALETTE)]), run["name"],
+                   Text(run["state"], style=fmt.STATE_STYLES.get(run["state"], ""))]
+            row += [_cell(fp.get(p)) for p in params]
+            row += [Text(fmt.num(fm.get(m)), justify="right") for m in metrics]
+            table.add_row(*row, key=run["id"])
+        if 0 <= cursor < len(runs):
+            table.move_cursor(row=cursor, animate=False)
+
+    # -- live ------------------------------------------------------------------
+    def on_series_changed(self, message: SeriesChanged) -> None:
+        if any(r in message.series for r in self.run_ids):
+            if not self.query_one(MetricPlot).lines:
+                self.rebuild()
+            else:
+                self._dirty = True
+
+    def on_runs_changed(self, message: RunsChanged) -> None:
+        if any(r in message.changed or r in message.deleted for r in self.run_ids):
+            self._dirty = True
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(ConnectionBanner).refresh_text()
+
+    def _tick(self) -> None:
+        if self._dirty and self.app.screen is self:
+            self._dirty = False
+            self.rebuild()
+
+    # -- actions -------------------------------------------------------------------
+    def action_back(self) -> None:
+        self.app.pop_screen()
+        self.app.remember_place()
+
+    def action_tag(self, step: int) -> None:
+        tags = self.tags()
+        if not tags:
+            return
+        i = tags.index(self.tag) if self.tag in tags else 0
+        self.tag = tags[(i + step) % len(tags)]
+        self.rebuild()
+
+    def action_smooth(self, direction: int) -> None:
+        cur = self.options.smoothing
+        if direction > 0:
+            self.options.smoothing = next((s for s in SMOOTH_STEPS if s > cur + 1e-9), SMOOTH_STEPS[-1])
+        else:
+            self.options.smoothing = next((s for s in reversed(SMOOTH_STEPS) if s < cur - 1e-9), 0.0)
+        self.query_one(MetricPlot).refresh()
+        self.update_bar()
+
+    def action_logy(self) -> None:
+        self.options.logy = not self.options.logy
+        self.query_one(MetricPlot).refresh()
+        self.update_bar()
+
+    def action_xaxis(self) -> None:
+        self.options.xaxis = "time" if self.options.xaxis == "step" else "step"
+        self.query_one(MetricPlot).refresh()
+        self.update_bar()
+
+    def action_all_params(self) -> None:
+        self.show_all = not self.show_all
+        self.fill_table()
+
+    def action_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def export_rows(self) -> tuple[list[str], list[list[Any]]]:
+        runs = self.runs
+        params: list[str] = []
+        for r in runs:
+            for k in flat_params(r):
+                if k not in params:
+                    params.append(k)
+        tags = self.tags()
+        header = ["id", "name", "state"] + params + ["last_return", "episodes", "steps_done"] + \
+            [f"last:{t}" for t in tags]
+        rows = []
+        for run in runs:
+            fp = flat_params(run)
+            s = run.get("summary") or {}
+            series = self.app.link.series.get(run["id"])
+            lasts = []
+            for t in tags:
+                v = series.tags[t].last() if series is not None and t in series.tags else None
+                lasts.append("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+            rows.append([run["id"], run["name"], run["state"]]
+                        + [json.dumps(fp.get(p)) if isinstance(fp.get(p), (dict, list)) else
+                           ("" if fp.get(p) is None else fp.get(p)) for p in params]
+                        + [s.get("last_return", ""), s.get("episodes", ""), s.get("steps", "")] + lasts)
+        return header, rows
+
+    def action_export(self) -> None:
+        header, rows = self.export_rows()
+        out_dir = self.app.home.root / "exports"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+        self.last_export = str(path)
+        self.update_bar()
+        self.notify(f"exported {len(rows)} runs to {path}", timeout=6)
+
+    def ui_place(self) -> dict:
+        return {"screen": "compare", "compare": self.run_ids}

@@ -1,0 +1,179 @@
+"""A run's detail: Metrics, Logs and Config tabs, live."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from mosaic_tui import fmt
+from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
+from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+
+TABS = ("metrics", "logs", "config")
+PLOT_REFRESH_SECONDS = 1.0
+
+
+def header_text(run: dict | None, now: float) -> Text:
+    if run is None:
+        return Text("run deleted", style="bold red")
+    s = run.get("summary") or {}
+    state = run.get("state", "?")
+    text = Text()
+    text.append(run.get("name", "?"), style="bold")
+    text.append(f"  {run.get('worker')}/{run.get('algo')}  {run.get('env')}  ")
+    text.append(state, style=fmt.STATE_STYLES.get(state, ""))
+    text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
+    text.append(f"  {fmt.num(s.get('sps'))} steps/s  return {fmt.num(s.get('last_return'))}")
+    text.append(f"  {fmt.duration(fmt.elapsed(run, now))}")
+    if run.get("reason"):
+        text.append(f"  {run['reason']}", style="italic")
+    return text
+
+
+class RunScreen(Screen):
+    DEFAULT_CSS = """
+    RunScreen TabbedContent {
+        height: 1fr;
+    }
+    RunScreen TabPane {
+        padding: 0;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="run.back"),
+        Binding("1", "tab('metrics')", "Metrics", id="run.metrics"),
+        Binding("2", "tab('logs')", "Logs", id="run.logs"),
+        Binding("3", "tab('config')", "Config", id="run.config"),
+        Binding("p", "pause", "Pause/resume", show=False, id="run.pause"),
+        Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
+        Binding("D", "delete", "Delete", show=False, id="run.delete"),
+        Binding("e", "clone", "Clone+edit", show=False, id="run.clone"),
+    ]
+
+    def __init__(self, run_id: str, tab: str | None = None) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.initial_tab = tab if tab in TABS else "metrics"
+        self._series_dirty = False
+
+    @property
+    def run(self) -> dict | None:
+        return self.app.link.runs.get(self.run_id)
+
+    def compose(self) -> ComposeResult:
+        from mosaic_tui.widgets.config_view import ConfigView
+        from mosaic_tui.widgets.logs_pane import LogsPane
+        from mosaic_tui.widgets.metrics_pane import MetricsPane
+        yield TitleBar(id="title")
+        yield ConnectionBanner()
+        with TabbedContent(initial=self.initial_tab):
+            with TabPane("Metrics", id="metrics"):
+                yield MetricsPane(self.run_id)
+            with TabPane("Logs", id="logs"):
+                yield LogsPane(self.run_id)
+            with TabPane("Config", id="config"):
+                yield ConfigView(self.run)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.app.link.watch(self.run_id)
+        self.update_header()
+        self.set_interval(PLOT_REFRESH_SECONDS, self._refresh_plots, name="plots")
+        self.set_interval(1.0, self.update_header, name="header")
+        self.call_after_refresh(self._focus_tab)
+
+    def on_unmount(self) -> None:
+        self.app.link.unwatch(self.run_id)
+
+    def _focus_tab(self) -> None:
+        tab = self.query_one(TabbedContent).active
+        from mosaic_tui.widgets.config_view import ConfigView
+        from mosaic_tui.widgets.log_view import LogView
+        from mosaic_tui.widgets.metrics_pane import MetricsPane
+        target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView}.get(tab)
+        if target is not None:
+            self.query_one(target).focus()
+
+    def update_header(self) -> None:
+        self.query_one(TitleBar).update(header_text(self.run, self.app.clock()))
+
+    # -- link messages ---------------------------------------------------------
+    def on_runs_changed(self, message: RunsChanged) -> None:
+        if self.run_id in message.deleted:
+            self.update_header()
+            self.notify("this run was deleted", severity="warning")
+            return
+        if self.run_id in message.changed:
+            self.update_header()
+            from mosaic_tui.widgets.config_view import ConfigView
+            if self.run is not None:
+                self.query_one(ConfigView).show(self.run)
+
+    def on_series_changed(self, message: SeriesChanged) -> None:
+        if self.run_id in message.series:
+            if not self._series_dirty and not self.query_one_optional_metrics_has_plots():
+                # first points: show them at once
+                self._series_dirty = True
+                self._refresh_plots()
+            else:
+                self._series_dirty = True
+
+    def query_one_optional_metrics_has_plots(self) -> bool:
+        from mosaic_tui.widgets.metrics_pane import MetricsPane
+        return bool(self.query_one(MetricsPane).plots)
+
+    def _refresh_plots(self) -> None:
+        if not self._series_dirty or self.app.screen is not self:
+            return
+        if self.query_one(TabbedContent).active != "metrics":
+            return
+        self._series_dirty = False
+        from mosaic_tui.widgets.metrics_pane import MetricsPane
+        self.query_one(MetricsPane).sync_plots()
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(ConnectionBanner).refresh_text()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.app.remember_place()
+        if event.pane.id == "metrics":
+            self._series_dirty = True
+            self._refresh_plots()
+
+    # -- actions -------------------------------------------------------------------
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.call_after_refresh(self._focus_tab)
+
+    def action_back(self) -> None:
+        from mosaic_tui.widgets.logs_pane import LogsPane
+        from mosaic_tui.widgets.metrics_pane import MetricsPane
+        tab = self.query_one(TabbedContent).active
+        if tab == "metrics" and self.query_one(MetricsPane).clear_filter():
+            return
+        if tab == "logs" and self.query_one(LogsPane).clear_search():
+            return
+        self.app.pop_screen()
+        self.app.remember_place()
+
+    def action_pause(self) -> None:
+        self.app.act_on_runs("toggle_pause", [self.run_id])
+
+    def action_cancel(self) -> None:
+        self.app.act_on_runs("cancel", [self.run_id])
+
+    def action_delete(self) -> None:
+        self.app.act_on_runs("delete", [self.run_id])
+
+    def action_clone(self) -> None:
+        self.app.act_on_runs("clone", [self.run_id])
+
+    def ui_place(self) -> dict:
+        try:
+            tab = self.query_one(TabbedContent).active
+        except Exception:
+            tab = self.initial_tab
+        return {"screen": "run", "run": self.run_id, "tab": tab}

@@ -1,0 +1,236 @@
+"""The runs screen: every run of the home in a table (the app's first screen)."""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from mosaic_tui.messages import ConnectionChanged, RunsChanged
+from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.runs_table import SORT_KEYS, RunsTable
+
+
+class RunsScreen(Screen):
+    """name, worker, algo, env, state, progress, steps, steps/s, return, elapsed, sparkline."""
+
+    DEFAULT_CSS = """
+    RunsScreen #filter {
+        display: none;
+        height: 3;
+    }
+    RunsScreen.-filtering #filter {
+        display: block;
+    }
+    RunsScreen #empty {
+        display: none;
+        padding: 1 2;
+        color: $text-muted;
+    }
+    RunsScreen.-empty #empty {
+        display: block;
+    }
+    RunsScreen #status {
+        height: 1;
+        padding: 0 1;
+        color: $text-muted;
+    }
+    """
+
+    BINDINGS = [
+        Binding("enter", "open", "Open", id="runs.open"),
+        Binding("n", "new", "New", id="runs.new"),
+        Binding("e", "clone", "Clone+edit", id="runs.clone"),
+        Binding("c", "compare", "Compare", id="runs.compare"),
+        Binding("slash", "filter", "Filter", id="runs.filter"),
+        Binding("s", "sort", "Sort", id="runs.sort"),
+        Binding("r", "reverse", "Reverse", show=False, id="runs.reverse"),
+        Binding("p", "pause", "Pause/resume", id="runs.pause"),
+        Binding("x", "cancel", "Cancel", id="runs.cancel"),
+        Binding("D", "delete", "Delete", id="runs.delete"),
+        Binding("w", "workers", "Workers", id="runs.workers"),
+        Binding("escape", "back", "Clear", show=False, id="runs.back"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: set[str] = set()
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar(id="title")
+        yield ConnectionBanner()
+        yield Input(placeholder="filter runs: words of name, worker, algo, env or state (enter: keep, esc: clear)",
+                    id="filter")
+        yield RunsTable(self.app.clock, id="runs")
+        yield Static("No runs yet. Press n to start one, or submit with `mosaic submit`.", id="empty")
+        yield Static("", id="status")
+        yield Footer()
+
+    @property
+    def table(self) -> RunsTable:
+        return self.query_one(RunsTable)
+
+    def on_mount(self) -> None:
+        state = self.app.ui_state
+        table = self.table
+        if state.get("sort") in SORT_KEYS:
+            table.sort_key = state["sort"]
+        table.sort_reverse = bool(state.get("reverse", True))
+        self.query_one("#filter", Input).cursor_blink = self.app.cursor_blink
+        self.refresh_runs(None)
+        self.set_interval(1.0, self._tick, name="elapsed")
+        table.focus()
+
+    def _tick(self) -> None:
+        """Once a second: the run records that changed meanwhile and the clocks, in one repaint."""
+        if self.app.screen is not self:
+            return
+        pending, self._pending = self._pending, set()
+        if pending:
+            self.refresh_runs(pending)
+        self.table.tick()
+
+    # -- data ------------------------------------------------------------------
+    def refresh_runs(self, changed: set[str] | None) -> None:
+        link = self.app.link
+        table = self.table
+        table.set_runs(link.runs, changed)
+        self.set_class(link.loaded and not link.runs, "-empty")
+        self._update_title()
+
+    def _update_title(self) -> None:
+        link = self.app.link
+        counts: dict[str, int] = {}
+        for run in link.runs.values():
+            counts[run["state"]] = counts.get(run["state"], 0) + 1
+        active = sum(counts.get(s, 0) for s in ("running", "starting", "paused"))
+        shown = len(self.table.visible_ids)
+        parts = [f"mosaic  {self.app.home.root}", f"{len(link.runs)} runs", f"{active} active"]
+        if shown != len(link.runs):
+            parts.append(f"{shown} shown")
+        if not link.connected and (link.attempts or link.error or not link.loaded):
+            parts.append("connecting..." if not link.loaded else "offline")
+        self.query_one(TitleBar).update("  ·  ".join(parts))
+        sel = self.table.selected
+        arrow = "↓" if self.table.sort_reverse else "↑"
+        status = f"sort: {self.table.sort_key} {arrow}"
+        if self.table.query_text:
+            status += f"   filter: {self.table.query_text!r}"
+        if sel:
+            status += f"   {len(sel)} selected (c: compare, x: cancel, D: delete, esc: clear)"
+        self.query_one("#status", Static).update(status)
+
+    def on_runs_changed(self, message: RunsChanged) -> None:
+        link = self.app.link
+        table = self.table
+        structural = bool(message.deleted) or not link.runs or any(r not in table._cells for r in message.changed)
+        if structural or self.app.screen is not self:
+            # rows come or go (or we are not looking): now, in full
+            self._pending.clear()
+            self.refresh_runs(None if message.deleted else message.changed)
+        else:
+            # values only: folded into the once-a-second repaint (a busy run
+            # sends its summary twice a second; ten of them must not cost a
+            # full table render each)
+            self._pending |= message.changed
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(ConnectionBanner).refresh_text()
+        self._update_title()
+
+    def on_runs_table_selection_changed(self, message: RunsTable.SelectionChanged) -> None:
+        self._update_title()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        rid = self.table.current_run_id
+        if rid:
+            self.app.ui_state["run"] = rid
+
+    # -- filter ------------------------------------------------------------------
+    def action_filter(self) -> None:
+        self.add_class("-filtering")
+        box = self.query_one("#filter", Input)
+        box.value = self.table.query_text
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.table.query_text = event.value
+            self.refresh_runs(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self.remove_class("-filtering")
+            self.table.focus()
+
+    def action_back(self) -> None:
+        if self.has_class("-filtering") or self.table.query_text:
+            self.table.query_text = ""
+            self.query_one("#filter", Input).value = ""
+            self.remove_class("-filtering")
+            self.refresh_runs(None)
+            self.table.focus()
+        elif self.table.selected:
+            self.table.unselect_all()
+
+    # -- sorting -------------------------------------------------------------------
+    def action_sort(self) -> None:
+        table = self.table
+        i = SORT_KEYS.index(table.sort_key) if table.sort_key in SORT_KEYS else 0
+        table.sort_key = SORT_KEYS[(i + 1) % len(SORT_KEYS)]
+        table.resort()
+        self.app.ui_state["sort"] = table.sort_key
+        self._update_title()
+
+    def action_reverse(self) -> None:
+        self.table.sort_reverse = not self.table.sort_reverse
+        self.table.resort()
+        self.app.ui_state["reverse"] = self.table.sort_reverse
+        self._update_title()
+
+    # -- navigation and run actions ---------------------------------------------
+    def _targets(self) -> list[str]:
+        table = self.table
+        if table.selected:
+            return [r for r in table.visible_ids if r in table.selected]
+        rid = table.current_run_id
+        return [rid] if rid else []
+
+    def action_open(self) -> None:
+        rid = self.table.current_run_id
+        if rid:
+            self.app.open_run(rid)
+
+    def action_new(self) -> None:
+        self.app.open_new_run()
+
+    def action_clone(self) -> None:
+        rid = self.table.current_run_id
+        if rid:
+            self.app.act_on_runs("clone", [rid])
+
+    def action_compare(self) -> None:
+        targets = self._targets()
+        if not targets:
+            self.notify("select runs with space first", severity="warning")
+            return
+        self.app.open_compare(targets)
+
+    def action_workers(self) -> None:
+        self.app.open_workers()
+
+    def action_pause(self) -> None:
+        self.app.act_on_runs("toggle_pause", self._targets())
+
+    def action_cancel(self) -> None:
+        self.app.act_on_runs("cancel", self._targets())
+
+    def action_delete(self) -> None:
+        self.app.act_on_runs("delete", self._targets())
+
+    def ui_place(self) -> dict:
+        return {"screen": "runs", "run": self.table.current_run_id}

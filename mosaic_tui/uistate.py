@@ -1,0 +1,79 @@
+"""What the app remembers between sessions, and the user's keymap.
+
+Both are small JSON files in the daemon home, next to the runs they describe:
+
+- ``<home>/ui-state.json``: the screen the user left (runs, a run's detail and
+  its tab, compare, workers), the highlighted run, the table's sort and the
+  theme. Written on every screen change and at exit, atomically.
+- ``<home>/keymap.json`` (and ``<config dir>/mosaic-tui/keymap.json`` for
+  every home, the home's file winning): ``{"binding id": "key[,key...]"}``,
+  e.g. ``{"runs.new": "N", "app.quit": "ctrl+d"}``. Binding ids are listed by
+  ``?`` in the app and in docs/app.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "ui-state.json"
+KEYMAP_FILE = "keymap.json"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_state(root: Path) -> dict[str, Any]:
+    return _read_json(Path(root) / STATE_FILE)
+
+
+def save_state(root: Path, state: dict[str, Any]) -> None:
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ui-state-", dir=str(root))
+        with os.fdopen(fd, "w") as f:
+            json.dump(state, f, indent=1, sort_keys=True)
+        os.replace(tmp, root / STATE_FILE)
+    except OSError:
+        pass  # a read-only home: nothing to remember, nothing to break
+
+
+def keymap_paths(root: Path) -> list[Path]:
+    paths = []
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    paths.append(Path(config) / "mosaic-tui" / KEYMAP_FILE)
+    paths.append(Path(root) / KEYMAP_FILE)
+    return paths
+
+
+def load_keymap(root: Path) -> tuple[dict[str, str], list[str]]:
+    """(binding id -> keys, problems found) from the keymap files, later files winning."""
+    keymap: dict[str, str] = {}
+    problems: list[str] = []
+    for path in keymap_paths(root):
+        if not path.exists():
+            continue
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{path}: must be a JSON object of binding id -> keys")
+            continue
+        for key, value in data.items():
+            if isinstance(key, str) and isinstance(value, str) and value.strip():
+                keymap[key] = value.replace(" ", "")
+            else:
+                problems.append(f"{path}: {key!r} must map to a key string")
+    return keymap, problems

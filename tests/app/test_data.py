@@ -1,0 +1,139 @@
+"""The app's Textual-independent parts: the link's bookkeeping, series maths, plotext speed-ups."""
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+
+from mosaic_tui import fmt
+from mosaic_tui.link import Link
+from mosaic_tui.series import RunSeries, Series, decimate, ema, ema_reference
+
+
+def scalar(step, value=1.0, tag="a"):
+    return {"v": 1, "type": "scalar", "t": 100.0 + step, "tag": tag, "value": value, "step": step}
+
+
+def test_run_records_keep_the_newest_revision_and_tombstones():
+    updates = []
+    link = Link(None, updates.append)
+    link.load([{"id": "A", "name": "a", "rev": 5, "state": "running"}], rev=5)
+    link.feed("run", {"rev": 7, "run": {"id": "A", "name": "a", "rev": 7, "state": "succeeded"}})
+    link.feed("run", {"rev": 6, "run": {"id": "A", "name": "a", "rev": 6, "state": "running"}})  # late repeat
+    assert link.runs["A"]["state"] == "succeeded" and link.rev == 7
+    link.feed("run", {"rev": 8, "deleted": "A"})
+    link.flush()
+    assert "A" not in link.runs and link.rev == 8
+    assert len(updates) == 1 and updates[0].deleted == {"A"}  # one coalesced update
+
+
+def test_events_are_absorbed_once_in_cursor_order():
+    link = Link(None)
+    link.watched.add("R")
+    link.feed("events", {"run": "R", "from": 0, "to": 10, "events": [scalar(1), scalar(2)]})
+    link.feed("events", {"run": "R", "from": 0, "to": 10, "events": [scalar(1), scalar(2)]})  # repeat
+    link.feed("events", {"run": "R", "from": 10, "to": 20, "events": [scalar(3)]})
+    link.feed("events", {"run": "R", "from": 30, "to": 40, "events": [scalar(9)]})  # gap: refused
+    s = link.series["R"].tags["a"]
+    assert s.steps.tolist() == [1, 2, 3] and link.cursors["R"] == 20
+
+
+def test_episodes_become_series():
+    rs = RunSeries()
+    tags = rs.absorb([{"type": "episode", "t": 1.0, "step": 10, "return": 5.5, "length": 10},
+                      {"type": "episode", "t": 2.0, "step": 20, "return": "nan", "length": 10}])
+    assert tags == {"episode/return", "episode/length"}
+    assert rs.tags["episode/return"].values[0] == 5.5 and np.isnan(rs.tags["episode/return"].values[1])
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3, 0.6, 0.9, 0.99, 0.999])
+def test_ema_matches_tensorboard(weight):
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=5000).cumsum()
+    values[10] = np.nan
+    values[20] = np.inf
+    ref = np.array(ema_reference(values.tolist(), weight))
+    got = ema(values, weight)
+    finite = np.isfinite(ref)
+    assert np.allclose(got[finite], ref[finite], rtol=1e-9, atol=1e-9)
+    s = Series()
+    for chunk in np.array_split(values, 9):  # incremental, as telemetry arrives
+        s.extend(range(len(chunk)), chunk, [0.0] * len(chunk))
+        s.smoothed(weight)
+    assert np.allclose(s.smoothed(weight)[finite], ref[finite], rtol=1e-9, atol=1e-9)
+
+
+def test_decimate_keeps_every_column_extreme():
+    x = np.arange(100_000, dtype=float)
+    y = np.sin(x / 1000.0)
+    y[31_337] = 50.0     # a spike must survive
+    y[77_777] = -40.0
+    xs, ys = decimate(x, y, 100)
+    assert len(xs) <= 200
+    assert ys.max() == 50.0 and ys.min() == -40.0
+    assert xs[0] == 0 and xs[-1] == 99_999
+
+
+def test_decimating_a_million_points_is_fast():
+    x = np.arange(1_000_000, dtype=float)
+    y = np.random.default_rng(1).normal(size=1_000_000)
+    decimate(x, y, 240)
+    t0 = time.perf_counter()
+    decimate(x, y, 240)
+    assert time.perf_counter() - t0 < 0.05
+
+
+def test_patched_plotext_draws_exactly_what_plotext_draws():
+    from textual_plotext.plot import Plot
+    from rich.text import Text
+    from mosaic_tui import plotfast
+    rng = random.Random(7)
+    try:
+        for _trial in range(25):
+            w, h, n = rng.randint(10, 120), rng.randint(5, 40), rng.randint(2, 300)
+            marker = rng.choice(["braille", "hd", "fhd", "dot"])
+            series = []
+            for _ in range(rng.randint(1, 3)):
+                xs = sorted(rng.uniform(-100, 100) for _ in range(n))
+                ys = [rng.gauss(0, 10) * rng.choice([1, 1000]) for _ in range(n)]
+                series.append((xs, ys))
+            outputs = []
+            for install in (False, True):
+                (plotfast.install if install else plotfast.uninstall)()
+                p = Plot()
+                p.plotsize(w, h)
+                p._set_size(w, h)
+                for xs, ys in series:
+                    p.plot(xs, ys, marker=marker)
+                outputs.append(p.build())
+            assert outputs[0] == outputs[1]
+            a, b = Text.from_ansi(outputs[0]), plotfast.ansi_to_text(outputs[0])
+            assert a.plain.rstrip("\n") == b.plain.rstrip("\n")
+            styles_a = [None] * len(a.plain)
+            for span in a.spans:
+                styles_a[span.start:span.end] = [str(span.style)] * (span.end - span.start)
+            styles_b = [None] * len(b.plain)
+            for span in b.spans:
+                styles_b[span.start:span.end] = [str(span.style)] * (span.end - span.start)
+            assert styles_a == styles_b[:len(styles_a)]
+    finally:
+        plotfast.install()
+
+
+def test_formatting():
+    assert fmt.num(12345) == "12.3k" and fmt.num(0.5) == "0.5" and fmt.num(None) == "-"
+    assert fmt.duration(65) == "1m05s" and fmt.duration(7300) == "2h01m"
+    assert fmt.sparkline([0, 1, 2, 3], 2) == "⣠⣾"  # rising: one, two, three, four dots
+    spark = fmt.sparkline(list(range(40)), 8)
+    assert len(spark) == 8 and all(0x2800 <= ord(c) <= 0x28FF for c in spark)
+    assert fmt.sparkline([], 8) == ""
+
+
+def test_envs_offered_per_algorithm_or_for_all():
+    from mosaic_tui.screens.new_run import envs_for
+    assert envs_for({"envs": ["A", "B"]}, "ppo") == ["A", "B"]
+    assert envs_for({"envs": {"ppo": ["CartPole-v1"], "sac": ["Pendulum-v1"]}}, "sac") == ["Pendulum-v1"]
+    assert envs_for({"envs": {"ppo": ["CartPole-v1"]}}, "dqn") == []
+    assert envs_for({}, "emit") == []

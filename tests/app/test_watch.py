@@ -1,0 +1,93 @@
+"""`mosaic watch`: the compact pane, on fixed data and against a real daemon."""
+from __future__ import annotations
+
+import pytest
+
+import time
+
+from daemon import protocol as P
+from tests.app.conftest import FIXED_NOW, RUN_IDS, fixed_events, fixed_runs, screen_text
+
+pytestmark = pytest.mark.anyio
+
+
+def watch_app(home, ref=None, **kw):
+    from mosaic_tui.watch import WatchApp
+    return WatchApp(home, ref, connect=False, clock=lambda: FIXED_NOW, **kw)
+
+
+async def feed(pilot, app, runs=None):
+    app.link.load(runs or fixed_runs(), rev=20)
+    app.link.feed_events(RUN_IDS[1], fixed_events())
+    app.link.flush()
+    await pilot.pause(0.2)
+    app.refresh_view()
+    await pilot.pause(0.2)
+
+
+async def test_follows_the_newest_run_and_switches(home):
+    app = watch_app(home)
+    async with app.run_test(size=(80, 12)) as pilot:
+        await feed(pilot, app)
+        assert app.run_id == RUN_IDS[4]  # echo is the newest
+        newer = dict(fixed_runs()[1], id="01M80000000000000000000009", name="zulu", created_at=FIXED_NOW, rev=50)
+        app.link.feed("run", {"rev": 50, "run": newer})
+        app.link.flush()
+        await pilot.pause(0.2)
+        assert app.run_id == newer["id"] and newer["id"] in app.link.watched
+        assert RUN_IDS[4] not in app.link.watched
+        assert "zulu" in screen_text(app).splitlines()[0] and "(newest)" in screen_text(app)
+
+
+async def test_named_run_fits_80x12_with_two_plots_and_log_lines(home):
+    run_dir = home.run_dir(RUN_IDS[1])
+    run_dir.mkdir(parents=True)
+    (run_dir / "stderr.log").write_text("first\nsecond\r\rthird progress 10%\rthird progress 99%\nlast line\n")
+    app = watch_app(home, "bravo")
+    async with app.run_test(size=(80, 12)) as pilot:
+        await feed(pilot, app)
+        lines = screen_text(app).splitlines()
+        assert len(lines) == 12
+        assert lines[0].startswith(" bravo running") and "42%" in lines[0]
+        plots = list(app.query("MetricPlot"))
+        assert [p.tag for p in plots] == ["episode/return", "synthetic/value_0"]
+        assert all(p.display for p in plots)
+        assert lines[-3:] == [" first" + " " * 74, " third progress 99%" + " " * 61, " last line" + " " * 70]
+
+
+async def test_smaller_panes_drop_the_logs_then_a_plot(home):
+    app = watch_app(home, RUN_IDS[1][:26])
+    async with app.run_test(size=(50, 8)) as pilot:
+        await feed(pilot, app)
+        await pilot.pause(0.1)
+        assert not app.query_one("#tail").display
+        assert not app.query_one("#plot-1").display
+        assert app.query_one("#plot-0").display
+        assert "bravo" in screen_text(app).splitlines()[0]
+
+
+async def test_unknown_run_says_so(home):
+    app = watch_app(home, "nope")
+    async with app.run_test(size=(80, 12)) as pilot:
+        await feed(pilot, app)
+        assert "no run named 'nope'" in screen_text(app)
+
+
+async def test_watch_against_the_daemon(daemon, mosaic):
+    from mosaic_tui.watch import WatchApp
+    first = mosaic.synthetic(300, "rate=2000", name="first")
+    app = WatchApp(daemon, None)
+    async with app.run_test(size=(80, 12)) as pilot:
+        deadline = time.monotonic() + 30
+        while app.run_id != first and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        assert app.run_id == first
+        second = mosaic.synthetic(300, "rate=2000", name="second")
+        deadline = time.monotonic() + 30
+        while (app.run_id != second or app.link.runs[second]["state"] != P.SUCCEEDED) and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        assert app.run_id == second
+        await pilot.pause(1.2)
+        assert "second succeeded" in screen_text(app).splitlines()[0]
+        assert sum(len(s) for t, s in app.link.series[second].tags.items() if not t.startswith("episode/")) == 300
+        await pilot.press("q")
