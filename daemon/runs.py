@@ -160,10 +160,10 @@ class RunManager:
         desc = self.workers.get(name)
         if desc is None:
             raise ConfigError("worker", f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
-        config = desc.validate(config)
-        if config.get("checkpoint"):
-            config["checkpoint"] = self._checkpoint_path(config["checkpoint"])
-        return desc, config
+        if isinstance(config.get("checkpoint"), str) and config["checkpoint"]:
+            # resolved first, so every worker validates an absolute, existing path
+            config = {**config, "checkpoint": self._checkpoint_path(config["checkpoint"])}
+        return desc, desc.validate(config)
 
     def _checkpoint_path(self, ref: str) -> str:
         """Where a config's checkpoint is, as an absolute path.

@@ -419,6 +419,18 @@ class Daemon:
         return result
 
     def m_unsubscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Stop following: everything, or only the events of the runs in ``events``."""
+        events = P.param(params, "events", list, None)
+        if events is not None:
+            for ref in events:
+                if not isinstance(ref, str):
+                    raise P.RPCError(P.INVALID_PARAMS, "parameter 'events' must be a list of runs")
+                matches = self.store.resolve(ref)
+                for run_id in [m["id"] for m in matches[:1]] or [ref]:
+                    client.event_runs.discard(run_id)
+                    client.behind.discard(run_id)
+                    client.cursors.pop(run_id, None)
+            return {"ok": True}
         client.follow_runs = False
         client.follow_all_events = False
         client.event_runs.clear()
@@ -435,7 +447,10 @@ class Daemon:
         for client in self.clients:
             if not client.follow_runs:
                 continue
-            if client.congested:  # coalesce: only the newest record of each run waits
+            if client.congested or client.pending_records:
+                # coalesce: only the newest record of each run waits; while any
+                # waits, later ones queue behind it so revisions arrive in order
+                client.pending_records.pop(run_id, None)
                 client.pending_records[run_id] = (run, rev)
                 self._kick(client)
                 continue
@@ -471,7 +486,7 @@ class Daemon:
                 worked = False
                 if client.pending_records:
                     records, client.pending_records = client.pending_records, {}
-                    for run_id, (run, rev) in records.items():
+                    for run_id, (run, rev) in sorted(records.items(), key=lambda item: item[1][1]):
                         client.write(self._run_note(run, run_id, rev))
                     worked = True
                 for run_id in list(client.behind):

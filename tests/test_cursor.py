@@ -104,3 +104,27 @@ def test_slow_client_is_served_from_disk_when_it_reads_again(daemon, mosaic):
     lines = (daemon.run_dir(run_id) / "events.jsonl").read_bytes().count(b"\n")
     assert lines == total + 2  # run_started + scalars + run_completed: all in the file once
     assert json.loads((daemon.run_dir(run_id) / "events.jsonl").read_bytes().splitlines()[0])["type"] == "run_started"
+
+
+def test_unsubscribe_one_run_keeps_the_others(daemon, mosaic):
+    a = mosaic.synthetic(100000, "rate=300", "tags=1", "episode_every=0")
+    b = mosaic.synthetic(100000, "rate=300", "tags=1", "episode_every=0")
+    wait_state(daemon, a, P.RUNNING)
+    wait_state(daemon, b, P.RUNNING)
+    with connect(daemon) as c:
+        c.call(P.SUBSCRIBE, events=[a, b])
+        time.sleep(0.5)
+        c.call(P.UNSUBSCRIBE, events=[a])
+        before = {params["run"] for method, params in c.pending if method == P.NOTIFY_EVENTS}
+        assert before == {a, b}
+        c.pending.clear()  # replies come after the notifications sent before them
+        seen = set()
+        deadline = time.monotonic() + 1.5
+        for method, params in c.notifications(timeout=1.0):
+            if method == P.NOTIFY_EVENTS:
+                seen.add(params["run"])
+            if time.monotonic() > deadline:
+                break
+        assert seen == {b}
+    for run_id in (a, b):
+        mosaic.run("cancel", run_id, check=True)

@@ -1,0 +1,389 @@
+"""What the XuanCe worker knows without importing XuanCe: algorithms, environments, configs.
+
+The daemon loads the worker's descriptor to list algorithms, serve schemas and
+validate configs; it must not import xuance or torch. Everything here reads
+files: XuanCe's YAML configs (``xuance/configs/<algo>/<family>/<env_id>.yaml``
+on top of ``basic.yaml``) are read with PyYAML straight from the installed
+package directory, which ``importlib.util.find_spec`` finds without importing it.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+from typing import Any
+
+from workers.sdk.config import ConfigError
+
+CLASSIC_CONTROL = "classic_control"
+MPE = "mpe"
+
+# The families this worker runs, and the module each needs.
+FAMILIES = {CLASSIC_CONTROL: "gymnasium", MPE: "mpe2"}
+# XuanCe's name for the family inside its configs (``env_name``), and its runner.
+ENV_NAME = {CLASSIC_CONTROL: "Classic Control", MPE: "mpe"}
+RUNNER = {CLASSIC_CONTROL: "DRL", MPE: "MARL"}
+VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
+               MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
+
+# Gymnasium's classic-control tasks: action kind, and the spaces (for
+# checking a curriculum at submit time; the worker checks again with the real envs).
+CLASSIC_CONTROL_ENVS: dict[str, dict[str, str]] = {
+    "CartPole-v0": {"actions": "discrete", "spaces": "Box(4,) / Discrete(2)"},
+    "CartPole-v1": {"actions": "discrete", "spaces": "Box(4,) / Discrete(2)"},
+    "Acrobot-v1": {"actions": "discrete", "spaces": "Box(6,) / Discrete(3)"},
+    "MountainCar-v0": {"actions": "discrete", "spaces": "Box(2,) / Discrete(3)"},
+    "Pendulum-v1": {"actions": "continuous", "spaces": "Box(3,) / Box(1,)"},
+    "MountainCarContinuous-v0": {"actions": "continuous", "spaces": "Box(2,) / Box(1,)"},
+}
+
+
+def _count(*terms: tuple[str, int], plus: int = 0):
+    """Agent count of a scenario as a function of its keyword arguments."""
+    return lambda kwargs: plus + sum(int(kwargs.get(name, default)) for name, default in terms)
+
+
+# MPE scenarios (mpe2 1.1.1): how many agents a scenario has for its keyword
+# arguments, whether the agents' observation spaces are all alike (parameter
+# sharing needs that), and whether teams play against each other.
+MPE_ENVS: dict[str, dict[str, Any]] = {
+    "simple_v3": {"agents": _count(plus=1), "alike": True, "competitive": False},
+    "simple_spread_v3": {"agents": _count(("N", 3)), "alike": True, "competitive": False},
+    "simple_reference_v3": {"agents": _count(plus=2), "alike": True, "competitive": False},
+    "simple_formation_v1": {"agents": _count(("N", 4)), "alike": True, "competitive": False},
+    "simple_line_v1": {"agents": _count(("N", 4)), "alike": True, "competitive": False},
+    "simple_speaker_listener_v4": {"agents": _count(plus=2), "alike": False, "competitive": False},
+    "collect_treasure_v1": {"agents": _count(("num_collectors", 6), ("num_deposits", 2)), "alike": False,
+                            "competitive": False},
+    "simple_adversary_v3": {"agents": _count(("N", 2), plus=1), "alike": False, "competitive": True},
+    "simple_crypto_v3": {"agents": _count(plus=3), "alike": False, "competitive": True},
+    "simple_push_v3": {"agents": _count(plus=2), "alike": False, "competitive": True},
+    "simple_tag_v3": {"agents": _count(("num_good", 1), ("num_adversaries", 3)), "alike": False,
+                      "competitive": True},
+    "simple_world_comm_v3": {"agents": _count(("num_good", 2), ("num_adversaries", 4)), "alike": False,
+                             "competitive": True},
+}
+
+# The algorithms that run here (XuanCe 1.4.4, torch 2.13 CPU, gymnasium 1.2.2,
+# mpe2 1.1.1), each checked by tests/test_xuance_worker.py::test_every_algorithm_runs.
+# "actions": the kinds of action its XuanCe configs are made for; "competitive":
+# it trains each agent on its own reward (no team value), so agents can play
+# against each other. Left out, as found on this machine:
+#   npg        -- no update finished in 5 minutes on CartPole (3.5 GB resident)
+#   dreamerv2/3 -- SequentialReplayBuffer fails in XuanCe 1.4.4 (Buffer.__init__ arguments)
+#   coma       -- its learner passes huber_delta=None, which torch 2.13's HuberLoss refuses
+#   dcg        -- needs torch_scatter, which is not installed
+ALGORITHMS: dict[str, dict[str, Any]] = {
+    # single agent, classic control
+    "ppo": {"family": CLASSIC_CONTROL, "actions": ["discrete", "continuous"]},
+    "a2c": {"family": CLASSIC_CONTROL, "actions": ["discrete", "continuous"]},
+    "pg": {"family": CLASSIC_CONTROL, "actions": ["discrete", "continuous"]},
+    "ppg": {"family": CLASSIC_CONTROL, "actions": ["discrete", "continuous"]},
+    "sac": {"family": CLASSIC_CONTROL, "actions": ["discrete", "continuous"]},
+    "ddpg": {"family": CLASSIC_CONTROL, "actions": ["continuous"]},
+    "td3": {"family": CLASSIC_CONTROL, "actions": ["continuous"]},
+    "dqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "ddqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "dueldqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "noisydqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "perdqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "c51": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "qrdqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    "drqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    # multi-agent, MPE: independent learners and centralised critics
+    # "stacked_critic": without parameter sharing its critic stacks the agents' observations
+    # (np.stack), which needs them alike; on other scenarios it takes the global state instead
+    "mappo": {"family": MPE, "actions": ["continuous"], "competitive": True, "stacked_critic": True},
+    "ippo": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "maddpg": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "masac": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "matd3": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "iddpg": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "isac": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "itd3": {"family": MPE, "actions": ["continuous"], "competitive": True},
+    "iql": {"family": MPE, "actions": ["discrete"], "competitive": True},
+    "iac": {"family": MPE, "actions": ["discrete"], "competitive": True},
+    # value decomposition, mean field, communication: one team
+    "qmix": {"family": MPE, "actions": ["discrete"]},
+    "vdn": {"family": MPE, "actions": ["discrete"]},
+    "qtran": {"family": MPE, "actions": ["discrete"]},
+    "wqmix": {"family": MPE, "actions": ["discrete"]},
+    "vdac": {"family": MPE, "actions": ["discrete"]},
+    "mfq": {"family": MPE, "actions": ["discrete"]},
+    "mfac": {"family": MPE, "actions": ["discrete"]},
+    "commnet": {"family": MPE, "actions": ["discrete"]},
+    "ic3net": {"family": MPE, "actions": ["discrete"]},
+    "tarmac": {"family": MPE, "actions": ["discrete"]},
+}
+
+
+# -- the installed package ----------------------------------------------------
+def module_available(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def configs_dir() -> str | None:
+    """xuance/configs of the installed package (found, not imported)."""
+    try:
+        spec = importlib.util.find_spec("xuance")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "configs")
+    return path if os.path.isdir(path) else None
+
+
+def available_families() -> list[str]:
+    return [family for family, module in FAMILIES.items() if module_available(module)]
+
+
+def installed_algorithms() -> list[str]:
+    """The algorithms of ALGORITHMS whose configs and environment family are installed."""
+    root = configs_dir()
+    if root is None:
+        return []
+    families = set(available_families())
+    return [algo for algo, info in ALGORITHMS.items()
+            if info["family"] in families and os.path.isdir(os.path.join(root, algo, info["family"]))]
+
+
+@functools.lru_cache(maxsize=None)
+def load_yaml(path: str) -> dict[str, Any]:
+    import yaml  # comes with xuance; only needed once xuance is installed
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    return data
+
+
+_COMMENT_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:[^#]*#\s*(.+?)\s*$")
+
+
+@functools.lru_cache(maxsize=None)
+def yaml_comments(path: str) -> dict[str, str]:
+    """``key: value  # comment`` -> {key: comment}: XuanCe documents its keys this way."""
+    comments = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            match = _COMMENT_RE.match(line)
+            if match:
+                comments[match.group(1)] = match.group(2)
+    return comments
+
+
+# -- environments -------------------------------------------------------------
+def mpe_scenarios() -> list[str]:
+    """Scenario modules of the installed mpe2 (``simple_spread_v3``...), found without importing them."""
+    try:
+        spec = importlib.util.find_spec("mpe2")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    folder = list(spec.submodule_search_locations)[0]
+    return sorted(name[:-3] for name in os.listdir(folder) if re.fullmatch(r"[a-z_]+_v\d+\.py", name))
+
+
+def known_envs() -> dict[str, list[str]]:
+    families = available_families()
+    envs: dict[str, list[str]] = {}
+    if CLASSIC_CONTROL in families:
+        envs[CLASSIC_CONTROL] = list(CLASSIC_CONTROL_ENVS)
+    if MPE in families:
+        envs[MPE] = mpe_scenarios()
+    return envs
+
+
+def resolve_env(env: str) -> tuple[str, str]:
+    """(family, env_id) of a run's ``env``: ``CartPole-v1``, ``simple_spread_v3``,
+    or explicitly ``mpe:simple_spread_v3`` / ``classic_control:CartPole-v1``."""
+    envs = known_envs()
+    if ":" in env:
+        family, env_id = env.split(":", 1)
+        if family not in FAMILIES:
+            raise ConfigError("env", f"unknown environment family {family!r}; "
+                                     f"choose from {', '.join(FAMILIES)}")
+        if family not in envs:
+            raise ConfigError("env", f"the {family} family needs the '{FAMILIES[family]}' package; "
+                                     f"it is not installed")
+        return family, env_id
+    for family, ids in envs.items():
+        if env in ids:
+            return family, env
+    listing = "; ".join(f"{family}: {', '.join(ids)}" for family, ids in envs.items())
+    raise ConfigError("env", f"unknown environment {env!r}; known: {listing} "
+                             f"(or name the family: 'classic_control:<gymnasium id>')")
+
+
+def default_env(algo: str) -> str:
+    """The environment an algorithm's schema describes when none is named."""
+    info = ALGORITHMS[algo]
+    if info["family"] == MPE:
+        return "simple_spread_v3"
+    return "CartPole-v1" if "discrete" in info["actions"] else "Pendulum-v1"
+
+
+def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) -> str | None:
+    """'discrete' or 'continuous' (None when unknown)."""
+    if family == CLASSIC_CONTROL:
+        return CLASSIC_CONTROL_ENVS.get(env_id, {}).get("actions")
+    if family == MPE:
+        if params is None or "continuous_action" not in params:
+            return None
+        return "continuous" if params["continuous_action"] else "discrete"
+    return None
+
+
+def mpe_agent_count(env_id: str, env_kwargs: dict[str, Any] | None) -> int | None:
+    info = MPE_ENVS.get(env_id)
+    if info is None:
+        return None
+    try:
+        return info["agents"](env_kwargs or {})
+    except (TypeError, ValueError):
+        return None
+
+
+def mpe_teams(agent_keys: list[str]) -> dict[str, list[str]]:
+    """Agents grouped by name: adversary_0, adversary_1 -> team 'adversary'."""
+    teams: dict[str, list[str]] = {}
+    for key in agent_keys:
+        teams.setdefault(key.rsplit("_", 1)[0], []).append(key)
+    return teams
+
+
+# -- XuanCe's configs ---------------------------------------------------------
+def config_file(algo: str, family: str, env_id: str) -> str | None:
+    """The YAML XuanCe would read for (algo, family, env_id), or the nearest one.
+
+    An environment without its own file takes a file of the same family for
+    the same kind of actions (``ppo`` on ``MountainCarContinuous-v0`` starts
+    from ``ppo/classic_control/Pendulum-v1.yaml``); for MPE, the
+    ``simple_spread_v3`` file (the one every MPE algorithm has).
+    """
+    root = configs_dir()
+    if root is None:
+        return None
+    folder = os.path.join(root, algo, family)
+    if not os.path.isdir(folder):
+        return None
+    exact = os.path.join(folder, env_id + ".yaml")
+    if os.path.isfile(exact):
+        return exact
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".yaml"))
+    if family == MPE:
+        preferred = [f for f in files if f == "simple_spread_v3.yaml"]
+        return os.path.join(folder, (preferred or files)[0]) if files else None
+    kind = action_kind(family, env_id)
+    for name in files:
+        if CLASSIC_CONTROL_ENVS.get(name[:-5], {}).get("actions") == kind:
+            return os.path.join(folder, name)
+    return None
+
+
+def merged_config(path: str) -> dict[str, Any]:
+    """basic.yaml updated with the algorithm's file, as XuanCe's get_arguments does."""
+    basic = load_yaml(os.path.join(configs_dir() or "", "basic.yaml"))
+    family = os.path.basename(os.path.dirname(path))
+    return _recursive_update({**basic, **LEARNER_DEFAULTS.get(family, {})}, load_yaml(path))
+
+
+def _recursive_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict):
+            out[key] = _recursive_update(out.get(key) or {}, value)
+        else:
+            out[key] = value
+    return out
+
+
+def comments_for(path: str) -> dict[str, str]:
+    return {**LEARNER_COMMENTS, **yaml_comments(os.path.join(configs_dir() or "", "basic.yaml")),
+            **yaml_comments(path)}
+
+
+# Keys of XuanCe's configs that the run config or the worker sets: not params.
+OWNED_KEYS = {
+    "agent": "algo", "env_name": "env", "env_id": "env", "runner": "env",
+    "seed": "seed", "env_seed": "seed", "running_steps": "steps", "device": "device",
+    "log_dir": "the run directory", "model_dir": "the run directory",
+    "logger": "the worker (tensorboard)", "wandb_user_name": "the worker", "project_name": "the worker",
+    "dl_toolbox": "the worker (torch)", "distributed_training": "the worker",
+    "master_port": "the worker", "render": "frames", "render_mode": "frames", "fps": "frames",
+    "test_mode": "mode", "test_episode": "eval_episodes", "eval_interval": "the worker (train mode)",
+}
+
+# Keys XuanCe's base learners read with a default when its YAML file has none
+# (``getattr(config, "end_factor_lr_decay", 1.0)``): params too, with those defaults.
+LEARNER_DEFAULTS = {
+    CLASSIC_CONTROL: {"use_linear_lr_decay": False, "end_factor_lr_decay": 1.0},  # xuance.torch.learners.Learner
+    MPE: {"use_linear_lr_decay": False, "end_factor_lr_decay": 0.5},  # ...learners.LearnerMAS
+}
+LEARNER_COMMENTS = {
+    "use_linear_lr_decay": "If to use linear learning rate decay (XuanCe's learner default).",
+    "end_factor_lr_decay": "The end factor of the linear learning-rate schedule, over running_steps "
+                           "(XuanCe's learner default).",
+}
+
+# Bounds for numeric keys, applied when XuanCe's default lies inside them.
+BOUNDS: dict[str, dict[str, float]] = {
+    "learning_rate": {"exclusiveMinimum": 0}, "learning_rate_actor": {"exclusiveMinimum": 0},
+    "learning_rate_critic": {"exclusiveMinimum": 0}, "gamma": {"minimum": 0, "maximum": 1},
+    "gae_lambda": {"minimum": 0, "maximum": 1}, "tau": {"minimum": 0, "maximum": 1},
+    "parallels": {"minimum": 1, "maximum": 512}, "buffer_size": {"minimum": 1}, "batch_size": {"minimum": 1},
+    "horizon_size": {"minimum": 1}, "n_epochs": {"minimum": 1}, "n_minibatch": {"minimum": 1},
+    "start_training": {"minimum": 0}, "training_frequency": {"minimum": 1}, "sync_frequency": {"minimum": 1},
+    "clip_range": {"minimum": 0}, "ent_coef": {"minimum": 0}, "vf_coef": {"minimum": 0},
+    "grad_clip_norm": {"minimum": 0}, "start_greedy": {"minimum": 0, "maximum": 1},
+    "end_greedy": {"minimum": 0, "maximum": 1}, "dropout": {"minimum": 0, "maximum": 1},
+    "end_factor_lr_decay": {"minimum": 0, "maximum": 1},
+    "decay_step_greedy": {"minimum": 1},
+}
+
+# Integer-valued defaults of keys that take fractions too (``gamma: 1``, ``dropout: 0``).
+_FRACTIONAL = re.compile(r"coef|rate|lambda|gamma|tau|ratio|factor|delta|noise|greedy|alpha|beta|"
+                         r"dropout|gain|kl|norm|weight_decay|clip_range|temperature|eps")
+
+
+def property_for(key: str, value: Any, comment: str | None) -> dict[str, Any]:
+    """A JSON-schema property from a YAML default."""
+    if isinstance(value, bool):
+        prop: dict[str, Any] = {"type": "boolean"}
+    elif isinstance(value, int):
+        fractional = _FRACTIONAL.search(key) and not key.endswith("_type")
+        prop = {"type": "number" if fractional else "integer"}
+    elif isinstance(value, float):
+        prop = {"type": "number"}
+    elif isinstance(value, str):
+        prop = {"type": "string"}
+    elif isinstance(value, list):
+        prop = {"type": "array"}
+        kinds = {type(item) for item in value}
+        if kinds == {int}:
+            prop["items"] = {"type": "integer", "minimum": 1}
+        elif kinds and kinds <= {int, float}:
+            prop["items"] = {"type": "number"}
+    elif isinstance(value, dict):
+        prop = {"type": "object"}
+    else:  # no default in XuanCe's files: anything JSON
+        prop = {}
+    prop["default"] = value
+    bounds = BOUNDS.get(key)
+    if bounds and prop.get("type") in ("integer", "number") and _within(value, bounds):
+        prop.update(bounds)
+    if comment:
+        prop["description"] = comment
+    return prop
+
+
+def _within(value: Any, bounds: dict[str, float]) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    return (value >= bounds.get("minimum", value) and value <= bounds.get("maximum", value)
+            and value > bounds.get("exclusiveMinimum", value - 1))

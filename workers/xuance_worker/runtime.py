@@ -1,0 +1,588 @@
+"""XuanCe in the worker's process: the runner, telemetry hooks, curriculum, checkpoints, evaluation.
+
+Training does what XuanCe's ``RunnerDRL``/``RunnerMARL._run_train`` does --
+``agent.train(running_steps // parallels)`` then ``agent.save_model(...)`` --
+with the agent built by ``xuance.get_runner``. mosaic adds:
+
+- ``Hooks``: XuanCe's callback (``agent.callback``) turned into telemetry
+  (episode events with each agent's return, heartbeats, periodic
+  checkpoints, frames), and a wrapper around ``agent.log_infos``, which sees
+  every scalar XuanCe logs (its TensorBoard files are still written);
+- a curriculum: ``agent.train`` once per phase, with the agent's environments
+  replaced between phases (networks, optimizer, LR scheduler, step counter
+  stay);
+- checkpoint metadata (``mosaic_checkpoint.json`` beside the model): agent
+  count, parameter sharing, spaces and the params, so evaluation rebuilds the
+  same networks and refuses what cannot fit.
+
+Everything heavy (xuance, torch, gymnasium) is imported inside functions,
+after ``prepare_process`` has set up the environment they read at import.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+from argparse import Namespace
+from typing import Any
+
+from workers.sdk.config import ConfigError
+from workers.sdk.descriptor import dist_version
+from workers.sdk.telemetry import Emitter
+from workers.xuance_worker import CHECKPOINT_META, agent_count_mismatch, catalog, checkpoint_dir, \
+    read_checkpoint_meta
+from workers.xuance_worker import mpe_alias
+
+SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
+TENSORBOARD_DIR = "tensorboard"
+CHECKPOINT_DIR = "checkpoints"
+FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
+HEARTBEAT_SECONDS = 10.0
+# params that are mosaic's, not keys of XuanCe's config
+MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
+
+
+class Cancelled(BaseException):
+    """SIGTERM/SIGINT arrived: unwind out of XuanCe's loop, report, and die of the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+# -- process setup ------------------------------------------------------------
+def prepare_process(torch_threads: int) -> None:
+    """Environment variables XuanCe, torch and spawned env processes read at import time.
+
+    Called before the first import of xuance or torch. Also used by
+    bench/bench_xuance.py for the plain-XuanCe side, so both run alike.
+    """
+    os.environ.update(process_environment(torch_threads))
+    mpe_alias.install()
+
+
+def process_environment(torch_threads: int) -> dict[str, str]:
+    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != SITEDIR]
+    return {
+        # mpi4py blocks in MPI_Init outside an MPI launch (if it is installed)
+        "MPI4PY_RC_INITIALIZE": "0",
+        # the alias of pettingzoo.mpe for processes XuanCe spawns (sitedir/sitecustomize.py)
+        "PYTHONPATH": os.pathsep.join([SITEDIR, *pythonpath]),
+        # torch sizes its thread pool from this; spawned env processes import torch too
+        "OMP_NUM_THREADS": str(torch_threads),
+        # XuanCe's tqdm bars go to stderr.log: a line every 10 s, not 10 a second
+        "TQDM_MININTERVAL": os.environ.get("TQDM_MININTERVAL", "10"),
+        "WANDB_MODE": "disabled",
+    }
+
+
+def set_torch_threads(n: int) -> None:
+    import torch
+    torch.set_num_threads(n)
+
+
+# -- XuanCe's arguments ---------------------------------------------------------
+def total_steps(config: dict[str, Any], template: str) -> int:
+    if config["steps"] is not None:
+        return int(config["steps"])
+    return int(catalog.merged_config(template)["running_steps"])
+
+
+def xuance_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in params.items() if key not in MOSAIC_PARAMS}
+
+
+def parser_args(config: dict[str, Any], family: str, env_id: str, params: dict[str, Any],
+                running_steps: int) -> Namespace:
+    """What XuanCe takes as ``parser_args``: its config keys, overriding its YAML files."""
+    args = xuance_params(params)
+    args.update(
+        env_name=catalog.ENV_NAME[family], env_id=env_id, runner=catalog.RUNNER[family],
+        running_steps=running_steps, seed=config["seed"], env_seed=config["seed"],
+        device="cpu" if config["device"] in ("cpu", "auto") else config["device"],
+        dl_toolbox="torch", distributed_training=False, logger="tensorboard",
+        # absolute: XuanCe joins them to the cwd, and then appends env_id
+        log_dir=os.path.abspath(TENSORBOARD_DIR), model_dir=os.path.abspath(CHECKPOINT_DIR),
+        # render=False: no videos into TensorBoard; "rgb_array" lets frames be taken on demand
+        render=False, render_mode="rgb_array", test_episode=config["eval_episodes"],
+    )
+    return Namespace(**args)
+
+
+def upstream() -> str:
+    return f"xuance=={dist_version('xuance') or '?'}"
+
+
+# -- telemetry ------------------------------------------------------------------
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None  # arrays, strings: not a scalar
+
+
+class Hooks:
+    """XuanCe's hooks -> telemetry.
+
+    - ``scalars``: wraps ``agent.log_infos``, through which XuanCe logs every
+      scalar (its TensorBoard files are still written).
+    - ``watch(envs)``: wraps the vectorised environments' ``step``. Each
+      sub-environment's ``info`` carries ``episode_score`` (a dict of each
+      agent's return for multi-agent envs) and ``episode_step``; an episode
+      ends where XuanCe's loops end it (all agents terminated, or truncated).
+      Taken here rather than from XuanCe's ``on_train_episode_info`` callback
+      because not every agent calls that (CommNet, IC3Net, TarMAC do not), nor
+      does any call it while testing. Frames and heartbeats come from here too.
+    - the ``agent.callback`` methods: periodic checkpoints after a training step
+      or an update. The class implements every hook of XuanCe's
+      ``MultiAgentBaseCallback`` (and so ``BaseCallback``), which XuanCe calls by name.
+    """
+
+    def __init__(self, emitter: Emitter, multi_agent: bool, agent_keys: list[str] | None = None,
+                 checkpoint_every: int = 0, last_step: int = 0, save=None, frames=None):
+        self.emitter = emitter
+        self.multi_agent = multi_agent
+        teams = catalog.mpe_teams(agent_keys or []) if multi_agent else {}
+        self.teams = teams if len(teams) > 1 else {}
+        self.checkpoint_every = checkpoint_every
+        self.next_checkpoint = checkpoint_every
+        self.last_step = last_step  # the final checkpoint is saved at the end anyway
+        self.save = save
+        self.frames = frames
+        self.last_beat = time.monotonic()
+        self.env_steps = 0  # steps of the watched environments (what evaluation reports)
+
+    # -- scalars (wraps agent.log_infos) -------------------------------------
+    def scalars(self, info: dict[str, Any], step: int) -> None:
+        emit = self.emitter.scalar
+        for tag, value in info.items():
+            if value is None:
+                continue
+            if isinstance(value, dict):
+                # {"env-0": x}: an episode's steps or return, sent as an episode event instead
+                if "Episode-Steps" in tag or "Episode-Rewards" in tag:
+                    continue
+                for sub, sub_value in value.items():
+                    number = _number(sub_value)
+                    if number is not None:
+                        emit(f"{tag}/{sub}", number, step)
+                continue
+            number = _number(value)
+            if number is not None:
+                emit(tag, number, step)
+
+    # -- episodes, frames, heartbeats (wraps envs.step) ----------------------
+    def watch(self, envs, step_of=None) -> None:
+        """Report what ``envs.step`` returns. ``step_of()`` is the step an episode is
+        reported at (the agent's step counter in training); by default the
+        environment steps taken so far (evaluation)."""
+        step = envs.step
+        multi_agent = self.multi_agent
+
+        def step_and_report(actions):
+            result = step(actions)
+            terminals, truncations, infos = result[2], result[3], result[4]
+            n = len(infos)
+            self.env_steps += n
+            at = self.env_steps if step_of is None else int(step_of())
+            for i in range(n):
+                done = all(terminals[i].values()) if multi_agent else terminals[i]
+                if done or truncations[i]:
+                    self._episode(at, infos[i], i)
+            now = time.monotonic()
+            if now - self.last_beat >= HEARTBEAT_SECONDS:
+                self.last_beat = now
+                self.emitter.heartbeat(at)
+            if self.frames is not None:
+                self.frames.maybe_publish(envs)
+            return result
+
+        envs.step = step_and_report
+
+    def _episode(self, step: int, info: dict[str, Any], env_index: int) -> None:
+        score = info["episode_score"]
+        length = int(info["episode_step"])
+        if isinstance(score, dict):  # multi-agent: each agent's return; the team's is their mean
+            agents = {key: float(value) for key, value in score.items()}
+            team_return = sum(agents.values()) / max(1, len(agents))
+            self.emitter.episode(step, team_return, length, env_index=env_index, agents=agents)
+            for team, members in self.teams.items():
+                value = sum(agents[m] for m in members if m in agents) / max(1, len(members))
+                self.emitter.scalar(f"returns/{team}", value, step)
+        else:
+            self.emitter.episode(step, float(score), length, env_index=env_index)
+
+    # -- XuanCe's callback interface ----------------------------------------
+    def _maybe_checkpoint(self, step: int) -> None:
+        if self.checkpoint_every and self.next_checkpoint <= step < self.last_step and self.save is not None:
+            while self.next_checkpoint <= step:
+                self.next_checkpoint += self.checkpoint_every
+            self.save(f"step_{step}", f"model_step_{step}.pth")
+
+    def on_train_step_end(self, current_step, **kwargs):
+        self._maybe_checkpoint(int(current_step))
+
+    def on_train_epochs_end(self, current_step, **kwargs):
+        self._maybe_checkpoint(int(current_step))
+
+    def on_train_episode_info(self, **kwargs):
+        return
+
+    def on_train_step(self, current_step, **kwargs):
+        return
+
+    def on_update_start(self, iterations, **kwargs):
+        return {}
+
+    def on_update_end(self, iterations, **kwargs):
+        return {}
+
+    def on_update_agent_wise(self, iterations, agent_key, **kwargs):
+        return {}
+
+    def on_test_step(self, *args, **kwargs):
+        return
+
+    def on_test_end(self, *args, **kwargs):
+        return
+
+
+class Frames:
+    """Rendered frames of the first ``grid`` environments into FastLane, at most ``fps`` a second."""
+
+    def __init__(self, run_id: str, frames_config: dict[str, Any]):
+        from workers.fastlane.writer import FrameWriter
+        self.writer = FrameWriter(run_id, max_dim=frames_config["max_dim"], max_fps=frames_config["fps"])
+        self.grid = frames_config["grid"]
+        self.failed = False
+
+    def maybe_publish(self, envs) -> None:
+        if self.failed or envs is None or not self.writer.due():
+            return
+        from workers.fastlane.writer import tile
+        try:
+            images = [image for image in envs.render("rgb_array")[:self.grid] if image is not None]
+            if images:
+                self.writer.publish(tile(images) if len(images) > 1 else images[0])
+        except Exception as exc:  # an env that cannot render must not stop training
+            self.failed = True
+            sys.stderr.write(f"mosaic: frames disabled: {exc!r}\n")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def make_frames(config: dict[str, Any]) -> Frames | None:
+    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
+    if not config["frames"]["enabled"] or not run_id:
+        return None
+    return Frames(run_id, config["frames"])
+
+
+# -- environments ---------------------------------------------------------------
+def spaces_of(envs, multi_agent: bool) -> dict[str, Any]:
+    spaces = {"observation": envs.observation_space, "action": envs.action_space}
+    if multi_agent:
+        spaces["agents"] = list(envs.agents)
+    return spaces
+
+
+def describe_spaces(spaces: dict[str, Any]) -> str:
+    return "; ".join(f"{name}: {value}" for name, value in spaces.items())
+
+
+def probe_spaces(args: Namespace, env_id: str, env_kwargs: dict | None, multi_agent: bool) -> dict[str, Any]:
+    """The spaces of one environment built as XuanCe would build it (one copy, in process)."""
+    from xuance.environment import make_envs
+    probe = copy.copy(args)
+    probe.env_id = env_id
+    probe.parallels = 1
+    probe.vectorize = "DummyVecMultiAgentEnv" if multi_agent else "DummyVecEnv"
+    mpe_alias.set_env_kwargs(env_kwargs)
+    envs = make_envs(probe)
+    try:
+        return spaces_of(envs, multi_agent)
+    finally:
+        envs.close()
+
+
+def curriculum_phases(config: dict[str, Any], env_id: str, running_steps: int) -> list[dict[str, Any]]:
+    params = config["params"]
+    default_kwargs = params.get("env_kwargs") or {}
+    schedule = params.get("curriculum_schedule")
+    if not schedule:
+        return [{"env_id": env_id, "steps": running_steps, "env_kwargs": default_kwargs}]
+    phases = []
+    for phase in schedule:
+        _, phase_env = catalog.resolve_env(phase["env_id"])
+        phases.append({"env_id": phase_env, "steps": phase["steps"],
+                       "env_kwargs": phase.get("env_kwargs", default_kwargs)})
+    return phases
+
+
+def check_curriculum(args: Namespace, phases: list[dict[str, Any]], multi_agent: bool) -> None:
+    """Every phase must have phase 0's spaces: refuse before training, naming the phase."""
+    first = probe_spaces(args, phases[0]["env_id"], phases[0]["env_kwargs"], multi_agent)
+    for index, phase in enumerate(phases[1:], start=1):
+        spaces = probe_spaces(args, phase["env_id"], phase["env_kwargs"], multi_agent)
+        if spaces != first:
+            raise ConfigError(f"params.curriculum_schedule[{index}]",
+                              f"{phase['env_id']} has {describe_spaces(spaces)}; phase 0 "
+                              f"({phases[0]['env_id']}) has {describe_spaces(first)}: all phases must share "
+                              f"observation and action spaces")
+
+
+def switch_environment(runner, agent, phase: dict[str, Any]) -> None:
+    """Give the agent the next phase's environments; the rest of it carries on."""
+    from xuance.environment import make_envs
+    from xuance.torch.agents.core import OnPolicyAgent, OnPolicyMARLAgents
+    config = copy.copy(agent.config)
+    config.env_id = phase["env_id"]
+    mpe_alias.set_env_kwargs(phase["env_kwargs"])
+    envs = make_envs(config)
+    envs.reset()
+    old = agent.train_envs
+    agent.train_envs = envs
+    runner.envs = envs
+    agent.config.env_id = phase["env_id"]
+    if isinstance(agent, (OnPolicyAgent, OnPolicyMARLAgents)):
+        # a half-filled rollout of the last environment would be finished with the new one's values
+        agent.memory.clear()
+    if hasattr(agent, "returns"):  # single-agent: the discounted returns that feed reward normalisation
+        agent.returns[...] = 0.0
+    old.close()
+
+
+# -- checkpoints ------------------------------------------------------------------
+def checkpoint_meta(config: dict[str, Any], agent, family: str, phase: dict[str, Any],
+                    multi_agent: bool) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "worker": "xuance", "algo": config["algo"], "xuance_agent": agent.config.agent,
+        "family": family, "env": config["env"], "env_id": phase["env_id"], "env_kwargs": phase["env_kwargs"],
+        "step": int(agent.current_step), "seed": config["seed"],
+        "observation_space": str(agent.observation_space), "action_space": str(agent.action_space),
+        "params": xuance_params(config["params"]), "upstream": upstream(),
+        "mosaic_version": dist_version("mosaic-tui"), "saved_at": time.time(),
+    }
+    if multi_agent:
+        meta.update(n_agents=int(agent.n_agents), agent_keys=list(agent.agent_keys),
+                    parameter_sharing=bool(agent.use_parameter_sharing),
+                    training_mode=config["params"].get("training_mode"))
+    return meta
+
+
+class Checkpoints:
+    """Saves models into checkpoints/<name>/ with their metadata, and says so on the wire."""
+
+    def __init__(self, emitter: Emitter, config: dict[str, Any], agent, family: str, multi_agent: bool):
+        self.emitter = emitter
+        self.config = config
+        self.agent = agent
+        self.family = family
+        self.multi_agent = multi_agent
+        self.phase: dict[str, Any] = {}
+
+    def save(self, name: str, model_name: str) -> str:
+        folder = os.path.join(CHECKPOINT_DIR, name)
+        # its own folder per checkpoint: XuanCe saves obs_rms.npy beside the model
+        self.agent.save_model(model_name=model_name, model_path=os.path.abspath(folder))
+        meta = checkpoint_meta(self.config, self.agent, self.family, self.phase, self.multi_agent)
+        with open(os.path.join(folder, CHECKPOINT_META), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+        path = os.path.join(folder, model_name)  # relative to the run directory
+        self.emitter.checkpoint_saved(path, int(self.agent.current_step))
+        return path
+
+
+# -- train ------------------------------------------------------------------------
+def build_runner(config: dict[str, Any], family: str, env_id: str, template: str, args: Namespace):
+    import xuance
+    return xuance.get_runner(algo=config["algo"], env=family, env_id=env_id, config_path=template,
+                             parser_args=args)
+
+
+def train(config: dict[str, Any], emitter: Emitter) -> int:
+    family, env_id = catalog.resolve_env(config["env"])
+    multi_agent = family == catalog.MPE
+    template = catalog.config_file(config["algo"], family, env_id)
+    running_steps = total_steps(config, template)
+    phases = curriculum_phases(config, env_id, running_steps)
+    params = config["params"]
+    extra = {}
+    if multi_agent:
+        extra = {"n_agents": catalog.mpe_agent_count(env_id, params.get("env_kwargs")),
+                 "parameter_sharing": params.get("use_parameter_sharing"),
+                 "training_mode": params.get("training_mode")}
+    emitter.run_started("xuance", config["algo"], config["env"], total_steps=running_steps,
+                        upstream=upstream(), family=family, **extra)
+    set_torch_threads(params["torch_threads"])
+    args = parser_args(config, family, env_id, params, running_steps)
+    if len(phases) > 1:
+        check_curriculum(args, phases, multi_agent)
+    mpe_alias.set_env_kwargs(phases[0]["env_kwargs"])
+    runner = build_runner(config, family, env_id, template, args)
+    agent = runner.agent
+    checkpoints = Checkpoints(emitter, config, agent, family, multi_agent)
+    checkpoints.phase = phases[0]
+    frames = make_frames(config)
+    train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
+    hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None,
+                  checkpoint_every=params["checkpoint_interval"], last_step=sum(train_steps) * runner.n_envs,
+                  save=checkpoints.save, frames=frames)
+    install_hooks(agent, hooks)
+    hooks.watch(agent.train_envs, lambda: agent.current_step)
+    try:
+        for index, phase in enumerate(phases):
+            if index > 0:
+                switch_environment(runner, agent, phase)
+                hooks.watch(agent.train_envs, lambda: agent.current_step)
+                checkpoints.phase = phase
+            if len(phases) > 1:
+                emitter.phase(phase["env_id"], int(agent.current_step), index=index)
+            agent.train(train_steps[index])
+        checkpoints.save("final", FINAL_MODEL)
+    finally:
+        if frames is not None:
+            frames.close()
+    finish(runner, agent)
+    emitter.run_completed(step=int(agent.current_step))
+    return 0
+
+
+def install_hooks(agent, hooks: Hooks) -> None:
+    agent.callback = hooks
+    log_infos = agent.log_infos
+
+    def log_infos_with_telemetry(info: dict, x_index: int):
+        hooks.scalars(info, x_index)
+        log_infos(info, x_index)
+
+    agent.log_infos = log_infos_with_telemetry
+
+
+def finish(runner, agent) -> None:
+    """What RunnerBase._finalize does: close the TensorBoard writer and the environments."""
+    agent.finish()
+    if runner.envs is not None:
+        runner.envs.close()
+        runner.envs = None
+
+
+# -- evaluate -----------------------------------------------------------------------
+def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
+    """Load ``config.checkpoint`` and play ``eval_episodes`` episodes (XuanCe's test mode)."""
+    family, env_id = catalog.resolve_env(config["env"])
+    multi_agent = family == catalog.MPE
+    template = catalog.config_file(config["algo"], family, env_id)
+    checkpoint = os.path.abspath(os.path.expanduser(config["checkpoint"]))
+    if not os.path.exists(checkpoint):
+        raise ConfigError("checkpoint", f"no such file: {checkpoint}")
+    folder = checkpoint_dir(checkpoint)
+    model_name = None if os.path.isdir(checkpoint) else os.path.basename(checkpoint)
+    meta = read_checkpoint_meta(checkpoint)
+    params = dict(config["params"])
+    if meta is not None:
+        # the networks must be built as they were trained; the world is this run's
+        params.update(meta.get("params") or {})
+    params["parallels"] = 1
+    if "vectorize" in params:
+        params["vectorize"] = "DummyVecMultiAgentEnv" if multi_agent else "DummyVecEnv"
+    env_kwargs = config["params"].get("env_kwargs") or {}
+    emitter.run_started("xuance", config["algo"], config["env"], total_steps=None, upstream=upstream(),
+                        family=family, mode="eval", checkpoint=checkpoint, episodes=config["eval_episodes"])
+    set_torch_threads(config["params"]["torch_threads"])
+    args = parser_args(config, family, env_id, params, running_steps=1)
+    mpe_alias.set_env_kwargs(env_kwargs)
+    runner = build_runner(config, family, env_id, template, args)
+    agent = runner.agent
+    try:
+        if meta is not None:
+            check_fits(meta, agent, runner.envs, env_id, multi_agent)
+        agent.load_model(folder, model_name or model_in(folder))
+        frames = make_frames(config)
+        hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None, frames=frames)
+        install_hooks(agent, hooks)
+        hooks.watch(runner.envs)
+        try:
+            agent.test(test_episodes=config["eval_episodes"], test_envs=runner.envs, close_envs=False)
+        finally:
+            if frames is not None:
+                frames.close()
+    finally:
+        finish(runner, agent)
+    emitter.run_completed(step=hooks.env_steps)
+    return 0
+
+
+def model_in(folder: str) -> str:
+    """The model file of a checkpoint folder: XuanCe's final model, or the only .pth there."""
+    if os.path.isfile(os.path.join(folder, FINAL_MODEL)):
+        return FINAL_MODEL
+    models = sorted(name for name in os.listdir(folder) if name.endswith(".pth"))
+    if len(models) != 1:
+        raise ConfigError("checkpoint", f"{folder} holds {len(models)} .pth files; name one of them")
+    return models[0]
+
+
+def check_fits(meta: dict[str, Any], agent, envs, env_id: str, multi_agent: bool) -> None:
+    """Refuse a checkpoint whose networks cannot take this environment, saying why."""
+    if multi_agent:
+        mismatch = agent_count_mismatch(meta, int(envs.num_agents), env_id)
+        if mismatch:
+            raise ConfigError("checkpoint", mismatch)
+        if meta.get("agent_keys") and list(meta["agent_keys"]) != list(envs.agents):
+            raise ConfigError("checkpoint", f"has networks for agents {', '.join(meta['agent_keys'])}; "
+                                            f"{env_id} here has {', '.join(envs.agents)}")
+    for name in ("observation_space", "action_space"):
+        trained, here = meta.get(name), str(getattr(agent, name))
+        if trained is not None and trained != here:
+            raise ConfigError("checkpoint", f"was trained with {name.replace('_', ' ')} {trained}; "
+                                            f"{env_id} here has {here}")
+
+
+# -- entry ---------------------------------------------------------------------------
+def run(config: dict[str, Any], emitter: Emitter) -> int:
+    """Train or evaluate; report the outcome on the wire; return the exit code."""
+    received: list[int] = []
+
+    def cancel(signum, frame):
+        # once: the cleanup below must not be interrupted by the next signal of the same cancel
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        received.append(signum)
+        raise Cancelled(signum)
+
+    signal.signal(signal.SIGTERM, cancel)
+    signal.signal(signal.SIGINT, cancel)
+    prepare_process(config["params"]["torch_threads"])
+    try:
+        try:
+            if config["mode"] == "eval":
+                return evaluate(config, emitter)
+            return train(config, emitter)
+        except ConfigError as exc:
+            emitter.run_failed(f"invalid config: {exc}")
+            return 2
+        except Exception as exc:
+            if received:
+                # the daemon signals the whole process group: XuanCe's env processes may die
+                # first, and a broken pipe reach us before our own SIGTERM does
+                raise Cancelled(received[0]) from None
+            tail = traceback.format_exc()
+            traceback.print_exc()
+            emitter.run_failed(f"{type(exc).__name__}: {exc}\n\n{tail[-3000:]}")
+            return 1
+    except Cancelled as exc:
+        emitter.run_failed(f"cancelled ({exc})")
+        emitter.close()
+        for child in multiprocessing.active_children():  # XuanCe's env processes
+            child.terminate()
+        # die of the signal, so the exit status says what happened
+        signal.signal(exc.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), exc.signum)
+        return 128 + exc.signum

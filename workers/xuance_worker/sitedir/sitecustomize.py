@@ -1,0 +1,41 @@
+"""Serves ``pettingzoo.mpe.*`` from mpe2 in every process of a XuanCe run.
+
+The XuanCe worker puts this directory first on PYTHONPATH. Python runs this
+file at the start of every process that inherits it, in particular the
+processes XuanCe spawns for ``SubprocVecMultiAgentEnv``: they import XuanCe's
+MPE module afresh, and it imports ``pettingzoo.mpe.<scenario>``, which
+PettingZoo 1.27 no longer has (see workers/xuance_worker/mpe_alias.py).
+"""
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+
+
+def _run_shadowed_sitecustomize():
+    """This file hides any other sitecustomize (a distribution's): run that one too."""
+    import importlib.machinery
+    import importlib.util
+
+    path = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+def _install_alias():
+    try:
+        from workers.xuance_worker import mpe_alias
+    except ImportError:
+        # mosaic-tui not importable from sys.path: load the module by file
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_here))))
+        from workers.xuance_worker import mpe_alias
+    mpe_alias.install()
+
+
+try:
+    _install_alias()
+except Exception as exc:  # never stop a process from starting: XuanCe's ImportError will follow
+    sys.stderr.write(f"mosaic: cannot alias pettingzoo.mpe to mpe2: {exc!r}\n")
+_run_shadowed_sitecustomize()
