@@ -248,14 +248,13 @@ class Daemon:
     def m_schema(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         desc = self._worker(P.param(params, "worker", str))
         algo = P.param(params, "algo", str)
-        env = P.param(params, "env", str, None)
-        if algo in desc.algorithms():
-            return desc.schema(algo, env)
-        try:  # a worker may take algorithms it does not list (CleanRL: a script path)
-            return desc.schema(algo, env)
-        except (ConfigError, ValueError, KeyError, OSError):
+        if not desc.accepts_algo(algo):
             raise P.RPCError(P.NOT_FOUND, f"worker {desc.name!r} has no algorithm {algo!r}; "
-                                          f"choose from {', '.join(desc.algorithms())}") from None
+                                          f"choose from {', '.join(desc.algorithms())}")
+        try:
+            return desc.schema(algo, P.param(params, "env", str, None))
+        except ConfigError as err:  # e.g. a script path that is no CleanRL-style script
+            raise P.RPCError(P.NOT_FOUND, str(err)) from None
 
     def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         config = P.param(params, "config", dict)

@@ -41,9 +41,10 @@ class MosaicApp(App):
 
     def __init__(self, home: Home, *, connect: bool = True, clock: Callable[[], float] = time.time,
                  restore: bool = True, interval: float = 0.25, cursor_blink: bool = True,
-                 remember: bool = True, default_theme: str | None = None) -> None:
+                 remember: bool = True, default_theme: str | None = None, graphics=None) -> None:
         super().__init__()
         self.home = home
+        self.graphics = graphics    # graphics.detect.Capabilities, or None: half-blocks
         self.clock = clock
         self.connect = connect
         self.restore = restore
@@ -257,6 +258,22 @@ def terminal_default_theme() -> str | None:
     return "ansi-dark" if console.color_system == "standard" else None
 
 
+def detect_graphics(args: Any = None):
+    """Ask the terminal what it can draw, before Textual starts (it would take the replies).
+
+    Only ``auto``, ``kitty`` and ``sixel`` ask, with a short timeout that the
+    terminal's DA1 reply ends early; ``halfblock`` and ``none`` start at once.
+    Without a terminal (tests, pipes) nothing is asked.
+    """
+    import os
+    import sys
+    mode = getattr(args, "graphics", None) or os.environ.get("MOSAIC_GRAPHICS") or "auto"
+    from mosaic_tui.graphics.detect import detect
+    if mode in ("auto", "kitty", "sixel") and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return detect("halfblock") if mode == "auto" else detect(mode, fd=-1)
+    return detect(mode, timeout=0.3)
+
+
 def run_app(home: Home, args: Any = None) -> int:
     """`mosaic` and `mosaic attach`: start the daemon if none runs, then the app."""
     from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
@@ -264,7 +281,7 @@ def run_app(home: Home, args: Any = None) -> int:
         Client(home, timeout=5, name="mosaic-app-probe").close()
     except DaemonUnavailable:
         start_daemon(home)
-    app = MosaicApp(home, default_theme=terminal_default_theme())
+    app = MosaicApp(home, default_theme=terminal_default_theme(), graphics=detect_graphics(args))
     app.run()
     return app.return_code or 0
 
@@ -277,6 +294,6 @@ def run_watch(home: Home, args: Any = None) -> int:
         Client(home, timeout=5, name="mosaic-watch-probe").close()
     except DaemonUnavailable:
         start_daemon(home)
-    app = WatchApp(home, getattr(args, "run", None))
+    app = WatchApp(home, getattr(args, "run", None), graphics=detect_graphics(args))
     app.run()
     return app.return_code or 0

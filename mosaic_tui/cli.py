@@ -17,6 +17,7 @@ from typing import Any
 
 from daemon import protocol as P
 from daemon.home import Home
+from mosaic_tui.fmt import duration
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -43,19 +44,6 @@ def _fmt_num(value: Any) -> str:
     if isinstance(value, int) and value >= 10000:
         return f"{value / 1000:.1f}k" if value < 10_000_000 else f"{value / 1e6:.1f}M"
     return str(value)
-
-
-def _fmt_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -139,7 +127,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         _print_json(status)
     else:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(status["runs"].items())) or "no runs"
-        print(f"daemon running: pid {status['pid']}, up {_fmt_age(status['uptime'])}, "
+        print(f"daemon running: pid {status['pid']}, up {duration(status['uptime'])}, "
               f"{status['clients']} client(s), {status['rss_bytes'] / 1e6:.0f} MB RSS")
         print(f"home {status['home']}  socket {status['socket']}")
         print(f"runs: {counts}; {status['active']}/{status['max_concurrent']} slots busy")
@@ -248,7 +236,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         end = run.get("ended_at") or now
         rows.append([run["id"][:10], run["name"], run["worker"], run["algo"], run["env"], run["state"],
                      _progress(run), _fmt_num(s.get("steps")), _fmt_num(s.get("last_return")),
-                     _fmt_age(end - run["started_at"]) if run.get("started_at") else "-"])
+                     duration(end - run["started_at"]) if run.get("started_at") else "-"])
     if rows:
         print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", "RETURN", "ELAPSED"]))
     else:
@@ -429,7 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS,
                         help="daemon home (default: $MOSAIC_HOME, ./var in a checkout, else the user data dir)")
-    parser = argparse.ArgumentParser(prog="mosaic", parents=[common],
+    graphics = argparse.ArgumentParser(add_help=False)
+    graphics.add_argument("--graphics", choices=["auto", "kitty", "sixel", "halfblock", "none"],
+                          default=argparse.SUPPRESS,
+                          help="how to draw run frames (default: auto, asks the terminal; $MOSAIC_GRAPHICS)")
+    parser = argparse.ArgumentParser(prog="mosaic", parents=[common, graphics],
                                      description="Train and watch RL agents from the terminal.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -509,10 +501,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
     p.set_defaults(func=cmd_metrics)
 
-    p = sub.add_parser("attach", parents=[common], help="open the terminal app (the default command)")
+    p = sub.add_parser("attach", parents=[common, graphics], help="open the terminal app (the default command)")
     p.set_defaults(func=cmd_app)
 
-    p = sub.add_parser("watch", parents=[common], help="a compact pane following a run (the newest by default)")
+    p = sub.add_parser("watch", parents=[common, graphics], help="a compact pane following a run (the newest by default)")
     p.add_argument("run", nargs="?", help="run name or id prefix (default: the newest run, followed)")
     p.set_defaults(func=cmd_watch)
     return parser

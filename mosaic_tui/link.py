@@ -74,6 +74,7 @@ class Link:
         self._stopping = False
         self._sub_lock: asyncio.Lock | None = None
         self._resub_needed = False
+        self.frame_listeners: dict[tuple[str, int], Callable[[dict[str, Any]], None]] = {}
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -243,6 +244,10 @@ class Link:
             self._on_run(params)
         elif method == P.NOTIFY_EVENTS:
             self._on_events(params)
+        elif method == P.NOTIFY_FRAME:
+            listener = self.frame_listeners.get((params.get("run"), params.get("stream", 0)))
+            if listener is not None:
+                listener(params)
         elif method == P.NOTIFY_SYNCED:
             cursors = params.get("cursors") or {}
             for rid in self.watched:

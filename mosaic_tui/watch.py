@@ -99,16 +99,31 @@ class WatchApp(App):
     Screen.-narrow #plot-1 {
         display: none;
     }
+    #frames-pane {
+        width: 1fr;
+        height: 1fr;
+        display: none;
+    }
+    Screen.-frames #frames-pane {
+        display: block;
+    }
+    Screen.-frames #plot-1 {
+        display: none;
+    }
     """
 
     BINDINGS = [
         Binding("q", "quit", "Quit", id="watch.quit"),
         Binding("T", "cycle_theme", "Theme", show=False, id="watch.theme"),
+        Binding("f", "toggle_frames", "Frames", show=False, id="watch.frames"),
     ]
 
     def __init__(self, home: Home, run_ref: str | None = None, *, connect: bool = True,
-                 clock=time.time, interval: float = 0.5) -> None:
+                 clock=time.time, interval: float = 0.5, graphics=None) -> None:
         super().__init__()
+        self.graphics = graphics    # graphics.detect.Capabilities, or None: half-blocks
+        self.frames_wanted = True   # `f` hides/shows the frames pane of a run with frames
+        self.frames_run: str | None = None
         self.home = home
         self.run_ref = run_ref
         self.connect = connect
@@ -130,6 +145,8 @@ class WatchApp(App):
         with Horizontal(id="plots"):
             yield MetricPlot("episode/return", [], self.options, id="plot-0")
             yield MetricPlot("", [], self.options, id="plot-1")
+            from textual.containers import Container
+            yield Container(id="frames-pane")
         yield Static("", id="tail")
 
     def on_mount(self) -> None:
@@ -165,6 +182,29 @@ class WatchApp(App):
                 link.watch(rid)
             for plot in self.query("MetricPlot"):
                 plot.lines = []
+        self.sync_frames()
+
+    def sync_frames(self) -> None:
+        """Show a frames pane when the followed run has frames enabled (and `f` did not hide it)."""
+        from mosaic_tui.widgets.frames_view import FramesView, frames_enabled
+        run = self.link.runs.get(self.run_id) if self.run_id else None
+        has = frames_enabled(run)
+        pane = self.query_one("#frames-pane")
+        if has and self.frames_run != self.run_id:
+            pane.remove_children()
+            pane.mount(FramesView(self.run_id))
+            self.frames_run = self.run_id
+        elif not has and self.frames_run is not None:
+            pane.remove_children()
+            self.frames_run = None
+        self.screen.set_class(has and self.frames_wanted, "-frames")
+
+    def action_toggle_frames(self) -> None:
+        if self.frames_run is None:
+            self.notify("this run publishes no frames", timeout=2)
+            return
+        self.frames_wanted = not self.frames_wanted
+        self.sync_frames()
 
     def refresh_view(self, update: Update | None = None) -> None:
         from mosaic_tui.widgets.metric_plot import PlotLine, summary_of

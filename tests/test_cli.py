@@ -71,3 +71,19 @@ def test_logs_and_follow(daemon, mosaic):
     proc = mosaic.run("logs", run_id, "-f", timeout=60)
     assert proc.returncode == 0 and "RuntimeError: boom" in proc.stdout
     assert mosaic.show(run_id)["state"] == P.FAILED
+
+
+def test_schema_of_a_users_own_cleanrl_script(daemon, mosaic, tmp_path):
+    script = tmp_path / "my_dqn.py"
+    script.write_text(
+        "import argparse\n"
+        "def parse_args():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--env-id', type=str, default='CartPole-v1', help='the id of the environment')\n"
+        "    parser.add_argument('--total-timesteps', type=int, default=1000, help='total timesteps')\n"
+        "    parser.add_argument('--learning-rate', type=float, default=1e-3, help='the learning rate')\n"
+        "    return parser.parse_args()\n")
+    schema = json.loads(mosaic.run("schema", "cleanrl", str(script), check=True).stdout)
+    assert schema["properties"]["learning-rate"]["default"] == 1e-3
+    proc = mosaic.run("schema", "cleanrl", str(tmp_path / "missing.py"))
+    assert proc.returncode == 1 and "no such script" in proc.stderr

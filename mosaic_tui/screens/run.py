@@ -1,4 +1,4 @@
-"""A run's detail: Metrics, Logs and Config tabs, live."""
+"""A run's detail: Metrics, Logs and Config tabs, live; and Frames for a run that publishes frames."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -11,7 +11,7 @@ from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 
-TABS = ("metrics", "logs", "config")
+TABS = ("metrics", "logs", "config", "frames")
 PLOT_REFRESH_SECONDS = 1.0
 
 
@@ -47,6 +47,7 @@ class RunScreen(Screen):
         Binding("1", "tab('metrics')", "Metrics", id="run.metrics"),
         Binding("2", "tab('logs')", "Logs", id="run.logs"),
         Binding("3", "tab('config')", "Config", id="run.config"),
+        Binding("4", "tab('frames')", "Frames", show=False, id="run.frames"),
         Binding("p", "pause", "Pause/resume", show=False, id="run.pause"),
         Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
         Binding("D", "delete", "Delete", show=False, id="run.delete"),
@@ -63,12 +64,19 @@ class RunScreen(Screen):
     def run(self) -> dict | None:
         return self.app.link.runs.get(self.run_id)
 
+    @property
+    def has_frames(self) -> bool:
+        from mosaic_tui.widgets.frames_view import frames_enabled
+        return frames_enabled(self.run)
+
     def compose(self) -> ComposeResult:
         from mosaic_tui.widgets.config_view import ConfigView
         from mosaic_tui.widgets.logs_pane import LogsPane
         from mosaic_tui.widgets.metrics_pane import MetricsPane
         yield TitleBar(id="title")
         yield ConnectionBanner()
+        if self.initial_tab == "frames" and not self.has_frames:
+            self.initial_tab = "metrics"
         with TabbedContent(initial=self.initial_tab):
             with TabPane("Metrics", id="metrics"):
                 yield MetricsPane(self.run_id)
@@ -76,6 +84,10 @@ class RunScreen(Screen):
                 yield LogsPane(self.run_id)
             with TabPane("Config", id="config"):
                 yield ConfigView(self.run)
+            if self.has_frames:
+                from mosaic_tui.widgets.frames_view import FramesView
+                with TabPane("Frames", id="frames"):
+                    yield FramesView(self.run_id)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -94,6 +106,9 @@ class RunScreen(Screen):
         from mosaic_tui.widgets.log_view import LogView
         from mosaic_tui.widgets.metrics_pane import MetricsPane
         target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView}.get(tab)
+        if tab == "frames":
+            from mosaic_tui.widgets.frames_view import FramesView
+            target = FramesView
         if target is not None:
             self.query_one(target).focus()
 
@@ -111,6 +126,15 @@ class RunScreen(Screen):
             from mosaic_tui.widgets.config_view import ConfigView
             if self.run is not None:
                 self.query_one(ConfigView).show(self.run)
+            self._add_frames_tab()
+
+    def _add_frames_tab(self) -> None:
+        """The record came after the screen was built: add the Frames tab if the run has frames."""
+        tabs = self.query_one(TabbedContent)
+        if not self.has_frames or tabs.query("#frames"):
+            return
+        from mosaic_tui.widgets.frames_view import FramesView
+        tabs.add_pane(TabPane("Frames", FramesView(self.run_id), id="frames"))
 
     def on_series_changed(self, message: SeriesChanged) -> None:
         if self.run_id in message.series:
@@ -144,7 +168,18 @@ class RunScreen(Screen):
             self._refresh_plots()
 
     # -- actions -------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "tab" and parameters == ("frames",):
+            try:
+                return bool(self.query_one(TabbedContent).query("#frames"))
+            except Exception:
+                return False
+        return True
+
     def action_tab(self, tab: str) -> None:
+        if tab == "frames" and not self.query_one(TabbedContent).query("#frames"):
+            self.notify("this run publishes no frames (frames.enabled is off)", timeout=3)
+            return
         self.query_one(TabbedContent).active = tab
         self.call_after_refresh(self._focus_tab)
 

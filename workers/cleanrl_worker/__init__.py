@@ -53,6 +53,9 @@ class CleanRLDescriptor(WorkerDescriptor):
             "user_scripts": True,
         }
 
+    def accepts_algo(self, algo: str) -> bool:
+        return algo in self.algorithms() or catalog.is_script_path(algo)
+
     # -- scripts -------------------------------------------------------
     def script_for(self, algo: str) -> str:
         """Path of the script ``algo`` names; ConfigError("algo") if there is none."""

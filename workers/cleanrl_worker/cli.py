@@ -15,7 +15,6 @@ Pausing is the daemon's business (SIGSTOP to the process tree): nothing here.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -24,7 +23,8 @@ import subprocess
 import sys
 
 from workers.sdk.descriptor import dist_version
-from workers.sdk.telemetry import Emitter, take_stdout
+from workers.sdk.telemetry import Emitter
+from workers.sdk.worker_cli import start
 from workers.cleanrl_worker import WORKER, catalog
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
@@ -182,15 +182,8 @@ def train(config: dict, emitter: Emitter) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.cleanrl_worker.cli")
-    parser.add_argument("--config", default="config.json", help="the run config (JSON)")
-    args = parser.parse_args(argv)
-    emitter = take_stdout()
-    try:
-        with open(args.config, encoding="utf-8") as f:
-            config = WORKER.validate(json.load(f))
-    except (OSError, ValueError) as exc:  # ConfigError and JSON errors are ValueErrors
-        emitter.run_failed(f"invalid config {args.config}: {exc}")
+    emitter, config = start("python -m workers.cleanrl_worker.cli", argv, WORKER)
+    if config is None:
         return 2
     if config["mode"] == "eval":
         from workers.cleanrl_worker import evaluate

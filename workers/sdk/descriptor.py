@@ -50,6 +50,11 @@ class WorkerDescriptor:
     def algorithms(self) -> list[str]:
         return list(self.capabilities()["algorithms"])
 
+    def accepts_algo(self, algo: str) -> bool:
+        """Does ``algo`` name something this worker runs? The listed algorithms;
+        a worker may accept more (CleanRL: the path of a user's own script)."""
+        return algo in self.algorithms()
+
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         """JSON schema of the algorithm's params."""
         raise NotImplementedError
@@ -62,7 +67,7 @@ class WorkerDescriptor:
         parsed = parse_run_config(config)
         if parsed.worker != self.name:
             raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
-        if parsed.algo not in self.algorithms():
+        if not self.accepts_algo(parsed.algo):
             raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker {self.name!r}; "
                                       f"choose from {', '.join(self.algorithms())}")
         self.check_env(parsed)

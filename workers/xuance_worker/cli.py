@@ -16,24 +16,15 @@ environments re-import it (as ``__mp_main__``).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
-from workers.sdk.telemetry import take_stdout
+from workers.sdk.worker_cli import start
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.xuance_worker.cli")
-    parser.add_argument("--config", default="config.json", help="the run config (JSON)")
-    args = parser.parse_args(argv)
-    emitter = take_stdout()
     from workers.xuance_worker import WORKER
-    try:
-        with open(args.config, encoding="utf-8") as f:
-            config = WORKER.validate(json.load(f))
-    except (OSError, ValueError) as exc:  # ConfigError and JSON errors are ValueErrors
-        emitter.run_failed(f"invalid config {args.config}: {exc}")
+    emitter, config = start("python -m workers.xuance_worker.cli", argv, WORKER)
+    if config is None:
         return 2
     from workers.xuance_worker import runtime
     code = runtime.run(config, emitter)

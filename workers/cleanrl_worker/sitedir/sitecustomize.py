@@ -20,18 +20,6 @@ def _forget_this_directory():
     os.environ.pop("MOSAIC_CLEANRL_PATCH", None)
 
 
-def _run_shadowed_sitecustomize():
-    """This file hides any other sitecustomize (a distribution's): run that one too."""
-    import importlib.machinery
-    import importlib.util
-
-    path = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is not None and spec.loader is not None:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-
-
 if os.environ.get("MOSAIC_CLEANRL_PATCH") == "1":
     try:
         from workers.cleanrl_worker import patches
@@ -47,4 +35,9 @@ if os.environ.get("MOSAIC_CLEANRL_PATCH") == "1":
         sys.stderr.flush()
         os._exit(3)
     _forget_this_directory()
-_run_shadowed_sitecustomize()
+try:
+    from workers.sdk.sitechain import run_shadowed_sitecustomize
+except ImportError:  # mosaic-tui not importable here: nothing of ours to chain from
+    pass
+else:
+    run_shadowed_sitecustomize(_here)

@@ -12,18 +12,6 @@ import sys
 _here = os.path.dirname(os.path.abspath(__file__))
 
 
-def _run_shadowed_sitecustomize():
-    """This file hides any other sitecustomize (a distribution's): run that one too."""
-    import importlib.machinery
-    import importlib.util
-
-    path = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is not None and spec.loader is not None:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-
-
 def _install_alias():
     try:
         from workers.xuance_worker import mpe_alias
@@ -38,4 +26,9 @@ try:
     _install_alias()
 except Exception as exc:  # never stop a process from starting: XuanCe's ImportError will follow
     sys.stderr.write(f"mosaic: cannot alias pettingzoo.mpe to mpe2: {exc!r}\n")
-_run_shadowed_sitecustomize()
+try:
+    from workers.sdk.sitechain import run_shadowed_sitecustomize
+except ImportError:  # mosaic-tui not importable here: nothing of ours to chain from
+    pass
+else:
+    run_shadowed_sitecustomize(_here)

@@ -1,0 +1,239 @@
+"""The Frames tab and `mosaic watch`'s frames pane: a real FastLane ring, half-blocks on screen."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from daemon import protocol as P
+from tests.app.conftest import RUN_IDS, fixed_runs, load_fixed, make_app, screen_text
+
+SIZE = (120, 40)
+
+pytestmark = pytest.mark.anyio
+
+
+async def wait_until(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def writer():
+    """A real FrameWriter for a fake run id (no daemon, no worker)."""
+    from workers.fastlane.writer import FrameWriter
+    run_id = "01M8FRAMETEST" + uuid.uuid4().hex[:13].upper()
+    w = FrameWriter(run_id, capacity=8)
+    yield w
+    w.close(unlink=True)
+
+
+def frames_run(run_id: str) -> dict:
+    run = copy.deepcopy(fixed_runs()[1])        # bravo, running
+    run.update(id=run_id, name="pictures", rev=99)
+    run["config"]["frames"] = {"enabled": True, "fps": 20, "max_dim": 300}
+    return run
+
+
+def cells_of(app, y: int) -> list[tuple[str, object]]:
+    """(character, style) of every cell of screen line y."""
+    strip = app.screen._compositor.render_strips()[y]
+    cells = []
+    for seg in strip:
+        for ch in seg.text:
+            cells.append((ch, seg.style))
+    return cells
+
+
+def canvas_origin(app):
+    from mosaic_tui.widgets.frames_view import FrameCanvas
+    canvas = app.screen.query_one(FrameCanvas)
+    return canvas, canvas.content_region
+
+
+def header(app) -> str:
+    views = app.screen.query("FramesView")
+    return str(views.first().header_text()) if views else ""
+
+
+def frame_number(app) -> int:
+    match = re.search(r"frame (\d+)", header(app))
+    assert match, header(app)
+    return int(match.group(1))
+
+
+def expected_cells(frame: np.ndarray, cols: int, rows: int):
+    """Independent of the renderer: block means of the frame fitted into the box."""
+    from mosaic_tui.graphics.halfblock import fit_cells
+    h0, w0 = frame.shape[:2]
+    w, h = fit_cells(w0, h0, cols, rows)
+    return w, h
+
+
+async def test_frames_tab_draws_the_ring_and_steps_back_while_paused(home, writer):
+    from workers.fastlane.demo import Patterns
+    # a frame of four flat quadrants (colours known without any resizing maths), then demo patterns
+    patterns = Patterns(160, 96)
+    for n in range(1, 6):
+        writer.publish(patterns.frame(n))
+    quad = np.zeros((96, 160, 3), dtype=np.uint8)
+    quad[:48, :80] = (250, 10, 10)
+    quad[:48, 80:] = (10, 250, 10)
+    quad[48:, :80] = (10, 10, 250)
+    quad[48:, 80:] = (240, 240, 20)
+    quad_n = writer.publish(quad)
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
+        app.link.flush()
+        await pilot.pause()
+        app.open_run(writer.run_id, tab="frames")
+        await wait_until(pilot, lambda: re.search(r"frame \d+", header(app)), what="a frame shown")
+        await pilot.pause(0.1)
+        assert frame_number(app) == quad_n
+        text = header(app)
+        assert "shared memory" in text and "160x96" in text and "graphics: halfblock" in text
+        canvas, region = canvas_origin(app)
+        w, h = expected_cells(quad, region.width, region.height)
+        rows_used = h // 2
+        left = region.x + (region.width - w) // 2
+        top = region.y + (region.height - rows_used) // 2
+        # sample each quadrant's centre cell: upper half-block, fg = top pixel, bg = bottom pixel
+        for (fy, fx), colour in {(0.25, 0.25): (250, 10, 10), (0.25, 0.75): (10, 250, 10),
+                                 (0.75, 0.25): (10, 10, 250), (0.75, 0.75): (240, 240, 20)}.items():
+            y = top + int(rows_used * fy)
+            x = left + int(w * fx)
+            ch, style = cells_of(app, y)[x]
+            assert ch == "\u2580", (x, y, ch)
+            assert style.color.triplet == colour and style.bgcolor.triplet == colour, (x, y, style)
+        # the image is framed by the widget's background: nothing is drawn outside the fitted box
+        if left > region.x:
+            ch, style = cells_of(app, top)[region.x]
+            assert ch == " "
+
+        # live: a newer frame replaces it
+        for n in range(quad_n + 1, quad_n + 4):
+            writer.publish(patterns.frame(n))
+        await wait_until(pilot, lambda: frame_number(app) == quad_n + 3, what="the newest frame")
+        # the shown cells are the demo pattern's colours (not the quadrants any more)
+        ch, style = cells_of(app, top + rows_used // 2)[left + w // 2]
+        assert style.color.triplet != (240, 240, 20)
+
+        await pilot.press("space")
+        assert "paused" in header(app)
+        writer.publish(patterns.frame(quad_n + 4))       # ignored while paused
+        await pilot.pause(0.2)
+        assert frame_number(app) == quad_n + 3
+        await pilot.press("left", "left", "left")
+        assert frame_number(app) == quad_n
+        ch, style = cells_of(app, top + int(rows_used * 0.25))[left + int(w * 0.25)]
+        assert style.color.triplet == (250, 10, 10)          # the quadrant frame again
+        await pilot.press("l")
+        assert frame_number(app) == quad_n + 1
+        await pilot.press("space")                            # resume: the newest again
+        await wait_until(pilot, lambda: frame_number(app) == quad_n + 4, what="resumed")
+        assert "paused" not in header(app)
+
+
+async def test_no_frames_tab_for_a_run_without_frames(home):
+    from textual.widgets import TabbedContent
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await load_fixed(pilot, app)
+        app.open_run(RUN_IDS[1], tab="frames")        # a remembered Frames tab falls back to Metrics
+        await pilot.pause(0.1)
+        tabs = app.screen.query_one(TabbedContent)
+        assert tabs.active == "metrics"
+        assert not tabs.query("#frames")
+        assert "Frames" not in screen_text(app)
+        await pilot.press("4")
+        assert tabs.active == "metrics"
+        assert not app.screen.query("FramesView")
+
+
+async def test_frames_tab_present_for_a_run_with_frames(home, writer):
+    from textual.widgets import TabbedContent
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
+        app.link.flush()
+        await pilot.pause()
+        app.open_run(writer.run_id)
+        await pilot.pause(0.1)
+        assert "Frames" in screen_text(app)
+        await pilot.press("4")
+        assert app.screen.query_one(TabbedContent).active == "frames"
+        assert "no frame yet" in header(app)
+        writer.publish(np.full((40, 60, 3), 200, dtype=np.uint8))
+        await wait_until(pilot, lambda: "frame 1" in header(app), what="first frame")
+
+
+async def test_graphics_mode_shown(home, writer):
+    from mosaic_tui.graphics.detect import detect
+    app = make_app(home, graphics=detect("sixel", fd=-1))
+    async with app.run_test(size=SIZE) as pilot:
+        app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
+        app.link.flush()
+        await pilot.pause()
+        app.open_run(writer.run_id, tab="frames")
+        await pilot.pause(0.1)
+        assert "graphics: sixel (drawn as half-blocks)" in header(app)
+
+
+async def test_watch_frames_pane_toggles(home, writer):
+    from mosaic_tui.watch import WatchApp
+    from tests.app.conftest import FIXED_NOW
+    writer.publish(np.full((40, 60, 3), (30, 60, 200), dtype=np.uint8))
+    app = WatchApp(home, "pictures", connect=False, clock=lambda: FIXED_NOW)
+    async with app.run_test(size=(100, 20)) as pilot:
+        app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
+        app.link.flush()
+        await pilot.pause()
+        app.pick_run()
+        await wait_until(pilot, lambda: app.screen.query("FramesView") and "frame 1" in
+                         str(app.screen.query_one("FramesView").header_text()), what="watch frames")
+        assert app.screen.has_class("-frames")
+        assert "(30, 60, 200)" in repr([str(s.style) for s in app.screen._compositor.render_strips()[5]]) or \
+            any(seg.style and seg.style.bgcolor and seg.style.bgcolor.triplet == (30, 60, 200)
+                for strip in app.screen._compositor.render_strips() for seg in strip)
+        await pilot.press("f")
+        assert not app.screen.has_class("-frames")
+        await pilot.press("f")
+        assert app.screen.has_class("-frames")
+
+
+async def test_relay_through_a_real_daemon(daemon, mosaic, tmp_path):
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.widgets.frames_view import FramesView
+    config = tmp_path / "frames.json"
+    config.write_text(json.dumps({"worker": "synthetic", "algo": "emit", "env": "none", "steps": 100000,
+                                  "params": {"rate": 200}, "frames": {"enabled": True, "fps": 20, "max_dim": 300}}))
+    rid = mosaic.submit(str(config))
+    try:
+        app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: rid in app.link.runs and app.link.connected, what="run listed")
+            app.open_run(rid, tab="frames")
+            await wait_until(pilot, lambda: app.screen.query("FramesView") and
+                             re.search(r"frame \d+", header(app)) and "shared memory" in header(app),
+                             timeout=30, what="frames from shared memory")
+            view = FramesView(rid, relay=True, id="relayed")
+            await app.screen.mount(view)
+            await wait_until(pilot, lambda: view.current is not None, timeout=30, what="a relayed frame")
+            text = str(view.header_text())
+            assert "relay" in text and "shared memory" not in text
+            n, frame = view.current
+            assert frame.dtype == np.uint8 and frame.ndim == 3 and max(frame.shape[:2]) <= 320
+            first = n
+            await wait_until(pilot, lambda: view.current[0] > first, timeout=10, what="relay keeps going")
+    finally:
+        mosaic.run("cancel", rid)

@@ -1,0 +1,28 @@
+"""The first lines of every worker process: arguments, telemetry channel, config.
+
+    emitter, config = start("python -m workers.mine.cli", argv, WORKER)
+    if config is None:
+        return 2          # run_failed was emitted, naming the problem
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from workers.sdk.descriptor import WorkerDescriptor
+from workers.sdk.telemetry import Emitter, take_stdout
+
+
+def start(prog: str, argv: list[str] | None, descriptor: WorkerDescriptor) -> tuple[Emitter, dict[str, Any] | None]:
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--config", default="config.json", help="the run config (JSON)")
+    args = parser.parse_args(argv)
+    emitter = take_stdout()
+    try:
+        with open(args.config, encoding="utf-8") as f:
+            # validated again here: the file may have been edited since the daemon took it
+            return emitter, descriptor.validate(json.load(f))
+    except (OSError, ValueError) as exc:  # ConfigError and JSON errors are ValueErrors
+        emitter.run_failed(f"invalid config {args.config}: {exc}")
+        return emitter, None
