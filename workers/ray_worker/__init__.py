@@ -1,0 +1,168 @@
+"""The Ray RLlib worker: RLlib 2.60 (new API stack), single- and multi-agent, local or on a cluster.
+
+The daemon imports this module to list, describe and validate: it must stay
+light (no ray, torch, gymnasium or pettingzoo import). What runs is described
+as data in ``catalog``; the worker process is ``cli.py``. docs/workers/ray.md
+is the user's guide.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workers.ray_worker import catalog
+from workers.sdk.config import ConfigError, RunConfig, check_params, check_value, parse_run_config
+from workers.sdk.descriptor import WorkerDescriptor, dist_version
+
+CHECKPOINT_META = "mosaic_checkpoint.json"
+
+
+def _torch_has_gpu_build() -> bool:
+    version = dist_version("torch") or ""
+    return bool(version) and "+cpu" not in version
+
+
+class RayDescriptor(WorkerDescriptor):
+    name = "ray"
+    package = "workers.ray_worker"
+    upstream = "ray"
+    description = ("Ray RLlib 2.60 (PPO, APPO, IMPALA, DQN, SAC) on gymnasium and PettingZoo envs: parameter "
+                   "sharing, independent policies, self-play leagues, centralised critic; on a private Ray "
+                   "or an existing cluster")
+
+    def available(self) -> bool:
+        return dist_version("ray") is not None and dist_version("torch") is not None
+
+    def capabilities(self) -> dict[str, Any]:
+        families = catalog.available_families()
+        envs = catalog.known_envs()
+        multi = [f for f in families if catalog.FAMILIES[f]["kind"] != "gym"]
+        return {
+            "paradigms": ["single_agent"] + (["multi_agent"] if multi else []),
+            "algorithms": list(catalog.ALGORITHMS),
+            "env_families": families,
+            "envs": envs,
+            "action_spaces": {a: list(catalog.ACTIONS[a]) for a in catalog.ALGORITHMS},
+            "policy_configs": list(catalog.POLICY_CONFIGS),
+            "turn_based_algorithms": list(catalog.ACTOR_CRITIC),
+            "max_agents": max(catalog.ENVS[e].get("agents", 1) for e in envs),
+            "parameter_sharing": True,
+            "self_play": True,
+            "centralised_critic": ["PPO"],
+            "distributed": True,
+            "pause": True,
+            "checkpoints": True,
+            "resume": True,
+            "gpu": _torch_has_gpu_build(),
+            "frames": True,
+            "schema_version": catalog.SCHEMA_VERSION,
+        }
+
+    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
+        if algo not in catalog.ALGORITHMS:
+            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'ray'; "
+                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+        return catalog.schema(algo, env)
+
+    # -- validation ------------------------------------------------------------
+    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        parsed = parse_run_config(config)
+        if parsed.worker != self.name:
+            raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
+        if parsed.algo not in catalog.ALGORITHMS:
+            raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker 'ray'; "
+                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+        self.check_env(parsed)
+        schema = self.schema(parsed.algo, parsed.env)
+        raw = dict(parsed.params)
+        parsed.params = check_params(schema, parsed.params)
+        for index, width in enumerate(parsed.params["fcnet_hiddens"]):  # check_params leaves items to us
+            check_value(f"params.fcnet_hiddens[{index}]", schema["properties"]["fcnet_hiddens"]["items"], width)
+        for key, amount in parsed.params["custom_resources_per_env_runner"].items():
+            check_value(f"params.custom_resources_per_env_runner.{key}", {"type": "number", "minimum": 0}, amount)
+        self._check_params(parsed, raw)
+        return parsed.model_dump()
+
+    def check_env(self, config: RunConfig) -> None:
+        info = catalog.env_info(config.env)
+        if info is None:
+            raise ConfigError("env", f"unknown environment {config.env!r} for worker 'ray'; "
+                                     f"choose from {', '.join(catalog.known_envs())}")
+        if not catalog.family_available(info["family"]):
+            needs = ", ".join(catalog.FAMILIES[info["family"]]["needs"])
+            raise ConfigError("env", f"{config.env} is a {info['family']} environment, which needs {needs}: "
+                                     f"not all installed")
+        if config.mode == "train" and config.steps is None:
+            raise ConfigError("steps", "is required to train (env steps sampled, all env runners together)")
+        if config.device != "cpu" and not _torch_has_gpu_build():
+            raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+
+    def _check_params(self, config: RunConfig, raw: dict[str, Any]) -> None:
+        p = config.params
+        info = catalog.env_info(config.env)
+        multi = info["kind"] != "gym"
+        policy = p["policy"]
+        if not multi and policy != "shared":
+            raise ConfigError("params.policy", f"{config.env} is a single-agent environment: only 'shared' applies")
+        if policy == "self_play" and not info.get("two_player"):
+            two = ", ".join(e for e, i in catalog.ENVS.items() if i.get("two_player"))
+            raise ConfigError("params.policy", f"self_play needs a two-player game ({two}); {config.env} is not")
+        if policy == "shared_value":
+            if config.algo != "PPO":
+                raise ConfigError("params.policy", "shared_value (centralised critic) runs with PPO only")
+            if info["kind"] != "parallel":
+                raise ConfigError("params.policy", "shared_value needs a simultaneous-move (parallel) environment; "
+                                                   f"{config.env} is turn-based")
+        if info["kind"] == "turn_based" and config.algo not in catalog.ACTOR_CRITIC:
+            raise ConfigError("algo", f"{config.env} is a turn-based game with illegal moves masked out; the "
+                                      f"masking module exists for {', '.join(catalog.ACTOR_CRITIC)} only")
+        kind = catalog.action_kind(config.env, p["env_kwargs"])
+        if kind not in catalog.ACTIONS[config.algo]:
+            hint = " (MPE: env_kwargs {\"continuous_actions\": true})" if info["family"] == "mpe" else ""
+            raise ConfigError("env", f"{config.algo} needs {' or '.join(catalog.ACTIONS[config.algo])} actions; "
+                                     f"{config.env} has {kind} actions{hint}")
+        if "minibatch_size" in p and p["minibatch_size"] > p["train_batch_size_per_learner"]:
+            raise ConfigError("params.minibatch_size", f"is larger than params.train_batch_size_per_learner "
+                                                       f"({p['train_batch_size_per_learner']})")
+        if p["address"] == "":
+            needed = p["env_runners"] * p["cpus_per_env_runner"]
+            if needed > p["num_cpus"]:
+                raise ConfigError("params.env_runners",
+                                  f"{p['env_runners']} env runners x {p['cpus_per_env_runner']:g} CPUs need "
+                                  f"{needed:g} CPUs; the private Ray has params.num_cpus = {p['num_cpus']}: "
+                                  f"they would wait forever")
+            if p["num_gpus"] > 0 and not _torch_has_gpu_build():
+                raise ConfigError("params.num_gpus", f"the installed torch ({dist_version('torch')}) is a "
+                                                     f"CPU-only build")
+            if p["custom_resources_per_env_runner"] and p["env_runners"]:
+                raise ConfigError("params.custom_resources_per_env_runner",
+                                  "a private Ray has no custom resources; join a cluster with params.address")
+        if config.checkpoint is not None:
+            self._check_checkpoint(config)
+        elif config.mode == "eval":
+            raise ConfigError("checkpoint", "is required when mode is 'eval'")
+
+    @staticmethod
+    def _check_checkpoint(config: RunConfig) -> None:
+        path = os.path.expanduser(config.checkpoint or "")
+        if not os.path.isabs(path):
+            raise ConfigError("checkpoint", "must be an absolute path")
+        if os.path.isfile(path):
+            path = os.path.dirname(path)
+        if not os.path.isdir(os.path.join(path, "learner_group", "learner", "rl_module")):
+            raise ConfigError("checkpoint", f"{path} is not an RLlib algorithm checkpoint directory")
+        meta_file = os.path.join(path, CHECKPOINT_META)
+        if os.path.exists(meta_file):
+            import json
+            with open(meta_file) as f:
+                meta = json.load(f)
+            if meta.get("env") != config.env:
+                raise ConfigError("checkpoint", f"was trained on {meta.get('env')}, not {config.env}")
+            if config.mode == "train" and meta.get("algo") != config.algo:
+                raise ConfigError("checkpoint", f"is a {meta.get('algo')} checkpoint, not {config.algo}")
+            if config.mode == "train" and meta.get("policy") != config.params.get("policy"):
+                raise ConfigError("params.policy", f"the checkpoint was trained with policy "
+                                                   f"{meta.get('policy')!r}")
+
+
+WORKER = RayDescriptor()

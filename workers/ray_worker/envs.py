@@ -1,0 +1,157 @@
+"""Environments as RLlib sees them: gymnasium ids, and PettingZoo games as MultiAgentEnvs.
+
+Imported in the worker process and in every env-runner actor (the env creator
+registered with Ray is ``make_env`` below, pickled by reference).
+
+Observations are reshaped for RLlib's default (MLP) models:
+
+- Box observations of more than one dimension (pursuit's 7x7x3 view, the
+  boards of Classic games) are flattened to float32 vectors;
+- turn-based Classic games keep their action mask next to the observation,
+  ``{"observation": vector, "action_mask": vector}``, for the masking module
+  (``modules.py``);
+- with the ``shared_value`` policy configuration every agent observes
+  ``[own observation, state]``, the state being all agents' observations
+  concatenated (zeros for an agent that is gone): the centralised critic reads
+  the state, the agent's actor only its own part.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv
+
+from workers.ray_worker import catalog
+
+ENV_NAME = "mosaic_env"
+
+
+def flat_box(space: gym.spaces.Box) -> gym.spaces.Box:
+    return gym.spaces.Box(np.asarray(space.low, dtype=np.float32).reshape(-1),
+                          np.asarray(space.high, dtype=np.float32).reshape(-1), dtype=np.float32)
+
+
+def flat(obs) -> np.ndarray:
+    return np.asarray(obs, dtype=np.float32).reshape(-1)
+
+
+def pettingzoo_module(env_id: str):
+    return importlib.import_module(catalog.ENVS[env_id]["module"])
+
+
+class ParallelEnv(ParallelPettingZooEnv):
+    """A PettingZoo parallel env with flat float32 observations, optionally with the global state."""
+
+    def __init__(self, par_env, global_state: bool = False):
+        super().__init__(par_env)
+        self.global_state = global_state
+        # possible_agents is the fixed order of the state vector
+        self.possible_agents = list(par_env.possible_agents)
+        self.own_spaces = {aid: flat_box(par_env.observation_space(aid)) for aid in self.possible_agents}
+        self.own_dims = {aid: int(self.own_spaces[aid].shape[0]) for aid in self.possible_agents}
+        self.state_dim = sum(self.own_dims.values())
+        spaces = {}
+        for aid in self.possible_agents:
+            space = self.own_spaces[aid]
+            if global_state:
+                low = np.full(self.state_dim, -np.inf, dtype=np.float32)
+                high = np.full(self.state_dim, np.inf, dtype=np.float32)
+                space = gym.spaces.Box(np.concatenate([space.low, low]), np.concatenate([space.high, high]),
+                                       dtype=np.float32)
+            spaces[aid] = space
+        self.observation_spaces = spaces
+        self.action_spaces = {aid: par_env.action_space(aid) for aid in self.possible_agents}
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Dict(self.action_spaces)
+
+    def _convert(self, obs: dict) -> dict:
+        own = {aid: flat(o) for aid, o in obs.items()}
+        if not self.global_state:
+            return own
+        state = np.concatenate([own.get(aid, np.zeros(self.own_dims[aid], np.float32))
+                                for aid in self.possible_agents])
+        return {aid: np.concatenate([o, state]) for aid, o in own.items()}
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return self._convert(obs), info
+
+    def step(self, action_dict):
+        obs, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        return self._convert(obs), rewards, terminateds, truncateds, infos
+
+    def render(self):
+        return self.par_env.render()
+
+
+class TurnBasedEnv(PettingZooEnv):
+    """A PettingZoo AEC game (agents move in turn) whose observations carry their action mask."""
+
+    def __init__(self, aec_env):
+        super().__init__(aec_env)
+        self.possible_agents = list(aec_env.possible_agents)
+        spaces = {}
+        for aid in self.possible_agents:
+            inner = aec_env.observation_space(aid)
+            mask = inner["action_mask"]
+            spaces[aid] = gym.spaces.Dict({
+                "observation": flat_box(inner["observation"]),
+                "action_mask": gym.spaces.Box(0.0, 1.0, mask.shape, dtype=np.float32),
+            })
+        self.observation_spaces = spaces
+        self.observation_space = gym.spaces.Dict(spaces)
+
+    @staticmethod
+    def _convert(obs: dict) -> dict:
+        return {aid: {"observation": flat(o["observation"]),
+                      "action_mask": np.asarray(o["action_mask"], dtype=np.float32)}
+                for aid, o in obs.items()}
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        # PettingZoo's AEC reset returns None: RLlib wants one info dict per agent that observes.
+        return self._convert(obs), {aid: {} for aid in obs}
+
+    def step(self, action):
+        obs, rewards, terminateds, truncateds, infos = super().step(action)
+        return self._convert(obs), rewards, terminateds, truncateds, infos
+
+    def render(self):
+        return self.env.render()
+
+
+def make_pettingzoo(env_id: str, env_kwargs: dict[str, Any] | None = None, render_mode: str | None = None):
+    """The raw PettingZoo env: parallel API for parallel families, AEC for turn-based games."""
+    module = pettingzoo_module(env_id)
+    kwargs = dict(env_kwargs or {})
+    if render_mode:
+        kwargs["render_mode"] = render_mode
+    if catalog.env_info(env_id)["kind"] == "turn_based":
+        return module.env(**kwargs)
+    return module.parallel_env(**kwargs)
+
+
+def make_env(env_config: dict[str, Any]):
+    """The env creator registered with Ray as ``mosaic_env``.
+
+    env_config: {"env": id, "env_kwargs": {...}, "policy": ..., "render_mode": None}
+    """
+    env_id = env_config["env"]
+    info = catalog.env_info(env_id)
+    kwargs = env_config.get("env_kwargs") or {}
+    render_mode = env_config.get("render_mode")
+    if info is None or info["kind"] == "gym":
+        return gym.make(env_id, render_mode=render_mode, **kwargs)
+    raw = make_pettingzoo(env_id, kwargs, render_mode)
+    if info["kind"] == "turn_based":
+        return TurnBasedEnv(raw)
+    return ParallelEnv(raw, global_state=env_config.get("policy") == "shared_value")
+
+
+def agent_groups(env) -> dict[str, str]:
+    """agent id -> kind (the name before the trailing _N): agents of one kind share spaces."""
+    return {aid: aid.rsplit("_", 1)[0] if aid.rsplit("_", 1)[-1].isdigit() else aid
+            for aid in env.possible_agents}
