@@ -7,8 +7,8 @@ then parses the result. For a plot the size of a terminal that costs more than
 the 50 ms a redraw may take. ``install()`` swaps the two loops for numpy
 versions that give the same output (a test compares them on random plots; the
 originals stay as a fallback for data they do not cover), and
-``ansi_to_text`` turns plotext's output into a ``rich.text.Text`` with a cached
-style per escape sequence.
+``ansi_to_strips`` turns plotext's output straight into Textual strips with a
+cached style per escape sequence.
 
 Only the app imports this module; it is imported lazily with the plots.
 """
@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 from rich.style import Style
-from rich.text import Span, Text
+from rich.text import Text
 
 _installed = False
 _orig_get_lines = None
@@ -172,41 +172,6 @@ def _style_for(codes: str) -> Style | None:
             style = Style.parse(style)
         _style_cache[codes] = style
     return style
-
-
-def ansi_to_text(ansi: str) -> Text:
-    """plotext's output (SGR colour codes and text) as a Text, styles cached."""
-    plain: list[str] = []
-    spans: list[Span] = []
-    pos = 0
-    current: list[str] = []
-    start = 0
-    last = 0
-    for match in _SGR.finditer(ansi):
-        chunk = ansi[last:match.start()]
-        if chunk:
-            plain.append(chunk)
-            end = pos + len(chunk)
-            if current:
-                style = _style_for(";".join(current))
-                if style is not None:
-                    spans.append(Span(pos, end, style))
-            pos = end
-        codes = match.group(1)
-        if codes in ("", "0"):
-            current = []
-        else:
-            current.append(codes)
-        last = match.end()
-    tail = ansi[last:]
-    if tail:
-        plain.append(tail)
-        if current:
-            style = _style_for(";".join(current))
-            if style is not None:
-                spans.append(Span(pos, pos + len(tail), style))
-    text = Text("".join(plain), spans=spans, no_wrap=True, overflow="crop", end="")
-    return text
 
 
 def ansi_to_strips(ansi: str, base: Style, width: int) -> list:
