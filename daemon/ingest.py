@@ -149,12 +149,17 @@ class RunTail:
             skipped = nl + 1
             data = data[skipped:]
             self.skipping = False
+        requested = READ_CHUNK - skipped
         raws, parsed, used, self.skipping = split_events(data)
         if used == 0 and len(data) == READ_CHUNK:
             # one line wider than a chunk: widen the window so it is taken (or found too long)
-            data = os.pread(self.fd, MAX_EVENT_LINE + 2, start + skipped)
+            requested = MAX_EVENT_LINE + 2
+            data = os.pread(self.fd, requested, start + skipped)
             raws, parsed, used, self.skipping = split_events(data)
-        if final and used < len(data) and len(data) <= MAX_EVENT_LINE:
+        at_eof = len(data) < requested
+        # Only bytes that run to the end of the file can be a partial last line;
+        # a line cut by the chunk boundary is taken whole on the next read.
+        if final and at_eof and used < len(data) and not self.skipping:
             tail = data[used:]
             raw = _invalid(tail, "partial line at exit")
             raws.append(raw)

@@ -125,3 +125,25 @@ def test_backlog_reads_page_to_the_end_including_a_final_partial_line(tmp_path):
     assert offset == end
     assert [e["type"] for e in events] == ["scalar"] * 3 + ["invalid", "scalar", "invalid"]
     assert events[-1]["error"] == "partial line at exit"
+
+
+def test_final_drain_of_a_large_backlog_keeps_lines_whole(tmp_path):
+    """A run that ends with megabytes not yet read: chunk boundaries cut lines,
+    and none of those cuts may pass for a 'partial line at exit'."""
+    from daemon.ingest import READ_CHUNK
+    path = tmp_path / "events.jsonl"
+    pad = "x" * 100_000
+    with open(path, "wb") as f:
+        for step in range(1, 60):
+            f.write(tm.encode({"v": 1, "type": "scalar", "t": 1.0, "tag": "a", "value": 1.0, "step": step,
+                               "pad": pad}))
+        f.write(b'{"v":1,"type":"scal')  # and a real partial line at the very end
+    assert path.stat().st_size > 5 * READ_CHUNK
+    tail = RunTail("r", str(path))
+    ranges = []
+    while (chunk := tail.read_new(final=True)) is not None:
+        ranges.append(chunk[:2])
+    s = tail.summary()
+    assert s["lines"] == 60 and s["invalid"] == 1 and s["steps"] == 59
+    assert tail.offset == path.stat().st_size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
