@@ -121,3 +121,14 @@ def anyio_backend():
 def screen_text(app) -> str:
     """What the terminal shows right now, as plain text."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def wait_until(pilot, predicate, timeout: float = 30.0, what: str = "condition"):
+    """Let the app run until predicate() holds; fail naming what was awaited."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -4,27 +4,17 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 import uuid
 
 import numpy as np
 import pytest
 
-from daemon import protocol as P
-from tests.app.conftest import RUN_IDS, fixed_runs, load_fixed, make_app, screen_text
+from tests.app.conftest import RUN_IDS, fixed_runs, load_fixed, make_app, screen_text, wait_until
 
 SIZE = (120, 40)
 
 pytestmark = pytest.mark.anyio
 
-
-async def wait_until(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -9,20 +9,13 @@ import sys
 import time
 
 from daemon import protocol as P
+from tests.app.conftest import wait_until
 from tests.conftest import ROOT, wait_state
 
 SIZE = (120, 40)
 
 pytestmark = pytest.mark.anyio
 
-
-async def wait_until(pilot, predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def live_app(home):
