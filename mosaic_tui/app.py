@@ -270,7 +270,11 @@ def detect_graphics(args: Any = None):
     mode = getattr(args, "graphics", None) or os.environ.get("MOSAIC_GRAPHICS") or "auto"
     from mosaic_tui.graphics.detect import detect
     if mode in ("auto", "kitty", "sixel") and not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return detect("halfblock") if mode == "auto" else detect(mode, fd=-1)
+        if mode != "auto":
+            return detect(mode, fd=-1)
+        caps = detect("halfblock")
+        caps.reason = "no terminal to ask (stdin or stdout is not a tty)"
+        return caps
     return detect(mode, timeout=0.3)
 
 

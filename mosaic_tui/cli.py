@@ -412,6 +412,26 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return run_watch(_home(args), args)
 
 
+def cmd_graphics(args: argparse.Namespace) -> int:
+    """What the frames view would draw with in this terminal, and why."""
+    from mosaic_tui.graphics.detect import detect
+    mode = getattr(args, "graphics", None) or os.environ.get("MOSAIC_GRAPHICS") or "auto"
+    # asks the controlling terminal (/dev/tty), so `mosaic graphics --json > file` works too
+    caps = detect(mode, timeout=0.5)
+    facts = {
+        "graphics": caps.graphics, "reason": caps.reason, "colors": caps.colors,
+        "cell_px": list(caps.cell_px), "cell_px_measured": caps.cell_px_measured,
+        "sixel_colors": caps.sixel_colors, "in_tmux": caps.in_tmux,
+        "background": list(caps.background) if caps.background else None,
+    }
+    if args.json:
+        print(json.dumps(facts))
+        return 0
+    for key, value in facts.items():
+        print(f"{key + ':':18} {value}")
+    return 0
+
+
 # -- parser -----------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -507,6 +527,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("watch", parents=[common, graphics], help="a compact pane following a run (the newest by default)")
     p.add_argument("run", nargs="?", help="run name or id prefix (default: the newest run, followed)")
     p.set_defaults(func=cmd_watch)
+
+    p = sub.add_parser("graphics", parents=[common, graphics],
+                       help="ask the terminal what it can draw frames with, and print the answer")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_graphics)
     return parser
 
 

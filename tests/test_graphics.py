@@ -307,13 +307,18 @@ def test_detect_kitty_terminal():
     caps, elapsed, sent = run_detect(lambda q: [(0, b"\x1b_Gi=31;OK\x1b\\\x1b[6;20;9t\x1b[?62;22c")])
     assert caps.graphics == "kitty" and caps.cell_px == (9, 20) and caps.cell_px_measured
     assert caps.colors == "truecolor"
-    assert sent == detect.KITTY_QUERY + detect.CELL_SIZE_QUERY + detect.SIXEL_COLORS_QUERY + detect.DA1_QUERY
+    assert sent == (detect.KITTY_QUERY + detect.CELL_SIZE_QUERY + detect.SIXEL_COLORS_QUERY
+                    + detect.BACKGROUND_QUERY + detect.DA1_QUERY)
+    assert caps.background is None                          # it did not say
     assert elapsed < 0.4                                    # DA1 ended the wait, not the timeout
 
 
 def test_detect_sixel_terminal_xterm_vt340_style():
-    caps, elapsed, _ = run_detect(lambda q: [(0, b"\x1b[6;13;6t\x1b[?1;0;16S\x1b[?63;1;2;4;6;9;15;22c")])
+    caps, elapsed, _ = run_detect(lambda q: [(0, b"\x1b[6;13;6t\x1b[?1;0;16S\x1b]11;rgb:ffff/ffff/dddd\x1b\\"
+                                                 b"\x1b[?63;1;2;4;6;9;15;22c")])
     assert caps.graphics == "sixel" and caps.cell_px == (6, 13) and caps.sixel and not caps.kitty
+    assert caps.background == (255, 255, 221)               # OSC 11: the default background
+    assert detect.parse_replies(b"\x1b]11;rgb:00/80/ff\x07").background == (0, 128, 255)
     assert caps.sixel_colors == 16                           # a real VT340's registers
     assert caps.pane_px(80, 24) == (480, 312)
     assert elapsed < 0.4
@@ -551,3 +556,30 @@ def test_halfblocks_in_tmux_capture_pane(tmp_path, colors):
                 assert (fg, bg) == (tuple(top), tuple(bottom)), (row, col)
             else:
                 assert (fg, bg) == (int(top), int(bottom)), (row, col)
+
+
+@needs_sixel2png
+def test_sixel_transparent_pixels_and_whole_transparent_bands(tmp_path):
+    """TRANSPARENT pixels are left unpainted, also whole bands of them (above
+    the first painted band and between painted ones): the painted pixels must
+    still land on their own rows."""
+    rng = np.random.default_rng(7)
+    height, width = 40, 23
+    palette = rng.integers(0, 256, (5, 3)).astype(np.uint8)
+    indices = rng.integers(1, 5, (height, width)).astype(np.uint16)
+    see_through = np.zeros((height, width), dtype=bool)
+    see_through[:14] = True              # two whole bands and part of the third
+    see_through[18:30] = True            # two whole bands in the middle
+    see_through[:, :3] = True            # a left margin
+    see_through[35, 5:9] = True          # a hole
+    indices[see_through] = sixel.TRANSPARENT
+    data = sixel.encode_indexed(indices, palette)
+    decoded = sixel_decode(data, tmp_path)
+    assert decoded.shape == (height, width, 3)
+    painted = ~see_through
+    assert np.array_equal(decoded[painted], as_decoded(palette)[indices[painted]])
+    # the decoder shows its own background wherever nothing was painted
+    assert (decoded[see_through] == decoded[0, 0]).all()
+    # nothing painted at all is still a valid (empty) image
+    empty = sixel.encode_indexed(np.full((12, 4), sixel.TRANSPARENT, dtype=np.uint16), palette)
+    assert empty.startswith(b"\x1bP") and empty.endswith(b"\x1b\\")

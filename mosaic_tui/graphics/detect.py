@@ -12,6 +12,9 @@ end of the replies to everything before it:
 - ``ESC [16t``, the cell size in pixels (reply ``ESC [6;<h>;<w>t``),
 - XTSMGRAPHICS ``ESC [?1;1;0S``, the number of sixel colour registers
   (reply ``ESC [?1;0;<n>S``; a real VT340 has 16, xterm 1024),
+- OSC 11, the default background colour (reply ``ESC ]11;rgb:RRRR/GGGG/BBBB ST``):
+  a sixel frame is padded to whole cells with it when the app's theme uses the
+  terminal's own background, whose colour Textual cannot know,
 - DA1: attribute 4 in the reply means sixel.
 
 Inside tmux the kitty and cell-size queries are wrapped for passthrough, so
@@ -39,12 +42,14 @@ KITTY_QUERY = b"\x1b_Gi=31,s=1,v=1,a=q,t=d,f=24;AAAA\x1b\\"
 CELL_SIZE_QUERY = b"\x1b[16t"
 SIXEL_COLORS_QUERY = b"\x1b[?1;1;0S"
 DA1_QUERY = b"\x1b[c"
+BACKGROUND_QUERY = b"\x1b]11;?\x1b\\"
 DEFAULT_SIXEL_COLORS = 256     # assumed when the terminal does not say
 
 _KITTY_REPLY = re.compile(rb"\x1b_Gi=31;([^\x1b]*)\x1b\\")
 _CELL_REPLY = re.compile(rb"\x1b\[6;(\d+);(\d+)t")
 _DA1_REPLY = re.compile(rb"\x1b\[\?([\d;]*)c")
 _SIXEL_COLORS_REPLY = re.compile(rb"\x1b\[\?1;0;(\d+)S")
+_BACKGROUND_REPLY = re.compile(rb"\x1b\]11;rgb:([0-9a-fA-F]{1,4})/([0-9a-fA-F]{1,4})/([0-9a-fA-F]{1,4})(?:\x1b\\|\x07)")
 
 
 @dataclass
@@ -53,6 +58,7 @@ class Replies:
     kitty: str | None = None               # "OK" or the terminal's error text
     cell_px: tuple[int, int] | None = None  # (width, height)
     sixel_colors: int | None = None        # colour registers, from XTSMGRAPHICS
+    background: tuple[int, int, int] | None = None   # default background, from OSC 11
     da1: list[tuple[int, ...]] = field(default_factory=list)
 
 
@@ -67,6 +73,7 @@ class Capabilities:
     sixel: bool
     reason: str
     sixel_colors: int = DEFAULT_SIXEL_COLORS   # palette size to quantise sixel frames to (<= 256)
+    background: tuple[int, int, int] | None = None   # the terminal's default background, if it said
     replies: Replies | None = None
 
     def pane_px(self, cols: int, rows: int) -> tuple[int, int]:
@@ -83,7 +90,7 @@ def build_query(in_tmux: bool) -> bytes:
     graphics = KITTY_QUERY + CELL_SIZE_QUERY
     if in_tmux:
         graphics = tmux.wrap(KITTY_QUERY) + tmux.wrap(CELL_SIZE_QUERY)
-    return graphics + SIXEL_COLORS_QUERY + DA1_QUERY
+    return graphics + SIXEL_COLORS_QUERY + BACKGROUND_QUERY + DA1_QUERY
 
 
 def parse_replies(data: bytes) -> Replies:
@@ -99,6 +106,10 @@ def parse_replies(data: bytes) -> Replies:
     registers = _SIXEL_COLORS_REPLY.search(data)
     if registers and int(registers.group(1)) > 0:
         replies.sixel_colors = int(registers.group(1))
+    background = _BACKGROUND_REPLY.search(data)
+    if background:
+        # 1-4 hex digits per channel, scaled to 8 bits
+        replies.background = tuple(int(h, 16) * 255 // (16 ** len(h) - 1) for h in background.groups())
     for match in _DA1_REPLY.finditer(data):
         replies.da1.append(tuple(int(p) for p in match.group(1).split(b";") if p))
     return replies
@@ -236,5 +247,6 @@ def detect(mode: str = "auto", *, fd: int | None = None, timeout: float = 0.3,
         sixel=bool(replies and replies.da1 and 4 in (replies.da1[0] if inside_tmux else replies.da1[-1])),
         reason=reason,
         sixel_colors=min(256, (replies and replies.sixel_colors) or DEFAULT_SIXEL_COLORS),
+        background=replies.background if replies else None,
         replies=replies,
     )

@@ -24,6 +24,7 @@ import numpy as np
 _CHAR_OFFSET = 63          # sixel data byte = 63 + 6-bit column mask
 _RLE_MIN = 4               # '!' count char beats repeating a char from 4 on
 _NONE = 256                # "no pixel here": rows past the image in its last band
+TRANSPARENT = _NONE        # an index that leaves the terminal's pixel as it is
 _POW10 = np.array([1, 10, 100, 1000, 10000, 100000], dtype=np.int64)
 
 
@@ -117,7 +118,8 @@ def encode_indexed(indices: np.ndarray, palette: np.ndarray) -> bytes:
     """Sixel bytes of an index image (HxW, values < len(palette) <= 256).
 
     The image's height need not be a multiple of 6: the rows of the last band
-    past it are left unpainted.
+    past it are left unpainted, and so is every pixel whose index is
+    ``TRANSPARENT`` (256, in a uint16 image).
     """
     height, width = indices.shape
     if not 0 < len(palette) <= 256:
@@ -134,7 +136,7 @@ def encode_indexed(indices: np.ndarray, palette: np.ndarray) -> bytes:
     # (sixel 63, '~'); only the mixed ones need a look at each row.
     top = grid[:, 0, :]
     uniform = (grid == top[:, None, :]).all(axis=1)
-    u_band, u_col = np.nonzero(uniform)
+    u_band, u_col = np.nonzero(uniform & (top != _NONE))
     u_key = u_band * 256 + top[u_band, u_col]
     m_band, m_col = np.nonzero(~uniform)
     m_colours = grid[m_band, :, m_col]                    # (mixed cells, 6)
@@ -146,6 +148,8 @@ def encode_indexed(indices: np.ndarray, palette: np.ndarray) -> bytes:
     pairs = np.flatnonzero(present)
     pair_band, pair_color = pairs // 256, pairs % 256
     n_pairs = len(pairs)
+    if n_pairs == 0:          # nothing painted at all
+        return f'\x1bP0;1;0q"1;1;{width};{height}'.encode("ascii") + b"\x1b\\"
     pair_id = np.zeros(bands * 256, dtype=np.int64)
     pair_id[pairs] = np.arange(n_pairs)
 
@@ -179,7 +183,9 @@ def encode_indexed(indices: np.ndarray, palette: np.ndarray) -> bytes:
     head_len = 1 + head_digits
     last_in_band = np.ones(n_pairs, dtype=bool)
     last_in_band[:-1] = pair_band[1:] != pair_band[:-1]
+    # '-' once per band moved down: several when whole bands are transparent
     tail_len = np.ones(n_pairs, dtype=np.int64)
+    tail_len[:-1] = np.where(last_in_band[:-1], np.diff(pair_band), 1)
     tail_len[-1] = 0
     body_len = np.bincount(run_owner, weights=token_len, minlength=n_pairs).astype(np.int64)
     line_len = head_len + body_len + tail_len
@@ -189,8 +195,13 @@ def encode_indexed(indices: np.ndarray, palette: np.ndarray) -> bytes:
     out = np.empty(total, dtype=np.uint8)
     out[line_start] = ord("#")
     _put_decimal(out, line_start + 1, pair_color, head_digits)
-    tails = line_start[:-1] + line_len[:-1] - 1
-    out[tails] = np.where(last_in_band[:-1], ord("-"), ord("$"))
+    line_end = line_start + line_len
+    dollar = ~last_in_band[:-1]
+    out[line_end[:-1][dollar] - 1] = ord("$")
+    dashes = tail_len[:-1][~dollar]
+    if len(dashes):
+        first = np.repeat(line_end[:-1][~dollar] - dashes, dashes)
+        out[first + np.arange(int(dashes.sum())) - np.repeat(np.cumsum(dashes) - dashes, dashes)] = ord("-")
 
     # where each run's token goes: its line's start + header + the tokens
     # of the same line before it
@@ -217,4 +228,6 @@ def encode_indexed(indices: np.ndarray, palette: np.ndarray) -> bytes:
     # P2=1: bits that are 0 leave the screen as it is (no background fill
     # first); '"1;1;W;H' declares square pixels and the image size.
     head = f'\x1bP0;1;0q"1;1;{width};{height}{registers}'.encode("ascii")
-    return head + out.tobytes() + b"\x1b\\"
+    # bands above the first painted one are skipped with '-' too
+    lead = b"-" * int(pair_band[0]) if n_pairs else b""
+    return head + lead + out.tobytes() + b"\x1b\\"

@@ -6,10 +6,19 @@ notifications decoded with ``daemon.relay.decode``), for a client on another
 host behind a forwarded socket. Polled at up to 30 fps by a timer that runs
 only while the view is shown.
 
-Drawing: half-blocks (two pixels per cell) in every mode. The mode chosen by
-``--graphics`` / detection is shown in the header; sixel and kitty placement
-(escape bytes outside Textual's compositor) is not done yet, so those modes
-are drawn as half-blocks too and the header says so. ``none`` draws nothing.
+Drawing: half-blocks (two pixels per cell) by default; sixel or kitty images
+when ``--graphics`` / detection chose them. Images are placed the way
+textual-image places sixel: the canvas hands Textual strips that claim its
+width but hold no cells (so Textual leaves those terminal cells alone), and
+its last line carries one zero-width control segment: move the cursor to the
+canvas' top-left cell, then the image bytes (encoders in
+``mosaic_tui.graphics``; ours, because textual-image's sixel encoder is ~10x
+slower than the 10 ms budget). Whenever an image could land on top of
+something else (another screen is active, a toast overlaps the canvas, the
+canvas is scrolled or clipped, kitty inside tmux where the outer cursor is
+not the pane's) the canvas draws half-blocks instead, and kitty images are
+deleted from the terminal when the canvas stops showing them. ``none`` draws
+nothing.
 
 Keys: space pauses/resumes; while paused, left/right (h/l) step through the
 frames still in the ring (relay: the last frames received).
@@ -23,9 +32,9 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
 
 POLL_FPS = 30
 RELAY_FPS = 10
@@ -51,8 +60,34 @@ def graphics_of(app) -> tuple[str, str, str]:
     return caps.graphics, caps.colors, caps.reason
 
 
+class FramesHeader(Widget):
+    """One line of text that repaints only itself when it changes (a Static's
+    update() re-lays out the screen, and that would redraw the image under it
+    at every poll: megabytes per second of sixel for a still frame)."""
+
+    DEFAULT_CSS = """
+    FramesHeader {
+        height: 1;
+        width: 1fr;
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text = Text()
+
+    def show(self, text: Text) -> None:
+        if text.plain != self.text.plain or text.spans != self.text.spans:
+            self.text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        return self.text
+
+
 class FrameCanvas(Widget):
-    """Draws one frame as half-blocks, centred in its box; caches the strips."""
+    """Draws one frame centred in its box: half-blocks, or a sixel/kitty image
+    placed outside Textual's cells (see the module docstring)."""
 
     DEFAULT_CSS = """
     FrameCanvas {
@@ -61,13 +96,35 @@ class FrameCanvas(Widget):
     }
     """
 
+    KITTY_IMAGE_ID = 7301    # one image per app: a new frame replaces it in place
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.frame = None
         self.key: Any = None
         self.color_mode = "truecolor"
+        self.image_mode = "halfblock"    # halfblock | sixel | kitty: what the terminal can draw
+        self.cell_px: tuple[int, int] = (10, 20)
+        self.sixel_colors = 256
+        self.in_tmux = False
+        self.terminal_background: tuple[int, int, int] | None = None
+        self.drawn_as = "halfblock"      # what the last render drew (the header shows it)
         self._strips: list[Strip] = []
         self._strips_for: Any = None
+        self._image: str = ""
+        self._image_for: Any = None
+        self._kitty_shown = False
+
+    def configure(self, caps) -> None:
+        """Take the terminal's capabilities (graphics.detect.Capabilities or None)."""
+        if caps is None:
+            return
+        self.color_mode = caps.colors
+        self.image_mode = caps.graphics if caps.graphics in ("sixel", "kitty") else "halfblock"
+        self.cell_px = tuple(caps.cell_px)
+        self.sixel_colors = caps.sixel_colors
+        self.in_tmux = caps.in_tmux
+        self.terminal_background = caps.background
 
     def show(self, key: Any, frame) -> None:
         if key == self.key and frame is self.frame:
@@ -79,6 +136,7 @@ class FrameCanvas(Widget):
     def clear(self) -> None:
         self.show(None, None)
 
+    # -- half-blocks -------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         width, height = self.size
         if self.frame is None or width <= 0 or height <= 0:
@@ -89,6 +147,131 @@ class FrameCanvas(Widget):
             self._strips = render_strips(self.frame, width, height, self.color_mode)
             self._strips_for = wanted
         return self._strips[y] if y < len(self._strips) else Strip.blank(width)
+
+    # -- images ------------------------------------------------------------------
+    def placement_blocker(self, crop: Region) -> str | None:
+        """Why an image cannot be placed now (None: it can)."""
+        if self.image_mode == "kitty" and self.in_tmux:
+            return "kitty through tmux"
+        try:
+            screen = self.screen
+            if not screen.is_active or self.app.screen is not screen:
+                return "another screen is on top"
+            if crop.size != self.size or crop.offset != (0, 0):
+                return "partly hidden"
+            region = self.region
+            visible = screen.find_widget(self).visible_region
+            if visible != region:
+                return "partly hidden"
+            for toast in screen.query("Toast"):
+                if toast.region.overlaps(region):
+                    return "a notification is on top"
+        except Exception:
+            return "not on screen"
+        return None
+
+    def image_sequence(self) -> tuple[str, Region]:
+        """(escape text, cell region it covers relative to the canvas), cached per frame and size."""
+        width, height = self.size
+        wanted = (self.key, id(self.frame), width, height, self.image_mode, self.cell_px, self.sixel_colors)
+        if self._image_for != wanted:
+            self._image, self._image_cells = self._encode(width, height)
+            self._image_for = wanted
+        return self._image, self._image_cells
+
+    def _encode(self, cols: int, rows: int) -> tuple[str, Region]:
+        cell_w, cell_h = self.cell_px
+        frame_h, frame_w = self.frame.shape[:2]
+        from mosaic_tui.graphics import sixel
+        # the image's pixel size in the canvas' pixel box (aspect kept)
+        w, h = sixel.fit_pixels(frame_w, frame_h, cols * cell_w, rows * cell_h)
+        used_cols, used_rows = min(cols, -(-w // cell_w)), min(rows, -(-h // cell_h))
+        cells = Region((cols - used_cols) // 2, (rows - used_rows) // 2, used_cols, used_rows)
+        if self.image_mode == "sixel":
+            # Pad the image to whole cells with the canvas' background, so no
+            # part of those cells keeps what was there before; transparent
+            # where that colour is unknown (a theme using the terminal's own
+            # background, and the terminal did not answer OSC 11).
+            import numpy as np
+            indices, palette = sixel.prepare(self.frame, (w, h), max(1, self.sixel_colors - 1))
+            fill = self._background_rgb()
+            if fill is None:
+                pad = sixel.TRANSPARENT
+            else:
+                palette = np.vstack([palette, np.array([fill], dtype=np.uint8)])
+                pad = len(palette) - 1
+            box_w, box_h = used_cols * cell_w, used_rows * cell_h
+            box_h -= box_h % 6 if box_h > 6 else 0     # whole sixel bands only
+            padded = np.full((box_h, box_w), pad, dtype=np.uint16)
+            y0, x0 = max(0, (box_h - h) // 2), max(0, (box_w - w) // 2)
+            part = indices[: box_h - y0, : box_w - x0]
+            padded[y0:y0 + part.shape[0], x0:x0 + part.shape[1]] = part
+            data = sixel.encode_indexed(padded, palette)
+        else:
+            from mosaic_tui.graphics import kitty
+            if w * h < frame_w * frame_h:
+                # shrink here (fewer bytes); the terminal draws it at its pixel size
+                data = kitty.encode(self.frame, image_id=self.KITTY_IMAGE_ID, box=(w, h))
+            else:
+                # the terminal scales it up to the cells
+                data = kitty.encode(self.frame, used_cols, used_rows, image_id=self.KITTY_IMAGE_ID)
+        return data.decode("ascii"), cells
+
+    def on_unmount(self) -> None:
+        self.kitty_delete()
+
+    def _background_rgb(self) -> tuple[int, int, int] | None:
+        _, background = self.background_colors     # what shows behind the canvas
+        if background.ansi is None and background.a > 0:
+            return background.r, background.g, background.b
+        if background.ansi == -1 and self.terminal_background is not None:
+            return self.terminal_background        # the terminal's default, from OSC 11
+        return None
+
+    def kitty_delete(self) -> None:
+        """Take a kitty image off the terminal (images live above the text layer)."""
+        if not self._kitty_shown:
+            return
+        self._kitty_shown = False
+        from mosaic_tui.graphics import kitty
+        driver = getattr(self.app, "_driver", None)
+        if driver is not None:
+            driver.write(kitty.delete(self.KITTY_IMAGE_ID, self.in_tmux).decode("ascii"))
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self.image_mode == "halfblock" or self.frame is None:
+            self.drawn_as = "halfblock"
+            return super().render_lines(crop)
+        blocker = self.placement_blocker(crop)
+        if blocker is not None:
+            self.kitty_delete()
+            self.drawn_as = f"halfblock ({blocker})"
+            return super().render_lines(crop)
+        data, cells = self.image_sequence()
+        region = self.region
+        from rich.control import Control
+        from rich.segment import ControlType, Segment
+        move = Control.move_to(region.x + cells.x, region.y + cells.y).segment.text
+        # zero-width control segments: Textual's cuts and crops never split them
+        image = Segment(move + data, None, [(ControlType.CURSOR_FORWARD, 0)])
+        style = self.rich_style
+        width = crop.width
+        if self.image_mode == "kitty":
+            # kitty draws images above the text layer: blank cells below it are fine
+            lines = [Strip.blank(width, style) for _ in range(crop.height)]
+        else:
+            # sixel pixels replace cells: blank around the image, skip over it
+            # (a cursor-forward Textual does not count) so it does not flicker
+            skip = Segment(f"\x1b[{cells.width}C", None, [(ControlType.CURSOR_FORWARD, cells.width)])
+            around = Strip([Segment(" " * cells.x, style), skip,
+                            Segment(" " * (width - cells.right), style)], cell_length=width)
+            lines = [around if cells.y <= y < cells.bottom else Strip.blank(width, style)
+                     for y in range(crop.height)]
+        last = lines[-1]
+        lines[-1] = Strip([*last, image], cell_length=width)
+        self.drawn_as = self.image_mode
+        self._kitty_shown = self.image_mode == "kitty"
+        return lines
 
 
 class FramesView(Widget, can_focus=True):
@@ -134,9 +317,10 @@ class FramesView(Widget, can_focus=True):
         self._timer = None
         self._last_check = 0.0
         self._error: str | None = None
+        self._toasts = 0
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="frames-header")
+        yield FramesHeader(id="frames-header")
         yield FrameCanvas()
 
     @property
@@ -150,6 +334,7 @@ class FramesView(Widget, can_focus=True):
     def on_mount(self) -> None:
         mode, colors, _ = graphics_of(self.app)
         self.canvas.color_mode = colors
+        self.canvas.configure(getattr(self.app, "graphics", None))
         self.canvas.display = mode != "none"
         self._timer = self.set_interval(1.0 / self.poll_fps, self.poll, name="frames", pause=True)
         self.update_header()
@@ -163,6 +348,7 @@ class FramesView(Widget, can_focus=True):
         if self._timer is not None:
             self._timer.pause()
         self._stop_relay()
+        self.canvas.kitty_delete()
 
     def on_unmount(self) -> None:
         self._stop_relay()
@@ -258,9 +444,18 @@ class FramesView(Widget, can_focus=True):
 
     # -- polling ---------------------------------------------------------------
     def poll(self) -> None:
-        if not self.is_mounted or self.paused:
+        if not self.is_mounted:
             return
         if self.app.screen is not self.screen:
+            self.canvas.kitty_delete()     # a kitty image would sit on top of that screen
+            return
+        toasts = len(self.screen.query("Toast"))
+        if toasts != self._toasts:
+            # a notification came or went: the image must be drawn again, whole
+            # (or as half-blocks while one covers it)
+            self._toasts = toasts
+            self.canvas.refresh()
+        if self.paused:
             return
         self._choose_source()
         got = self._latest()
@@ -295,12 +490,12 @@ class FramesView(Widget, can_focus=True):
             where = f" {self.index + 1}/{len(self.held)}" if self.held else ""
             text.append(f"  paused{where}", style="bold yellow")
         text.append(f"  {self.source or 'waiting for the ring'}", style="dim" if self.source else "italic")
-        drawn = "half-blocks" if mode in ("halfblock", "sixel", "kitty") else "hidden"
         label = f"  graphics: {mode}"
-        if mode in ("sixel", "kitty"):
-            label += f" (drawn as {drawn})"
-        elif mode == "halfblock":
+        drawn = self.canvas.drawn_as if self.is_mounted else mode
+        if mode == "halfblock":
             label += f" ({colors})"
+        elif mode in ("sixel", "kitty") and drawn != mode:
+            label += f" (drawn as half-blocks: {drawn.partition('(')[2].rstrip(')') or 'no frame'})"
         text.append(label, style="dim")
         if self._error:
             text.append(f"  {self._error}", style="bold red")
@@ -308,7 +503,7 @@ class FramesView(Widget, can_focus=True):
 
     def update_header(self) -> None:
         try:
-            self.query_one("#frames-header", Static).update(self.header_text())
+            self.query_one(FramesHeader).show(self.header_text())
         except Exception:
             pass
 

@@ -167,16 +167,62 @@ async def test_frames_tab_present_for_a_run_with_frames(home, writer):
         await wait_until(pilot, lambda: "frame 1" in header(app), what="first frame")
 
 
-async def test_graphics_mode_shown(home, writer):
+async def open_frames(app, pilot, writer):
+    app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
+    app.link.flush()
+    await pilot.pause()
+    app.open_run(writer.run_id, tab="frames")
+    writer.publish(np.full((40, 60, 3), (30, 60, 200), dtype=np.uint8))
+    await wait_until(pilot, lambda: "frame 1" in header(app), what="first frame")
+    await pilot.pause(0.1)
+    return app.screen.query_one("FrameCanvas")
+
+
+async def test_sixel_frames_are_placed_and_fall_back_under_a_notification(home, writer):
+    from textual.geometry import Region
     from mosaic_tui.graphics.detect import detect
     app = make_app(home, graphics=detect("sixel", fd=-1))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        canvas = await open_frames(app, pilot, writer)
+        assert canvas.drawn_as == "sixel"
+        assert "graphics: sixel" in header(app) and "drawn as" not in header(app)
+        lines = canvas.render_lines(Region(0, 0, *canvas.size))
+        # the image rides on the last line as one zero-width control segment
+        image = [seg for seg in lines[-1] if seg.control and "\x1bP" in seg.text]
+        assert len(image) == 1 and image[0].text.endswith("\x1b\\")
+        assert all(strip.cell_length == canvas.size.width for strip in lines)
+        # a toast over the canvas: half-blocks until it goes, so the image cannot cover it
+        app.notify("submitted", timeout=30)
+        await wait_until(pilot, lambda: canvas.drawn_as.startswith("halfblock"), what="fallback")
+        assert "drawn as half-blocks: a notification is on top" in header(app)
+        app.clear_notifications()
+        await wait_until(pilot, lambda: canvas.drawn_as == "sixel", what="image again")
+
+
+async def test_kitty_images_are_deleted_when_the_tab_is_left(home, writer):
+    from mosaic_tui.graphics.detect import detect
+    app = make_app(home, graphics=detect("kitty", fd=-1))
     async with app.run_test(size=SIZE) as pilot:
-        app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
-        app.link.flush()
-        await pilot.pause()
-        app.open_run(writer.run_id, tab="frames")
-        await pilot.pause(0.1)
-        assert "graphics: sixel (drawn as half-blocks)" in header(app)
+        written: list[str] = []
+        real_write = app._driver.write
+        app._driver.write = lambda data: (written.append(data), real_write(data))
+        canvas = await open_frames(app, pilot, writer)
+        assert canvas.drawn_as == "kitty"
+        assert not any("a=d" in data for data in written)
+        await pilot.press("1")                         # the Metrics tab
+        await wait_until(pilot, lambda: any("\x1b_Ga=d,d=I,i=7301" in data for data in written),
+                         what="kitty delete")
+
+
+async def test_kitty_inside_tmux_draws_half_blocks(home, writer):
+    from mosaic_tui.graphics.detect import detect
+    caps = detect("kitty", fd=-1)
+    caps.in_tmux = True
+    app = make_app(home, graphics=caps)
+    async with app.run_test(size=SIZE) as pilot:
+        canvas = await open_frames(app, pilot, writer)
+        assert canvas.drawn_as == "halfblock (kitty through tmux)"
+        assert "graphics: kitty (drawn as half-blocks: kitty through tmux)" in header(app)
 
 
 async def test_watch_frames_pane_toggles(home, writer):

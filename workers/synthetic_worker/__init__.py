@@ -39,6 +39,8 @@ _PARAMS: dict[str, Any] = {
                    "description": "write every line at once (latency measurements)"},
     "allocate_mb": {"type": "integer", "default": 0, "minimum": 0,
                     "description": "allocate this much memory before the first step"},
+    "still_frames": {"type": "boolean", "default": False,
+                     "description": "publish the same frame every time (tests that compare a screen)"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
 }

@@ -47,7 +47,7 @@ def main() -> int:
         if p["unbuffered"]:
             emitter.flush()
         if frames is not None and frames[0].due():
-            frames[0].publish(frames[1].frame(step))
+            frames[0].publish(frames[1].frame(0 if p["still_frames"] else step))
         if p["episode_every"] and step % p["episode_every"] == 0:
             emitter.episode(step, float(step % 500), p["episode_every"])
         if p["garbage_every"] and step % p["garbage_every"] == 0:
