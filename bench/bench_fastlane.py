@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import ROOT, figure, machine, print_table
+from bench.common import cpu_seconds, ROOT, figure, machine, print_table
 
 WIDTH, HEIGHT = 600, 400
 PANE = (80, 24)                  # cells
@@ -315,6 +315,53 @@ def encode_figures() -> list[dict]:
     ]
 
 
+LIVE_RUNS = {
+    # a real CleanRL run: CartPole frames (600x400, flat colours), 30 per second
+    "cleanrl": {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 10_000_000},
+    # the worst case for half-blocks: a gradient with noise, every cell its own colour
+    "noise": {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 100_000_000,
+              "params": {"rate": 200}},
+}
+
+
+def app_frames_cpu(mode: str, source: str = "cleanrl", seconds: float = 10.0) -> dict:
+    """The real app in a pseudo-terminal (120x40) on a live run's Frames tab,
+    the run publishing frames at 30 fps (LIVE_RUNS[source]); the app's CPU time
+    over ``seconds`` as % of one core, and the frame rate its header shows."""
+    import json
+    import re
+    import select
+    from bench.bench_app import PtyApp, submit_synthetic, wait_state, warm_home
+    from daemon import protocol as P
+    from mosaic_tui.client import Client
+    with warm_home(max_runs=2) as home:
+        with Client(home, timeout=30, name="bench") as c:
+            run_id = c.call(P.SUBMIT, config={
+                **LIVE_RUNS[source], "frames": {"enabled": True, "fps": 30, "max_dim": 600}})["id"]
+        wait_state(home, [run_id], "running")
+        (Path(home.root) / "ui-state.json").write_text(
+            json.dumps({"screen": "run", "run": run_id, "tab": "frames"}))
+        app = PtyApp(home, extra_env={"MOSAIC_GRAPHICS": mode, "COLORTERM": "truecolor"})
+        tail = b""
+        written = 0
+        try:
+            app.read_until(b" fps", timeout=120)
+            app.drain(3.0)                                   # settle
+            c0, t0 = cpu_seconds(app.proc.pid), time.monotonic()
+            while time.monotonic() - t0 < seconds:
+                ready, _, _ = select.select([app.master], [], [], 0.1)
+                if ready:
+                    data = os.read(app.master, 1 << 20)
+                    written += len(data)
+                    tail = (tail + data)[-65536:]
+            c1, t1 = cpu_seconds(app.proc.pid), time.monotonic()
+        finally:
+            app.quit()
+    shown = re.findall(rb"(\d+\.\d) fps", tail)
+    return {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "fps": float(shown[-1]) if shown else 0.0,
+            "terminal_mb_s": written / (t1 - t0) / 1e6}
+
+
 def run(torn_frames_count: int = DEFAULT_TORN_FRAMES) -> list[dict]:
     figures = [figure("machine, load average (1 min) at start", os.getloadavg()[0], "", "",
                       f"{machine()}; shared cores make every figure below noisier")]
@@ -353,6 +400,14 @@ def run(torn_frames_count: int = DEFAULT_TORN_FRAMES) -> list[dict]:
         cost["cpu_ratio"] >= 0.95))
 
     figures.extend(encode_figures())
+    for mode, source in (("halfblock", "cleanrl"), ("sixel", "cleanrl"), ("halfblock", "noise")):
+        live = app_frames_cpu(mode, source)
+        what = "CleanRL PPO CartPole" if source == "cleanrl" else "synthetic noise, the worst case"
+        figures.append(figure(
+            f"app CPU showing a live run's frames: {mode}, {what}, 600x400 at 30 fps, 120x40 pty",
+            round(live["cpu_pct"], 1), "% of a core", "<= 30 at 30 fps" if source == "cleanrl" else "",
+            f"header showed {live['fps']:.1f} fps; {live['terminal_mb_s']:.2f} MB/s to the terminal",
+            live["cpu_pct"] <= 30 and live["fps"] >= 27 if source == "cleanrl" else None))
     return figures
 
 

@@ -57,6 +57,7 @@ SETTINGS_TYPES = {
     "grace_seconds": "a number of seconds >= 0",
     "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
+    "worker_nice": "an integer from 0 to 19",
 }
 
 
@@ -82,6 +83,7 @@ def load_settings(home: Home) -> dict:
             "gpus": lambda v: isinstance(v, list) and all(isinstance(g, (str, int)) for g in v),
             "cpu_sets": lambda v: isinstance(v, list) and all(
                 isinstance(c, list) and c and all(isinstance(i, int) and i >= 0 for i in c) for c in v),
+            "worker_nice": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 19,
         }.get(key)
         if ok is None:
             raise SettingsError(f"{home.settings_file}: unknown setting {key!r} "
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> None:
         daemon = Daemon(home, max_concurrent=max_runs, grace_seconds=grace,
-                        gpus=settings.get("gpus"), cpu_sets=settings.get("cpu_sets"))
+                        gpus=settings.get("gpus"), cpu_sets=settings.get("cpu_sets"),
+                        worker_nice=settings.get("worker_nice", 10))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, daemon.stopping.set)

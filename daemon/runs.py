@@ -94,12 +94,15 @@ class ActiveRun:
 class RunManager:
     def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
                  max_concurrent: int, grace_seconds: float = 10.0, gpus: list[str] | None = None,
-                 cpu_sets: list[list[int]] | None = None):
+                 cpu_sets: list[list[int]] | None = None, worker_nice: int = 10):
         self.home = home
         self.store = store
         self.workers = workers
         self.max_concurrent = max_concurrent
         self.grace_seconds = grace_seconds
+        # Workers run this much nicer than the daemon (through their supervisor's
+        # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
+        self.worker_nice = worker_nice
         # Resource slots: each GPU id goes to one run at a time (as CUDA_VISIBLE_DEVICES),
         # each CPU set likewise (as the worker's affinity).
         self.gpus = [str(g) for g in (gpus or [])]
@@ -287,7 +290,8 @@ class RunManager:
             # CleanRL seen here). Each run gets its share of the cores.
             cores = len(resources["cpus"]) if resources.get("cpus") else os.cpu_count() or 1
             env["OMP_NUM_THREADS"] = str(max(1, cores // max(1, self.max_concurrent)))
-        shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds)]
+        shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds),
+                "--nice", str(self.worker_nice)]
         if resources.get("cpus"):
             shim += ["--cpus", ",".join(str(c) for c in resources["cpus"])]
         limits = run["config"].get("limits") or {}

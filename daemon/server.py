@@ -86,14 +86,15 @@ class Client:
 
 class Daemon:
     def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0,
-                 gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None):
+                 gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None,
+                 worker_nice: int = 10):
         self.home = home
         self.epoch = f"{int(time.time() * 1000):x}-{os.getpid()}"
         self.started = time.time()
         self.store = Store(home.db)
         self.workers, self.worker_errors = discovery.discover()
         self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
-                               grace_seconds, gpus=gpus, cpu_sets=cpu_sets)
+                               grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice)
         self.runs.on_events = self._broadcast_events
         self.runs.on_run = self._broadcast_run
         self.clients: set[Client] = set()

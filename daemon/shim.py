@@ -1,6 +1,6 @@
 """The per-run supervisor: one small process per run that outlives the daemon.
 
-    python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] -- COMMAND...
+    python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] [--nice N] -- COMMAND...
 
 The pattern of conmon and containerd-shim. The daemon starts this in a session
 of its own; it starts the worker in a process group of its own, with stdout on
@@ -9,6 +9,10 @@ through the daemon and nothing is lost when the daemon dies), waits for it,
 and records how it ended in ``exit.json``. It is a child subreaper, so
 processes the worker leaves behind (env subprocesses, Ray's daemons) are
 re-parented to it and killed when the worker ends: no run leaves a process.
+
+The worker (and so everything it starts) runs ``--nice N`` steps nicer than the
+supervisor (``worker_nice`` in settings.json, default 10): a worker that keeps
+every core busy must not starve the daemon and the app of CPU.
 
 SIGTERM asks for a cancel: the worker's group gets SIGTERM, and after the grace
 period every descendant gets SIGKILL.
@@ -46,12 +50,13 @@ def write_json_atomic(path: str, data: dict) -> None:
 
 class Shim:
     def __init__(self, run_dir: str, command: list[str], grace: float,
-                 cpus: list[int] | None = None, memory_mb: int | None = None):
+                 cpus: list[int] | None = None, memory_mb: int | None = None, nice: int = 0):
         self.run_dir = os.path.abspath(run_dir)
         self.command = command
         self.grace = grace
         self.cpus = cpus
         self.memory_mb = memory_mb
+        self.nice = nice
         self.worker_pid = 0
         self.cancel_requested = False
         self.kill_deadline: float | None = None
@@ -78,6 +83,8 @@ class Shim:
                     import resource
                     limit = self.memory_mb * 1024 * 1024
                     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+                if self.nice:
+                    os.nice(self.nice)  # relative to the supervisor; the kernel caps it at 19
                 os.execvp(self.command[0], self.command)
             except BaseException as exc:  # exec failed: say why on the run's stderr
                 os.write(2, f"mosaic supervisor: cannot start {self.command[0]}: {exc}\n".encode())
@@ -168,12 +175,13 @@ class Shim:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv or len(argv) < 3:
-        print("usage: python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] -- COMMAND...",
+        print("usage: python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] [--nice N] "
+              "-- COMMAND...",
               file=sys.stderr)
         return 2
     sep = argv.index("--")
     head, command = argv[:sep], argv[sep + 1:]
-    options = {"--grace": "10", "--cpus": "", "--memory-mb": ""}
+    options = {"--grace": "10", "--cpus": "", "--memory-mb": "", "--nice": "0"}
     for flag in options:
         if flag in head:
             i = head.index(flag)
@@ -181,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             del head[i:i + 2]
     cpus = [int(c) for c in options["--cpus"].split(",") if c]
     memory = int(options["--memory-mb"]) if options["--memory-mb"] else None
-    return Shim(head[0], command, float(options["--grace"]), cpus or None, memory).run()
+    return Shim(head[0], command, float(options["--grace"]), cpus or None, memory,
+                int(options["--nice"])).run()
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ def start_daemon(home: Home, max_runs: int | None = None, timeout: float = START
     and wait until it answers. If another daemon wins the race, use that one."""
     home.ensure()
     with open(home.daemon_log, "ab") as out:
+        log_start = out.seek(0, os.SEEK_END)
         proc = subprocess.Popen(daemon_command(home, max_runs), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
                                 cwd=str(home.root))
@@ -125,9 +126,23 @@ def start_daemon(home: Home, max_runs: int | None = None, timeout: float = START
             pass
         code = proc.poll()
         if code is not None and code != 3:  # 3: another daemon holds the lock; wait for it
-            raise DaemonUnavailable(f"the daemon exited with code {code}; see {home.daemon_log}")
+            raise DaemonUnavailable(_refusal(home, log_start)
+                                    or f"the daemon exited with code {code}; see {home.daemon_log}")
         time.sleep(0.05)
     raise DaemonUnavailable(f"the daemon did not answer within {timeout:.0f}s; see {home.daemon_log}")
+
+
+def _refusal(home: Home, log_start: int) -> str | None:
+    """The one-line reason a daemon that refused to start gave (a bad setting), if it wrote one
+    to its log after log_start."""
+    try:
+        with open(home.daemon_log, "rb") as f:
+            f.seek(log_start)
+            lines = f.read(65536).decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    last = lines[-1] if lines else ""
+    return last.removeprefix("mosaic: error: ") if last.startswith("mosaic: error: ") else None
 
 
 def connect(home: Home, autostart: bool = True, name: str = "mosaic-cli", timeout: float | None = 30.0) -> Client:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 
+from daemon import proctree
 from daemon import protocol as P
-from tests.conftest import connect, wait_state
+from tests.conftest import connect, wait_for, wait_state
 
 
 def _started(home, run_id: str) -> dict:
@@ -58,6 +59,56 @@ def test_bad_settings_are_refused_with_the_key_named(home, mosaic):
     assert proc.returncode != 0
     log = home.daemon_log.read_text()
     assert "gpus must be a list of GPU ids" in log + proc.stderr
+
+
+def _nice(pid: int) -> int:
+    """Field 19 of /proc/<pid>/stat: the process's nice value."""
+    return int(proctree._stat_fields(pid)[18])
+
+
+def _worker_and_children(home, run_id: str) -> tuple[int, int, list[int]]:
+    """The supervisor's pid, the worker's pid, and the pids of the children the worker started."""
+    sup = wait_for(lambda: (home.run_dir(run_id) / "supervisor.json").exists()
+                   and json.loads((home.run_dir(run_id) / "supervisor.json").read_text()), what="supervisor.json")
+    return sup["supervisor_pid"], sup["worker_pid"], _started(home, run_id)["children"]
+
+
+def _check_nice(home, mosaic, expected: int) -> None:
+    run_id = mosaic.synthetic(10_000_000, "rate=100", "children=2")
+    wait_state(home, run_id, P.RUNNING)
+    sup, worker, children = _worker_and_children(home, run_id)
+    assert len(children) == 2
+    # relative to the supervisor, which runs at the daemon's (and this test's) priority
+    want = min(19, _nice(sup) + expected)
+    assert _nice(worker) == want, f"worker nice {_nice(worker)}, expected {want}"
+    for child in children:
+        assert _nice(child) == want, f"worker's child nice {_nice(child)}, expected {want}"
+    mosaic.run("cancel", run_id, check=True)
+
+
+def test_workers_run_nicer_than_the_daemon_by_default(daemon, mosaic):
+    _check_nice(daemon, mosaic, 10)
+
+
+def test_worker_nice_setting(home, mosaic):
+    _restart_with(mosaic, home, {"worker_nice": 0})
+    _check_nice(home, mosaic, 0)
+    _restart_with(mosaic, home, {"worker_nice": 19})
+    _check_nice(home, mosaic, 19)
+    mosaic.run("daemon", "stop")
+
+
+def test_bad_worker_nice_is_refused_with_the_key_named(home, mosaic):
+    home.ensure()
+    for bad in (25, -1, "x", True, 2.5):
+        home.settings_file.write_text(json.dumps({"worker_nice": bad}))
+        home.daemon_log.unlink(missing_ok=True)
+        proc = mosaic.run("daemon", "start")
+        assert proc.returncode != 0, f"worker_nice={bad!r} was accepted"
+        # one line, on the terminal of whoever started it, naming the key
+        assert proc.stderr.endswith("settings.json: worker_nice must be an integer from 0 to 19\n"), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "worker_nice must be an integer from 0 to 19" in home.daemon_log.read_text()
 
 
 def test_wall_time_limit(daemon, mosaic):

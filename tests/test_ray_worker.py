@@ -497,6 +497,79 @@ def test_failure_leaves_no_ray_process(daemon, mosaic):
     _assert_no_ray_left(home, run_id, seen)
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def _live(pid: int) -> bool:
+    return proctree.state(pid) not in (None, "Z", "X")
+
+
+def test_pause_stops_every_ray_process_and_resume_continues(daemon, mosaic):
+    """SIGSTOP reaches the worker, raylet, gcs_server and Ray's worker processes; none escapes."""
+    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "CartPole-v1", "--steps", "100000000",
+                           *SMALL_PPO, "--set", "env_runners=1")
+    home = mosaic.home
+    events = home.run_dir(run_id) / "events.jsonl"
+    sup_file = home.run_dir(run_id) / "supervisor.json"
+    sup = wait_for(lambda: sup_file.exists() and json.loads(sup_file.read_text())["supervisor_pid"], 60,
+                   what="supervisor.json")
+    wait_for(lambda: any(e["type"] == "scalar" for e in events_of(home, run_id)), 300,
+             what="the first training iteration")
+    seen = _run_processes(home, run_id)
+    commands = " ".join(cmd for _, cmd in seen.values())
+    for name in ("raylet", "gcs_server", "default_worker.py"):
+        assert name in commands, f"no {name} among the run's processes: {commands[:2000]}"
+
+    def escaped() -> dict[int, str]:
+        """Processes of the run's Ray session that are not in the supervisor's tree."""
+        tree = set(proctree.descendants(sup)) | {sup}
+        return {p: c for p, c in processes_mentioning(run_id).items() if p not in tree and _live(p)}
+
+    assert escaped() == {}
+    assert mosaic.run("pause", run_id).returncode == 0
+
+    def not_stopped() -> dict[int, str]:
+        """Live processes of the run (its tree and its Ray session) that are not stopped."""
+        pids = set(proctree.descendants(sup)) | set(processes_mentioning(run_id)) - {sup}
+        return {p: _cmdline(p)[:120] for p in pids if _live(p) and proctree.state(p) != "T"}
+
+    def all_stopped():
+        return not not_stopped()
+
+    try:
+        wait_for(all_stopped, 10, what="every process of the run stopped")
+    except AssertionError:
+        raise AssertionError(f"still running after pause: {not_stopped()}") from None
+    paused = [p for p in proctree.descendants(sup) if _live(p)]
+    stopped = " ".join(_cmdline(p) for p in paused)
+    # the worker (the driver), Ray's daemons and its worker processes (env-runner actor, idle workers)
+    for name in ("workers.ray_worker.cli", "raylet", "gcs_server", "ray::"):
+        assert name in stopped, f"no {name} among the stopped processes: {stopped[:2000]}"
+    assert proctree.state(sup) != "T"  # the supervisor stays free to act on a cancel
+    assert mosaic.show(run_id)["state"] == "paused"
+    size = events.stat().st_size
+    time.sleep(3.0)
+    assert events.stat().st_size == size, "the run wrote telemetry while paused"
+    assert not_stopped() == {}, "a process of the run ran on while paused"
+
+    assert mosaic.run("resume", run_id).returncode == 0
+    wait_for(lambda: all(proctree.state(p) != "T" for p in paused if _live(p)), 10,
+             what="every process of the run continued")
+    assert mosaic.show(run_id)["state"] == "running"
+    # training goes on: a new iteration's metrics are written after the pause
+    wait_for(lambda: b'"type":"scalar"' in events.read_bytes()[size:], 120, what="metrics after resume")
+    assert escaped() == {}
+
+    everything = {**seen, **_run_processes(home, run_id)}
+    mosaic.run("cancel", run_id)
+    finish(mosaic, run_id, "cancelled")
+    _assert_no_ray_left(home, run_id, everything)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -93,11 +93,11 @@ def _style(key: int, fg: int, bg: int, colors: str) -> Style:
 
 
 def render_lines(frame: np.ndarray, cols: int, rows: int,
-                 colors: str = TRUECOLOR) -> list[list[Segment]]:
+                 colors: str = TRUECOLOR, margin_style: Style | None = None) -> list[list[Segment]]:
     """``rows`` lines of Segments, each exactly ``cols`` cells wide, image centred.
 
-    ``colors`` is "truecolor" or "256". Blank margins are unstyled spaces, so
-    the widget's background shows through.
+    ``colors`` is "truecolor" or "256". Blank margins are spaces in
+    ``margin_style`` (None: unstyled, so a widget's background shows through).
     """
     if colors not in (TRUECOLOR, COLORS_256):
         raise ValueError(f"colors must be {TRUECOLOR!r} or {COLORS_256!r}, not {colors!r}")
@@ -132,8 +132,8 @@ def render_lines(frame: np.ndarray, cols: int, rows: int,
 
     left = (cols - w) // 2
     right = cols - w - left
-    margin_l = [Segment(" " * left)] if left else []
-    margin_r = [Segment(" " * right)] if right else []
+    margin_l = [Segment(" " * left, margin_style)] if left else []
+    margin_r = [Segment(" " * right, margin_style)] if right else []
     lines: list[list[Segment]] = [list(margin_l) for _ in range(cell_rows)]
     styles = _styles
     for row, key, length, f, b in zip(run_rows.tolist(), run_keys.tolist(), lengths.tolist(),
@@ -146,15 +146,16 @@ def render_lines(frame: np.ndarray, cols: int, rows: int,
         line.extend(margin_r)
 
     top_pad = (rows - cell_rows) // 2
-    blank = [Segment(" " * cols)]
+    blank = [Segment(" " * cols, margin_style)]
     return ([list(blank) for _ in range(top_pad)] + lines
             + [list(blank) for _ in range(rows - cell_rows - top_pad)])
 
 
-def render_strips(frame: np.ndarray, cols: int, rows: int, colors: str = TRUECOLOR):
+def render_strips(frame: np.ndarray, cols: int, rows: int, colors: str = TRUECOLOR,
+                  margin_style: Style | None = None):
     """``render_lines`` as Textual Strips, for a widget's ``render_line(y)``."""
     from textual.strip import Strip
-    return [Strip(line, cols) for line in render_lines(frame, cols, rows, colors)]
+    return [Strip(line, cols) for line in render_lines(frame, cols, rows, colors, margin_style)]
 
 
 class HalfBlockImage:

@@ -60,6 +60,16 @@ def graphics_of(app) -> tuple[str, str, str]:
     return caps.graphics, caps.colors, caps.reason
 
 
+def toasts_of(screen) -> list[Widget]:
+    """The notifications shown on a screen (children of Textual's toast rack)."""
+    try:
+        rack = screen.get_child_by_id("textual-toastrack")
+    except Exception:
+        return []
+    # rack > holder > toast; the holders have no region of their own
+    return [toast for holder in rack.children for toast in holder.children]
+
+
 class FramesHeader(Widget):
     """One line of text that repaints only itself when it changes (a Static's
     update() re-lays out the screen, and that would redraw the image under it
@@ -137,16 +147,25 @@ class FrameCanvas(Widget):
         self.show(None, None)
 
     # -- half-blocks -------------------------------------------------------------
-    def render_line(self, y: int) -> Strip:
+    def halfblock_strips(self) -> list[Strip]:
+        """The frame as half-block strips filling the canvas, cached per frame and size."""
         width, height = self.size
-        if self.frame is None or width <= 0 or height <= 0:
-            return Strip.blank(width)
         wanted = (self.key, id(self.frame), width, height, self.color_mode)
         if self._strips_for != wanted:
             from mosaic_tui.graphics.halfblock import render_strips
-            self._strips = render_strips(self.frame, width, height, self.color_mode)
+            self._strips = render_strips(self.frame, width, height, self.color_mode,
+                                         margin_style=self.rich_style)
             self._strips_for = wanted
-        return self._strips[y] if y < len(self._strips) else Strip.blank(width)
+        return self._strips
+
+    def _halfblock_lines(self, crop: Region) -> list[Strip]:
+        # Not through Widget.render_lines: its per-line styling and filters
+        # cost more than drawing the frame (every cell is its own segment);
+        # the canvas has no border or padding, and the strips carry their colours.
+        strips = self.halfblock_strips()[crop.y:crop.bottom]
+        if crop.x or crop.width != self.size.width:
+            strips = [strip.crop(crop.x, crop.right) for strip in strips]
+        return strips
 
     # -- images ------------------------------------------------------------------
     def placement_blocker(self, crop: Region) -> str | None:
@@ -163,7 +182,7 @@ class FrameCanvas(Widget):
             visible = screen.find_widget(self).visible_region
             if visible != region:
                 return "partly hidden"
-            for toast in screen.query("Toast"):
+            for toast in toasts_of(screen):
                 if toast.region.overlaps(region):
                     return "a notification is on top"
         except Exception:
@@ -239,14 +258,16 @@ class FrameCanvas(Widget):
             driver.write(kitty.delete(self.KITTY_IMAGE_ID, self.in_tmux).decode("ascii"))
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        if self.image_mode == "halfblock" or self.frame is None:
+        if self.frame is None or not self.size.area:
+            return super().render_lines(crop)      # blank, in the widget's background
+        if self.image_mode == "halfblock":
             self.drawn_as = "halfblock"
-            return super().render_lines(crop)
+            return self._halfblock_lines(crop)
         blocker = self.placement_blocker(crop)
         if blocker is not None:
             self.kitty_delete()
             self.drawn_as = f"halfblock ({blocker})"
-            return super().render_lines(crop)
+            return self._halfblock_lines(crop)
         data, cells = self.image_sequence()
         region = self.region
         from rich.control import Control
@@ -449,7 +470,7 @@ class FramesView(Widget, can_focus=True):
         if self.app.screen is not self.screen:
             self.canvas.kitty_delete()     # a kitty image would sit on top of that screen
             return
-        toasts = len(self.screen.query("Toast"))
+        toasts = len(toasts_of(self.screen))
         if toasts != self._toasts:
             # a notification came or went: the image must be drawn again, whole
             # (or as half-blocks while one covers it)
