@@ -19,6 +19,7 @@ from daemon import protocol as P
 from daemon.home import Home
 
 START_TIMEOUT = 20.0
+READ_SLICE = 0.005        # seconds of notification handling before the loop is let go
 
 
 class DaemonUnavailable(ConnectionError):
@@ -183,8 +184,15 @@ class AsyncClient:
         return self.info
 
     async def _read_loop(self) -> None:
+        # readline() does not give the loop up while lines are buffered: under a
+        # telemetry flood this loop could run for seconds and starve the app's
+        # key handling. Every READ_SLICE seconds of work it lets others run.
+        slice_start = time.monotonic()
         try:
             while True:
+                if time.monotonic() - slice_start > READ_SLICE:
+                    await asyncio.sleep(0)
+                    slice_start = time.monotonic()
                 line = await self.reader.readline()
                 if not line:
                     break

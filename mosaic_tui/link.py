@@ -13,6 +13,12 @@ Textual-independent. A ``Link`` owns an ``AsyncClient`` and keeps:
   run's cursor: a repeat is dropped and a gap makes the link resubscribe from
   the cursor, so nothing is missed or counted twice, across reconnects too.
 
+Absorbing is sliced: events go to a queue that a task works through
+ABSORB_SLICE events at a time, giving the loop up in between, so a run
+flooding telemetry keeps the app busy but never deaf to keys for more than a
+slice (a daemon notification can carry ~10,000 events: ~50 ms in one piece).
+``flush()`` drains the queue at once.
+
 When the daemon goes away the link keeps everything, reports it, and retries
 with exponential backoff. Changes are not reported one by one: they are
 gathered into one ``Update`` delivered to ``on_update`` at most every
@@ -21,6 +27,7 @@ gathered into one ``Update`` delivered to ``on_update`` at most every
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -32,6 +39,8 @@ log = logging.getLogger("mosaic.app.link")
 
 BACKOFF_START = 0.25
 BACKOFF_MAX = 5.0
+ABSORB_SLICE = 2000        # events absorbed before the loop is given up (~5 ms)
+ABSORB_REST = 0.002        # seconds between slices: telemetry waits (the daemon buffers), keys do not
 
 
 @dataclass
@@ -75,6 +84,8 @@ class Link:
         self._sub_lock: asyncio.Lock | None = None
         self._resub_needed = False
         self.frame_listeners: dict[tuple[str, int], Callable[[dict[str, Any]], None]] = {}
+        self._absorb_queue: collections.deque = collections.deque()   # (run id, events) or (None, synced params)
+        self._absorber: asyncio.Task | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -85,6 +96,9 @@ class Link:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._absorber is not None:
+            self._absorber.cancel()
+            self._absorber = None
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
@@ -249,12 +263,16 @@ class Link:
             if listener is not None:
                 listener(params)
         elif method == P.NOTIFY_SYNCED:
-            cursors = params.get("cursors") or {}
-            for rid in self.watched:
-                if rid in cursors and self.cursors.get(rid, 0) >= cursors[rid]:
-                    self.synced_runs.add(rid)
-            self._pending.synced = True
-            self._schedule_flush()
+            # after the events queued before it, so "synced" never precedes its data
+            self._enqueue(None, params)
+
+    def _synced(self, params: dict[str, Any]) -> None:
+        cursors = params.get("cursors") or {}
+        for rid in self.watched:
+            if rid in cursors and self.cursors.get(rid, 0) >= cursors[rid]:
+                self.synced_runs.add(rid)
+        self._pending.synced = True
+        self._schedule_flush()
 
     def _on_run(self, params: dict[str, Any]) -> None:
         rev = params.get("rev")
@@ -294,15 +312,58 @@ class Link:
             if rid in self.watched:
                 self._schedule_resubscribe()
             return
-        events = params.get("events") or []
-        series = self.series_of(rid)
-        tags = series.absorb(events)
         self.cursors[rid] = end
-        if tags:
-            self._pending.series.setdefault(rid, set()).update(tags)
-        else:
-            self._pending.series.setdefault(rid, set())
+        self._enqueue(rid, params.get("events") or [])
+
+    def _enqueue(self, rid: str | None, item: Any) -> None:
+        self._absorb_queue.append((rid, item))
+        if self._absorber is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._drain()           # no loop (a synchronous caller): at once
+            return
+        self._absorber = loop.create_task(self._absorb_sliced())
+
+    def _absorb(self, rid: str, events: list[dict[str, Any]]) -> None:
+        if rid not in self.cursors:
+            return                  # deleted meanwhile
+        tags = self.series_of(rid).absorb(events)
+        self._pending.series.setdefault(rid, set()).update(tags)
         self._schedule_flush()
+
+    async def _absorb_sliced(self) -> None:
+        try:
+            while self._absorb_queue:
+                rid, item = self._absorb_queue.popleft()
+                if rid is None:
+                    self._synced(item)
+                    continue
+                for i in range(0, len(item), ABSORB_SLICE):
+                    self._absorb(rid, item[i:i + ABSORB_SLICE])
+                    # a short rest, not just a turn: a key passes through several
+                    # messages, each of which would otherwise wait behind a slice
+                    await asyncio.sleep(ABSORB_REST)
+        finally:
+            self._absorber = None
+            if self._absorb_queue and not self._stopping:
+                self._enqueue_restart()
+
+    def _enqueue_restart(self) -> None:
+        try:
+            self._absorber = asyncio.get_running_loop().create_task(self._absorb_sliced())
+        except RuntimeError:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Absorb everything queued, now."""
+        while self._absorb_queue:
+            rid, item = self._absorb_queue.popleft()
+            if rid is None:
+                self._synced(item)
+            else:
+                self._absorb(rid, item)
 
     def feed_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         """Absorb events as if the daemon had sent them (tests, snapshots)."""
@@ -331,7 +392,8 @@ class Link:
             self.on_update(update)
 
     def flush(self) -> None:
-        """Deliver what is pending now."""
+        """Absorb what is queued and deliver what is pending, now."""
+        self._drain()
         self._flush()
 
     # -- queries -----------------------------------------------------------

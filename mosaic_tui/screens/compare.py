@@ -18,8 +18,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
@@ -100,7 +101,7 @@ class CompareScreen(Screen):
         yield Static("", id="compare-bar")
         yield MetricPlot("(no tag yet)", [], self.options, id="compare-plot")
         yield DataTable(cursor_type="row", id="compare-table")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def runs(self) -> list[dict[str, Any]]:

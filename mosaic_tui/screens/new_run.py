@@ -13,9 +13,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from daemon import protocol as P
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.schema_form import SchemaField
 from workers.sdk.config import NAME_RE, ConfigError
@@ -106,7 +107,7 @@ class NewRunScreen(Screen):
             yield Static("", id="form-status")
             yield Button("Submit (ctrl+s)", variant="primary", id="submit", disabled=True)
             yield Button("Back (esc)", id="back")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#params").styles.height = "auto"

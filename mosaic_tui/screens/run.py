@@ -5,8 +5,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
@@ -88,7 +89,7 @@ class RunScreen(Screen):
                 from mosaic_tui.widgets.frames_view import FramesView
                 with TabPane("Frames", id="frames"):
                     yield FramesView(self.run_id)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.app.link.watch(self.run_id)

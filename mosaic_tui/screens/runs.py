@@ -4,8 +4,9 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.runs_table import SORT_KEYS, RunsTable
@@ -64,7 +65,7 @@ class RunsScreen(Screen):
         yield RunsTable(self.app.clock, id="runs")
         yield Static("No runs yet. Press n to start one, or submit with `mosaic submit`.", id="empty")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def table(self) -> RunsTable:

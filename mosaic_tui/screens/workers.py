@@ -9,9 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from daemon import protocol as P
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 
 
@@ -47,7 +48,7 @@ class WorkersScreen(Screen):
         yield table
         with VerticalScroll(id="caps"):
             yield Static("loading...", id="caps-text")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

@@ -20,6 +20,10 @@ from textual_plotext import PlotextPlot
 from mosaic_tui import plotfast
 from mosaic_tui.series import Series, decimate
 
+# New points redraw a plot at most once per this many times its last drawing
+# took: plotting stays under ~1/4 of the app's time however big the series.
+REDRAW_BUDGET_FACTOR = 4.0
+
 plotfast.install()
 
 # colours of overlaid runs (compare), after the theme's primary
@@ -73,6 +77,12 @@ class MetricPlot(PlotextPlot):
         self._strips: list | None = None
         self._strips_key: tuple | None = None
         self.last_render_ms = 0.0
+        self._next_draw_at = 0.0           # no redraw for new points before this (monotonic)
+        self._redraw_timer = None
+
+    def _redraw_due(self) -> None:
+        self._redraw_timer = None
+        self.refresh()
 
     def data_key(self) -> tuple:
         return tuple((id(line.series), line.series.version, line.label) for line in self.lines)
@@ -98,9 +108,20 @@ class MetricPlot(PlotextPlot):
         key = (width, height, self.app.theme, self.options.key(), self.data_key())
         if key == self._cache_key and self._cache_text is not None:
             return self._cache_text
+        now = time.monotonic()
+        if (self._cache_text is not None and self._cache_key is not None
+                and key[:4] == self._cache_key[:4] and now < self._next_draw_at):
+            # Only new points, and the last drawing is recent: keep showing it
+            # and draw once the budget allows. A plot of a million points takes
+            # plotext tens of ms; at every update that would crowd out keys.
+            if self._redraw_timer is None:
+                self._redraw_timer = self.set_timer(self._next_draw_at - now, self._redraw_due)
+            return self._cache_text
         t0 = time.perf_counter()
         drawn = self.draw(width, height)
-        self.last_render_ms = 1000 * (time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        self.last_render_ms = 1000 * elapsed
+        self._next_draw_at = time.monotonic() + REDRAW_BUDGET_FACTOR * elapsed
         self._cache_key = key
         self._cache_text = drawn
         self._strips = None

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.app.conftest import RUN_IDS, FakeDaemon, fixed_runs, load_fixed, make_app, screen_text, use_fake
+from tests.app.conftest import RUN_IDS, FakeDaemon, fixed_runs, load_fixed, make_app, screen_text, use_fake, wait_until
 
 SIZE = (120, 40)
 
@@ -469,3 +469,31 @@ async def test_q_detaches(home):
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0 and not app.is_running
+
+
+async def test_key_bar_lists_the_screens_keys_and_a_click_presses_one(home):
+    """The one-line key bar (instead of Textual's Footer, see widgets/key_bar.py):
+    the shown bindings of the focused screen, the palette at the right edge,
+    updated when the screen changes, and clickable."""
+    app = make_app(home)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await load_fixed(pilot, app)
+        bar = app.screen.query_one("KeyBar")
+        text = bar.render().plain
+        assert " n New " in text and text.rstrip().endswith("^p palette")
+        assert len(text) == 120
+        await pilot.click("KeyBar", offset=(text.index("New"), 0))
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "NewRunScreen", what="the new-run form")
+        form_keys = app.screen.query_one("KeyBar").render().plain
+        assert " New " not in form_keys and "Back" in form_keys
+
+
+async def test_key_bar_renders_in_every_theme(home):
+    """Theme colours are Textual syntax ("ansi_magenta" in the ANSI themes), not Rich's."""
+    app = make_app(home)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await load_fixed(pilot, app)
+        for theme in ["ansi-dark", "ansi-light", *app.theme_names]:
+            app.theme = theme
+            await pilot.pause()
+            assert " n New " in app.screen.query_one("KeyBar").render().plain, theme
