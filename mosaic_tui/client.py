@@ -224,8 +224,16 @@ class AsyncClient:
         req_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self._waiting[req_id] = fut
-        self.writer.write(P.request(req_id, method, params))
-        await self.writer.drain()
+        try:
+            self.writer.write(P.request(req_id, method, params))
+            await self.writer.drain()
+        except BaseException:
+            # the request never went (the daemon died mid-write, or we were
+            # cancelled): no one will await this future, so it must not get the
+            # read loop's "went away" exception ("exception never retrieved")
+            self._waiting.pop(req_id, None)
+            fut.cancel()
+            raise
         return await fut
 
     async def close(self) -> None:
