@@ -1,5 +1,6 @@
 """python -m bench [--only NAME ...] [--long]: run every benchmark, print one table,
-write bench/results/latest.json.
+write bench/results/latest.json. python -m bench --readme: put latest.json's
+table into README.md (between the bench:start / bench:end markers).
 
 Each bench/bench_*.py module is also runnable alone (python -m bench.bench_fastlane).
 Modules with a LONG = True attribute (the learning check) run only with --long.
@@ -19,6 +20,41 @@ from pathlib import Path
 from bench.common import machine, print_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
+README = Path(__file__).resolve().parent.parent / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def markdown(result: dict) -> str:
+    """latest.json as a Markdown table, with the date and machine it came from."""
+    def cell(value) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+        return str(value)
+    lines = [f"Measured {result['date'][:16].replace('T', ' ')} on {result['machine']} "
+             f"(`python -m bench`, {sum(result['seconds'].values()) / 60:.0f} min).", "",
+             "| bench | figure | value | goal | met | anchor |", "|---|---|---:|---|---|---|"]
+    for row in result["figures"]:
+        met = {True: "yes", False: "**no**", None: ""}[row.get("ok")]
+        value = f"{cell(row['value'])} {row.get('unit') or ''}".strip()
+        anchor = str(row.get("anchor") or "").replace("|", "/")
+        lines.append(f"| {row['bench'].removeprefix('bench_')} | {row['figure']} | {value} | "
+                     f"{row.get('goal') or ''} | {met} | {anchor} |")
+    return "\n".join(lines)
+
+
+def update_readme() -> int:
+    result = json.loads((RESULTS / "latest.json").read_text())
+    text = README.read_text()
+    if START not in text or END not in text:
+        print(f"README.md has no {START} ... {END} section", file=sys.stderr)
+        return 1
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(head + START + "\n" + markdown(result) + "\n" + END + tail)
+    print(f"README.md: table of {result['date']}")
+    return 0
 
 
 def modules() -> list[str]:
@@ -29,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--only", action="append", help="run only these modules (e.g. bench_fastlane)")
     parser.add_argument("--long", action="store_true", help="also run the long benchmarks (learning check)")
+    parser.add_argument("--readme", action="store_true", help="only put latest.json's table into README.md")
     args = parser.parse_args(argv)
+    if args.readme:
+        return update_readme()
     rows: list[dict] = []
     timings: dict[str, float] = {}
     failed = []

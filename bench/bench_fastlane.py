@@ -316,8 +316,12 @@ def encode_figures() -> list[dict]:
 
 
 LIVE_RUNS = {
-    # a real CleanRL run: CartPole frames (600x400, flat colours), 30 per second
+    # a real CleanRL run: CartPole frames (600x400, flat colours); PPO's update
+    # phases have no env steps, so it publishes ~23 of the 30 fps asked for
     "cleanrl": {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 10_000_000},
+    # the same kind of frames at a steady 30 fps
+    "cartpole": {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 100_000_000,
+                 "params": {"rate": 300, "frame_pattern": "cartpole"}},
     # the worst case for half-blocks: a gradient with noise, every cell its own colour
     "noise": {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 100_000_000,
               "params": {"rate": 200}},
@@ -400,14 +404,17 @@ def run(torn_frames_count: int = DEFAULT_TORN_FRAMES) -> list[dict]:
         cost["cpu_ratio"] >= 0.95))
 
     figures.extend(encode_figures())
-    for mode, source in (("halfblock", "cleanrl"), ("sixel", "cleanrl"), ("halfblock", "noise")):
+    for mode, source in (("halfblock", "cartpole"), ("sixel", "cartpole"), ("halfblock", "cleanrl"),
+                         ("halfblock", "noise")):
         live = app_frames_cpu(mode, source)
-        what = "CleanRL PPO CartPole" if source == "cleanrl" else "synthetic noise, the worst case"
+        what = {"cleanrl": "a CleanRL PPO CartPole run", "cartpole": "CartPole-like frames at 30 fps",
+                "noise": "noise frames, the worst case"}[source]
+        goal = source == "cartpole"
         figures.append(figure(
-            f"app CPU showing a live run's frames: {mode}, {what}, 600x400 at 30 fps, 120x40 pty",
-            round(live["cpu_pct"], 1), "% of a core", "<= 30 at 30 fps" if source == "cleanrl" else "",
+            f"app CPU showing a live run's frames: {mode}, {what}, 600x400, 120x40 pty",
+            round(live["cpu_pct"], 1), "% of a core", "<= 30 at 30 fps" if goal else "",
             f"header showed {live['fps']:.1f} fps; {live['terminal_mb_s']:.2f} MB/s to the terminal",
-            live["cpu_pct"] <= 30 and live["fps"] >= 27 if source == "cleanrl" else None))
+            live["cpu_pct"] <= 30 and live["fps"] >= 27 if goal else None))
     return figures
 
 

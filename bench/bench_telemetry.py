@@ -140,7 +140,9 @@ def run() -> list[dict]:
         rows.append(figure("JSON-lines parse rate, orjson (daemon's parser)", orjson_rate, "lines/s", "",
                            f"stdlib json {json_rate:,.0f}/s", None))
 
-        # -- latency ---------------------------------------------------------
+    # -- latency: a home of its own, or the clients (subscribed to every run)
+    # would first be served the throughput runs' million lines from disk
+    with daemon_home(max_runs=WORKERS) as (home, daemon_pid):
         lines = LATENCY_RATE * LATENCY_SECONDS
         clients = _clients(home, 1, lines, timeout=120)
         with Client(home, name="bench-submit") as c:

@@ -46,12 +46,16 @@ def rss_bytes(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def daemon_home(max_runs: int = 64) -> Iterator[Any]:
-    """A fresh home with a running daemon; everything is stopped afterwards."""
+def daemon_home(max_runs: int = 64, settings: dict | None = None) -> Iterator[Any]:
+    """A fresh home with a running daemon (with these settings.json values);
+    everything is stopped afterwards."""
+    import json
     from daemon.home import Home
     from mosaic_tui.client import start_daemon
     path = tempfile.mkdtemp(prefix="mb-", dir="/tmp")
     home = Home.resolve(path)
+    if settings:
+        home.settings_file.write_text(json.dumps(settings))
     info = start_daemon(home, max_runs=max_runs)
     try:
         yield home, info["pid"]

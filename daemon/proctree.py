@@ -85,6 +85,28 @@ def signal_tree(root: int, sig: int, include_root: bool = False) -> list[int]:
     return sent
 
 
+def stop_tree(root: int, passes: int = 50) -> list[int]:
+    """SIGSTOP root's descendants until a pass finds none it has not stopped.
+
+    One pass lists the tree, then signals it: a process forked in between (its
+    parent still running) would escape. Once every process of a pass is
+    stopped none of them can fork, so the next pass sees whatever was born
+    meanwhile, and the tree is still when a pass finds nothing new.
+    """
+    stopped: set[int] = set()
+    for _ in range(passes):
+        new = [pid for pid in descendants(root) if pid not in stopped]
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return sorted(stopped)
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name

@@ -533,7 +533,7 @@ class RunManager:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not running")
         active = self.active[run["id"]]
         # The whole tree but the supervisor, which must stay free to react to a cancel.
-        proctree.signal_tree(active.shim_pid, signal.SIGSTOP)
+        proctree.stop_tree(active.shim_pid)
         updated = self.store.update_run(run["id"], state=P.PAUSED)
         self.on_run(updated, run["id"], updated["rev"])
         return updated

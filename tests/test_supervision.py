@@ -144,3 +144,38 @@ def test_two_clients_cancelling_once(daemon, mosaic):
     assert ra["cancel_requested"] and rb["cancel_requested"]
     assert rb["rev"] == ra["rev"]  # the second cancel changed nothing
     assert wait_state(daemon, run_id, P.CANCELLED)["state"] == P.CANCELLED
+
+
+def test_stop_tree_catches_processes_forked_while_it_stops_the_tree(tmp_path):
+    """A tree that forks as fast as it can while being paused: a single list-then-stop
+    pass lets children born in between run on; stop_tree repeats until a pass finds
+    nothing new, so afterwards every process of the tree is stopped and none is born."""
+    import signal
+    import subprocess
+    import sys
+    forker = tmp_path / "forker.py"
+    forker.write_text(
+        "import os, time\n"
+        "for _ in range(400):\n"
+        "    if os.fork() == 0:\n"
+        "        if os.fork() == 0:\n"          # grandchildren too
+        "            time.sleep(60)\n"
+        "            os._exit(0)\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "time.sleep(60)\n")
+    root = subprocess.Popen(["sh", "-c", f"{sys.executable} {forker}; sleep 60"], start_new_session=True)
+    try:
+        wait_for(lambda: len(proctree.descendants(root.pid)) > 50, 30, what="a busy tree")
+        stopped = proctree.stop_tree(root.pid)
+        time.sleep(0.5)
+        tree = proctree.descendants(root.pid)
+        states = {pid: proctree.state(pid) for pid in tree}
+        running = {pid: s for pid, s in states.items() if s not in ("T", "t", "Z", None)}
+        assert not running, f"{len(running)} of {len(tree)} processes escaped the pause"
+        assert set(tree) <= set(stopped)
+        time.sleep(0.3)
+        assert proctree.descendants(root.pid) == tree          # nothing born while stopped
+    finally:
+        proctree.signal_tree(root.pid, signal.SIGKILL, include_root=True)
+        root.wait()

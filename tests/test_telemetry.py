@@ -147,3 +147,36 @@ def test_final_drain_of_a_large_backlog_keeps_lines_whole(tmp_path):
     assert s["lines"] == 60 and s["invalid"] == 1 and s["steps"] == 59
     assert tail.offset == path.stat().st_size
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+def test_split_events_fast_path_agrees_with_the_careful_path():
+    """split_events parses a chunk of well-formed lines with one orjson call; any chunk
+    it takes must come out exactly as the line-by-line path makes it, and every chunk
+    with a bad line must be left to that path (lines that only join into valid JSON,
+    blank lines, garbage, partial last lines)."""
+    import random
+    from daemon import ingest
+    good = [b'{"v":1,"type":"scalar","t":1.5,"tag":"a","value":%d,"step":%d}' % (i, i) for i in range(50)]
+    tricky = [b'{"v":1,"type":"scalar","t":1,"tag":"a","value":1,"step":1},{"v":1,"type":"scalar","t":1}',
+              b'{"v":1,"type":"scalar","t":1,"tag":"a","value":[{}', b'{"x":1}]}', b'', b'   ', b'garbage',
+              b'{"v":1,"type":"nonsense"}', b'[1,2]', b'{"v":1,"type":"scalar"', b'"type":"scalar"}',
+              b'{"v":1,"type":"scalar","t":1,"tag":"\\u00e9","value":NaN,"step":1}', b'{}', b'{"type":1}']
+    rng = random.Random(5)
+    fast_taken = 0
+    for trial in range(400):
+        lines = [rng.choice(good) for _ in range(rng.randint(1, 20))]
+        if trial % 2:
+            lines.insert(rng.randint(0, len(lines)), rng.choice(tricky))
+        data = b"\n".join(lines) + b"\n" + (rng.choice(good)[:rng.randint(0, 30)] if trial % 3 else b"")
+        got = ingest.split_events(data)
+        want = ingest._split_line_by_line(data)
+        fast_taken += ingest._split_well_formed(data) is not None
+        assert got[2:] == want[2:], data
+        assert len(got[0]) == len(want[0])
+        for (raw_got, ev_got), (raw_want, ev_want) in zip(zip(got[0], got[1]), zip(want[0], want[1])):
+            if ev_want["type"] == "invalid":      # stamped with the time: compare what it says
+                assert ev_got["type"] == "invalid" and ev_got["raw"] == ev_want["raw"]
+                assert ev_got["error"] == ev_want["error"]
+            else:
+                assert raw_got == raw_want and ev_got == ev_want
+    assert 100 < fast_taken < 400          # both paths were exercised

@@ -28,6 +28,23 @@ from workers.fastlane.writer import FrameWriter
 BASES = 7
 
 
+def cartpole_frame(n: int, width: int = 600, height: int = 400) -> np.ndarray:
+    """A CartPole-like frame (flat colours, like gymnasium's render) with the
+    cart and pole moving with n: realistic content for the app's frame figures."""
+    frame = np.full((height, width, 3), 255, dtype=np.uint8)
+    track = height * 3 // 4
+    frame[track, :] = 0
+    cart_x = int(width / 2 + width / 3 * np.sin(n / 40))
+    frame[track - 15:track + 15, max(0, cart_x - 25):max(0, cart_x + 25)] = 0
+    tilt = np.sin(n / 17) * 0.4                       # the pole's lean, in x per y
+    rows = np.arange(track - 150, track - 10)
+    xs = (cart_x + (track - 10 - rows) * tilt).astype(int)
+    for dx in range(-4, 4):
+        frame[rows, np.clip(xs + dx, 0, width - 1)] = (202, 152, 101)
+    frame[track - 12:track - 7, max(0, cart_x - 3):max(0, cart_x + 3)] = (129, 132, 203)
+    return frame
+
+
 class Patterns:
     """The frames of the demo, precomputed so publishing is not slowed by drawing."""
 

@@ -41,6 +41,8 @@ _PARAMS: dict[str, Any] = {
                     "description": "allocate this much memory before the first step"},
     "still_frames": {"type": "boolean", "default": False,
                      "description": "publish the same frame every time (tests that compare a screen)"},
+    "frame_pattern": {"type": "string", "default": "noise", "enum": ["noise", "cartpole"],
+                      "description": "frames: a noisy gradient (every pixel its own colour) or a moving CartPole"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
 }

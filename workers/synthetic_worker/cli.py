@@ -30,7 +30,7 @@ def main() -> int:
     frames = None
     if config["frames"]["enabled"]:
         # moving test patterns through FastLane, like a rendered env would
-        from workers.fastlane.demo import Patterns
+        from workers.fastlane.demo import Patterns, cartpole_frame
         from workers.fastlane.writer import FrameWriter
         frames = (FrameWriter(config["run_id"], max_dim=config["frames"]["max_dim"],
                               max_fps=config["frames"]["fps"]), Patterns())
@@ -47,7 +47,8 @@ def main() -> int:
         if p["unbuffered"]:
             emitter.flush()
         if frames is not None and frames[0].due():
-            frames[0].publish(frames[1].frame(0 if p["still_frames"] else step))
+            n = 0 if p["still_frames"] else step
+            frames[0].publish(cartpole_frame(n) if p["frame_pattern"] == "cartpole" else frames[1].frame(n))
         if p["episode_every"] and step % p["episode_every"] == 0:
             emitter.episode(step, float(step % 500), p["episode_every"])
         if p["garbage_every"] and step % p["garbage_every"] == 0:
