@@ -32,8 +32,12 @@ def markdown(result: dict) -> str:
         if isinstance(value, float):
             return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
         return str(value)
-    lines = [f"Measured {result['date'][:16].replace('T', ' ')} on {result['machine']} "
-             f"(`python -m bench`, {sum(result['seconds'].values()) / 60:.0f} min).", "",
+    dates = sorted(set((result.get("dates") or {}).values()) or {result["date"]})
+    when = dates[0][:16].replace("T", " ")
+    if len(dates) > 1:
+        when = f"between {when} and {dates[-1][:16].replace('T', ' ')}"
+    lines = [f"Measured {when} on {result['machine']} "
+             f"(`python -m bench`, {sum(result['seconds'].values()) / 60:.0f} min in all).", "",
              "| bench | figure | value | goal | met | anchor |", "|---|---|---:|---|---|---|"]
     for row in result["figures"]:
         met = {True: "yes", False: "**no**", None: ""}[row.get("ok")]
@@ -92,8 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         timings[name] = round(time.monotonic() - t0, 1)
     print_table(rows)
     RESULTS.mkdir(exist_ok=True)
-    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
-              "seconds": timings, "figures": rows}
+    now = datetime.datetime.now().isoformat(timespec="seconds")
+    dates = {name: now for name in timings}
+    previous = RESULTS / "latest.json"
+    if args.only and previous.exists():
+        # a partial run replaces its modules' rows and keeps the others'
+        old = json.loads(previous.read_text())
+        rows = [r for r in old.get("figures", []) if r["bench"] not in timings] + rows
+        rows.sort(key=lambda r: r["bench"])
+        timings = {**old.get("seconds", {}), **timings}
+        dates = {**old.get("dates", {name: old.get("date") for name in old.get("seconds", {})}), **dates}
+    result = {"date": now, "dates": dates, "machine": machine(), "seconds": timings, "figures": rows}
     (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwritten {RESULTS / 'latest.json'} ({machine()})")
     return 1 if failed else 0
