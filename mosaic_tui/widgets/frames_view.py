@@ -124,6 +124,7 @@ class FrameCanvas(Widget):
         self._strips_for: Any = None
         self._image: str = ""
         self._image_for: Any = None
+        self._placed_for: Any = None      # (frame shape, width, height) of the last image placed
         self._kitty_shown = False
 
     def configure(self, caps) -> None:
@@ -153,6 +154,13 @@ class FrameCanvas(Widget):
             for y, (before, after) in enumerate(zip(old, new)):
                 if before != after:
                     self.refresh(Region(0, y, width, 1))
+            return
+        if (self.image_mode in ("sixel", "kitty") and self.drawn_as == self.image_mode
+                and frame is not None and self._placed_for == (frame.shape, width, height)):
+            # Same place, same size: the image rides on the last line, and the
+            # lines around it do not change. Repainting that line alone spares
+            # Textual composing the whole canvas for every frame.
+            self.refresh(Region(0, height - 1, width, 1))
             return
         self.refresh()
 
@@ -217,6 +225,11 @@ class FrameCanvas(Widget):
         from mosaic_tui.graphics import sixel
         # the image's pixel size in the canvas' pixel box (aspect kept)
         w, h = sixel.fit_pixels(frame_w, frame_h, cols * cell_w, rows * cell_h)
+        if self.image_mode == "sixel" and w > frame_w:
+            # Sixel is never enlarged: the terminal cannot scale it, so every
+            # added pixel is sent and encoded again for each frame (4x the
+            # bytes and time at 2x) and shows nothing the frame does not have.
+            w, h = sixel.fit_pixels(frame_w, frame_h, frame_w, frame_h + 5)
         used_cols, used_rows = min(cols, -(-w // cell_w)), min(rows, -(-h // cell_h))
         cells = Region((cols - used_cols) // 2, (rows - used_rows) // 2, used_cols, used_rows)
         if self.image_mode == "sixel":
@@ -225,7 +238,10 @@ class FrameCanvas(Widget):
             # where that colour is unknown (a theme using the terminal's own
             # background, and the terminal did not answer OSC 11).
             import numpy as np
-            indices, palette = sixel.prepare(self.frame, (w, h), max(1, self.sixel_colors - 1))
+            # (w, h + 5): room for a last partial band, so a frame drawn at its
+            # own size is not resampled to whole bands first
+            indices, palette = sixel.prepare(self.frame, (w, h + 5), max(1, self.sixel_colors - 1))
+            h = indices.shape[0]
             fill = self._background_rgb()
             if fill is None:
                 pad = sixel.TRANSPARENT
@@ -279,6 +295,7 @@ class FrameCanvas(Widget):
         blocker = self.placement_blocker(crop)
         if blocker is not None:
             self.kitty_delete()
+            self._placed_for = None
             self.drawn_as = f"halfblock ({blocker})"
             return self._halfblock_lines(crop)
         data, cells = self.image_sequence()
@@ -304,6 +321,7 @@ class FrameCanvas(Widget):
         last = lines[-1]
         lines[-1] = Strip([*last, image], cell_length=width)
         self.drawn_as = self.image_mode
+        self._placed_for = (self.frame.shape, width, self.size.height)
         self._kitty_shown = self.image_mode == "kitty"
         return lines
 

@@ -273,3 +273,26 @@ async def test_relay_through_a_real_daemon(daemon, mosaic, tmp_path):
             await wait_until(pilot, lambda: view.current[0] > first, timeout=10, what="relay keeps going")
     finally:
         mosaic.run("cancel", rid)
+
+
+async def test_a_new_sixel_frame_repaints_only_the_line_that_carries_the_image(home, writer):
+    """Same size and place: only the canvas' last line is repainted, and it carries the new image."""
+    from mosaic_tui.graphics.detect import detect
+    app = make_app(home, graphics=detect("sixel", fd=-1))
+    async with app.run_test(size=SIZE) as pilot:
+        canvas = await open_frames(app, pilot, writer)
+        assert canvas.drawn_as == "sixel"
+        refreshed = []
+        real_refresh = canvas.refresh
+        canvas.refresh = lambda *regions, **kw: (refreshed.append(regions), real_refresh(*regions, **kw))[1]
+        lines_seen = []
+        real_render = canvas.render_lines
+        canvas.render_lines = lambda crop: (lines := real_render(crop), lines_seen.append(lines))[0]
+        writer.publish(np.full((40, 60, 3), (200, 40, 10), dtype=np.uint8))
+        await wait_until(pilot, lambda: canvas.key == 2 and lines_seen, what="the new frame rendered")
+        width, height = canvas.size
+        assert refreshed and all(regions and all(r.y == height - 1 and r.height == 1 for r in regions)
+                                 for regions in refreshed), refreshed
+        image = [seg.text for seg in lines_seen[-1][-1] if seg.control]
+        # the new frame's colour is among the image's registers: 200,40,10 -> 78%,16%,4%
+        assert len(image) == 1 and "\x1bP0;1;0q" in image[0] and "2;78;16;4" in image[0]
