@@ -265,10 +265,9 @@ def detect_graphics(args: Any = None):
     terminal's DA1 reply ends early; ``halfblock`` and ``none`` start at once.
     Without a terminal (tests, pipes) nothing is asked.
     """
-    import os
     import sys
-    mode = getattr(args, "graphics", None) or os.environ.get("MOSAIC_GRAPHICS") or "auto"
-    from mosaic_tui.graphics.detect import detect
+    from mosaic_tui.graphics.detect import detect, requested_mode
+    mode = requested_mode(args)
     if mode in ("auto", "kitty", "sixel") and not (sys.stdin.isatty() and sys.stdout.isatty()):
         if mode != "auto":
             return detect(mode, fd=-1)

@@ -414,8 +414,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_graphics(args: argparse.Namespace) -> int:
     """What the frames view would draw with in this terminal, and why."""
-    from mosaic_tui.graphics.detect import detect
-    mode = getattr(args, "graphics", None) or os.environ.get("MOSAIC_GRAPHICS") or "auto"
+    from mosaic_tui.graphics.detect import detect, requested_mode
+    mode = requested_mode(args)
     # asks the controlling terminal (/dev/tty), so `mosaic graphics --json > file` works too
     caps = detect(mode, timeout=0.5)
     facts = {

@@ -346,15 +346,9 @@ class Link:
                     # messages, each of which would otherwise wait behind a slice
                     await asyncio.sleep(ABSORB_REST)
         finally:
+            # the loop ends only on an empty queue (no await between the check
+            # and here) or when stop() cancels it
             self._absorber = None
-            if self._absorb_queue and not self._stopping:
-                self._enqueue_restart()
-
-    def _enqueue_restart(self) -> None:
-        try:
-            self._absorber = asyncio.get_running_loop().create_task(self._absorb_sliced())
-        except RuntimeError:
-            self._drain()
 
     def _drain(self) -> None:
         """Absorb everything queued, now."""

@@ -204,6 +204,12 @@ def choose(mode: str, replies: Replies | None, in_tmux: bool) -> tuple[str, str]
     return "halfblock", "no kitty graphics reply and no sixel in DA1"
 
 
+def requested_mode(args=None, env=None) -> str:
+    """The mode asked for: ``--graphics``, else ``$MOSAIC_GRAPHICS``, else auto."""
+    env = os.environ if env is None else env
+    return getattr(args, "graphics", None) or env.get("MOSAIC_GRAPHICS") or "auto"
+
+
 def detect(mode: str = "auto", *, fd: int | None = None, timeout: float = 0.3,
            env=None) -> Capabilities:
     """Ask the terminal (unless ``mode`` makes that pointless) and decide.

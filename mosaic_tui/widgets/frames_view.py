@@ -164,9 +164,6 @@ class FrameCanvas(Widget):
             return
         self.refresh()
 
-    def clear(self) -> None:
-        self.show(None, None)
-
     # -- half-blocks -------------------------------------------------------------
     def halfblock_strips(self) -> list[Strip]:
         """The frame as half-block strips filling the canvas, cached per frame and size."""
