@@ -70,6 +70,22 @@ class MosaicApp(App):
             self.set_keymap(keymap)
 
     # -- screens ---------------------------------------------------------------
+    @property
+    def _background_screens(self) -> list:
+        """Screens that show through the top one: none when it is opaque.
+
+        Textual (8.2.8) always counts the screen right under the top one, and
+        a repaint of a counted screen repaints the top screen in full and asks
+        for another repaint of itself. With the runs table under a run's
+        Frames tab that re-sent the whole image several times a second.
+        Modal screens (help, confirm) have a translucent background and keep
+        what is under them.
+        """
+        stack = self._screen_stack
+        if stack and stack[-1].styles.background.a == 1:
+            return []
+        return App._background_screens.fget(self)
+
     def get_default_screen(self):
         from mosaic_tui.screens.runs import RunsScreen
         return RunsScreen()

@@ -125,6 +125,87 @@ def test_sixel_respects_a_terminals_colour_registers(tmp_path):
     assert np.array_equal(sixel_decode(data, tmp_path), as_decoded(palette)[indices])
 
 
+def test_sixel_quantize_keeps_close_colours_apart():
+    """Pillow's palette mapping goes through 5-6-5 bit colour cells and merges
+    (1, 2, 3) into (0, 0, 0); a frame of few colours must keep each one."""
+    frame = np.zeros((6, 8, 3), dtype=np.uint8)
+    for i, colour in enumerate([(1, 2, 3), (4, 4, 4), (8, 8, 8), (0, 0, 1), (255, 255, 254)]):
+        frame[:, i] = colour
+    indices, palette = sixel.quantize(frame)
+    assert len(palette) == 6 and np.array_equal(palette[indices], frame)
+    assert np.array_equal(sixel.packed_rgb(frame)[0, :2], [1 | 2 << 8 | 3 << 16, 4 | 4 << 8 | 4 << 16])
+
+
+def boxed(frame: np.ndarray, box: tuple[int, int], fill) -> np.ndarray:
+    """What a SixelSequence should draw: the frame centred in a box of fill colour."""
+    out = np.empty((box[1], box[0], 3), dtype=np.uint8)
+    out[:] = fill
+    y0, x0 = (box[1] - frame.shape[0]) // 2, (box[0] - frame.shape[1]) // 2
+    out[y0:y0 + frame.shape[0], x0:x0 + frame.shape[1]] = frame
+    return out
+
+
+@needs_sixel2png
+def test_sixel_sequence_re_encodes_only_changed_bands_and_draws_every_frame_whole(tmp_path):
+    from workers.fastlane.demo import cartpole_frame
+    box, fill = (130, 96), (21, 24, 30)
+    seq = sixel.SixelSequence(box, (120, 80), max_colors=256, fill=fill)
+    first, moved = (np.ascontiguousarray(cartpole_frame(n)[::5, ::5]) for n in (1, 9))   # 120x80
+    patched = moved.copy()
+    patched[40:42, 10:20] = (1, 2, 3)              # a new colour, in rows 48-49 of the box: band 8
+    same = patched.copy()
+    steps = [(first, 16), (moved, None), (patched, 1), (same, 0)]
+    for n, (frame, bands) in enumerate(steps):
+        data = seq.encode(frame)
+        if bands is not None:
+            assert seq.bands_encoded == bands, n
+        assert 0 < seq.bands_encoded < 16 or n in (0, 3)
+        # the reused bands and the new ones make exactly the image of the whole state
+        assert data == sixel.encode_indexed(seq.grid[:box[1]], seq.palette)
+        assert np.array_equal(sixel_decode(data, tmp_path), as_decoded(boxed(frame, box, fill).reshape(-1, 3))
+                              .reshape(box[1], box[0], 3)), n
+
+
+@needs_sixel2png
+def test_sixel_sequence_starts_over_when_colours_overflow_or_are_too_many(tmp_path):
+    box, fill = (60, 42), (0, 0, 0)
+    seq = sixel.SixelSequence(box, (60, 40), max_colors=6, fill=fill)    # fill + 5 frame colours
+    for n in range(6):
+        frame = np.full((40, 60, 3), 250, dtype=np.uint8)
+        frame[n * 6:n * 6 + 3, :] = (10 * n + 5, 100, 200)     # a new colour each frame
+        data = seq.encode(frame)
+        # fill, background, then one more each frame until the 5th new colour
+        # does not fit: that frame starts over with its own, every band again
+        assert seq.exact and len(seq.palette) == [3, 4, 5, 6, 3, 4][n]
+        assert seq.bands_encoded == (7 if n in (0, 4) else 2), n      # the old stripe and the new
+        assert data == sixel.encode_indexed(seq.grid[:box[1]], seq.palette)
+        assert np.array_equal(sixel_decode(data, tmp_path), as_decoded(boxed(frame, box, fill).reshape(-1, 3))
+                              .reshape(box[1], box[0], 3)), n
+    noisy = busy(40, 60)                           # far more colours than registers: quantised
+    data = seq.encode(noisy)
+    assert not seq.exact and len(seq.palette) <= 6
+    assert np.array_equal(sixel_decode(data, tmp_path), as_decoded(seq.palette)[seq.grid[:box[1]]])
+    back = seq.encode(frame)                       # exact colours again, in full
+    assert seq.exact and seq.bands_encoded == 7
+    assert back == sixel.encode_indexed(seq.grid[:box[1]], seq.palette)
+
+
+def test_sixel_sequence_without_a_fill_leaves_the_margin_transparent():
+    seq = sixel.SixelSequence((20, 13), (10, 6), max_colors=256, fill=None)
+    frame = np.zeros((6, 10, 3), dtype=np.uint8)
+    frame[:, :, 0] = 255
+    data = seq.encode(frame)
+    assert len(seq.palette) == 1                   # red only: no fill colour
+    rows, cols = np.nonzero(seq.grid[:13] != sixel.TRANSPARENT)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (3, 8, 5, 14)
+    assert (seq.grid[13:] == sixel.TRANSPARENT).all()        # the last band's rows past the box
+    assert data == sixel.encode_indexed(seq.grid[:13], seq.palette)
+    with pytest.raises(ValueError, match="frame is 11x6"):
+        seq.encode(np.zeros((6, 11, 3), dtype=np.uint8))
+    with pytest.raises(ValueError, match="does not fit"):
+        sixel.SixelSequence((20, 13), (21, 6))
+
+
 def test_sixel_escape_structure():
     data = sixel.encode_indexed(np.zeros((12, 4), dtype=np.uint8), np.array([[255, 0, 0]], dtype=np.uint8))
     assert data.startswith(b'\x1bP0;1;0q"1;1;4;12#0;2;100;0;0') and data.endswith(b"\x1b\\")

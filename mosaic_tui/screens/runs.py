@@ -56,6 +56,7 @@ class RunsScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self._pending: set[str] = set()
+        self._stale = False             # runs changed while another screen was on top
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
@@ -124,9 +125,15 @@ class RunsScreen(Screen):
     def on_runs_changed(self, message: RunsChanged) -> None:
         link = self.app.link
         table = self.table
+        if self.app.screen is not self:
+            # Not looked at: catch up in full when we are shown again. A
+            # covered screen that repaints makes Textual repaint the screen on
+            # top of it too (a run's Frames tab: its whole image, every time).
+            self._stale = True
+            return
         structural = bool(message.deleted) or not link.runs or any(r not in table._cells for r in message.changed)
-        if structural or self.app.screen is not self:
-            # rows come or go (or we are not looking): now, in full
+        if structural:
+            # rows come or go: now, in full
             self._pending.clear()
             self.refresh_runs(None if message.deleted else message.changed)
         else:
@@ -134,6 +141,12 @@ class RunsScreen(Screen):
             # sends its summary twice a second; ten of them must not cost a
             # full table render each)
             self._pending |= message.changed
+
+    def on_screen_resume(self) -> None:
+        if self._stale:
+            self._stale = False
+            self._pending.clear()
+            self.refresh_runs(None)
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         self.query_one(ConnectionBanner).refresh_text()

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from mosaic_tui.widgets.text_line import TextLine
 
-class TitleBar(Static):
+
+class TitleBar(TextLine):
     """One line: where we are and what the daemon says."""
 
     DEFAULT_CSS = """

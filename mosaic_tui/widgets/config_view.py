@@ -58,17 +58,33 @@ class ConfigView(VerticalScroll, can_focus=True):
     def __init__(self, run: dict[str, Any] | None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.run = run or {}
+        self._stale = True      # self.run not drawn yet
 
     def compose(self):
         yield Static(id="config-record")
         yield Static(id="config-json")
         yield Static(id="config-stderr")
 
-    def on_mount(self) -> None:
-        self.show(self.run)
+    def on_show(self) -> None:
+        if self._stale:
+            self._draw()
 
     def show(self, run: dict[str, Any]) -> None:
+        """Show this run record; while the Config tab is hidden, only keep it.
+
+        A running run's record changes twice a second, and re-laying out
+        hidden Statics costs a full repaint of the screen (the image on the
+        Frames tab included); ``on_show`` draws the latest record instead.
+        """
         self.run = run
+        if not self.region:
+            self._stale = True
+            return
+        self._draw()
+
+    def _draw(self) -> None:
+        run = self.run
+        self._stale = False
         self.query_one("#config-record", Static).update(record_table(run))
         config = run.get("config") or {}
         self.query_one("#config-json", Static).update(

@@ -36,6 +36,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from mosaic_tui.widgets.text_line import TextLine
+
 POLL_FPS = 60      # twice the usual frame rate: polling at the writer's own rate drops frames by beating
 RELAY_FPS = 10
 HEADER_INTERVAL = 0.25     # seconds between header updates while frames stream
@@ -71,29 +73,10 @@ def toasts_of(screen) -> list[Widget]:
     return [toast for holder in rack.children for toast in holder.children]
 
 
-class FramesHeader(Widget):
-    """One line of text that repaints only itself when it changes (a Static's
-    update() re-lays out the screen, and that would redraw the image under it
-    at every poll: megabytes per second of sixel for a still frame)."""
-
-    DEFAULT_CSS = """
-    FramesHeader {
-        height: 1;
-        width: 1fr;
-    }
-    """
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.text = Text()
-
-    def show(self, text: Text) -> None:
-        if text.plain != self.text.plain or text.spans != self.text.spans:
-            self.text = text
-            self.refresh()
-
-    def render(self) -> Text:
-        return self.text
+class FramesHeader(TextLine):
+    """The Frames tab's status line. Its own line widget: a Static's update()
+    would re-lay out the screen and redraw the image under it at every poll
+    (megabytes per second of sixel for a still frame)."""
 
 
 class FrameCanvas(Widget):
@@ -124,6 +107,8 @@ class FrameCanvas(Widget):
         self._strips_for: Any = None
         self._image: str = ""
         self._image_for: Any = None
+        self._sixel = None               # graphics.sixel.SixelSequence of the current geometry
+        self._sixel_key: Any = None
         self._placed_for: Any = None      # (frame shape, width, height) of the last image placed
         self._kitty_shown = False
 
@@ -234,24 +219,17 @@ class FrameCanvas(Widget):
             # part of those cells keeps what was there before; transparent
             # where that colour is unknown (a theme using the terminal's own
             # background, and the terminal did not answer OSC 11).
-            import numpy as np
-            # (w, h + 5): room for a last partial band, so a frame drawn at its
-            # own size is not resampled to whole bands first
-            indices, palette = sixel.prepare(self.frame, (w, h + 5), max(1, self.sixel_colors - 1))
-            h = indices.shape[0]
-            fill = self._background_rgb()
-            if fill is None:
-                pad = sixel.TRANSPARENT
-            else:
-                palette = np.vstack([palette, np.array([fill], dtype=np.uint8)])
-                pad = len(palette) - 1
             box_w, box_h = used_cols * cell_w, used_rows * cell_h
             box_h -= box_h % 6 if box_h > 6 else 0     # whole sixel bands only
-            padded = np.full((box_h, box_w), pad, dtype=np.uint16)
-            y0, x0 = max(0, (box_h - h) // 2), max(0, (box_w - w) // 2)
-            part = indices[: box_h - y0, : box_w - x0]
-            padded[y0:y0 + part.shape[0], x0:x0 + part.shape[1]] = part
-            data = sixel.encode_indexed(padded, palette)
+            pixels = sixel.shrink(self.frame, w, h)[:box_h, :box_w]
+            fill = self._background_rgb()
+            key = (box_w, box_h, pixels.shape[:2], fill, self.sixel_colors)
+            if self._sixel_key != key:
+                # a sequence re-encodes only the bands a new frame changed
+                self._sixel = sixel.SixelSequence((box_w, box_h), (pixels.shape[1], pixels.shape[0]),
+                                                  self.sixel_colors, fill)
+                self._sixel_key = key
+            data = self._sixel.encode(pixels)
         else:
             from mosaic_tui.graphics import kitty
             if w * h < frame_w * frame_h:
@@ -560,7 +538,7 @@ class FramesView(Widget, can_focus=True):
 
     def update_header(self) -> None:
         try:
-            self.query_one(FramesHeader).show(self.header_text())
+            self.query_one(FramesHeader).update(self.header_text())
         except Exception:
             pass
 

@@ -296,3 +296,78 @@ async def test_a_new_sixel_frame_repaints_only_the_line_that_carries_the_image(h
         image = [seg.text for seg in lines_seen[-1][-1] if seg.control]
         # the new frame's colour is among the image's registers: 200,40,10 -> 78%,16%,4%
         assert len(image) == 1 and "\x1bP0;1;0q" in image[0] and "2;78;16;4" in image[0]
+
+
+async def test_a_live_runs_record_changes_never_repaint_the_frames_tab_in_full(home, writer):
+    """A running run's record changes twice a second. The title line follows it,
+    the runs table under the run screen and the hidden Config tab catch up when
+    they are shown, and none of it lays out or repaints the whole screen: that
+    re-sends the image (and cost ~10% of a core at 30 fps)."""
+    from daemon import protocol as P
+    from mosaic_tui import fmt
+    from mosaic_tui.graphics.detect import detect
+    app = make_app(home, graphics=detect("sixel", fd=-1))
+    async with app.run_test(size=SIZE) as pilot:
+        canvas = await open_frames(app, pilot, writer)
+        assert app._background_screens == []          # an opaque screen hides the runs table
+        compositor = app.screen._compositor
+        full = []
+        real_full = compositor.render_full_update
+        compositor.render_full_update = lambda *a, **kw: (full.append(1), real_full(*a, **kw))[1]
+        covered = app.screen_stack[-2]
+        covered_updates = []    # the covered runs table does no work until it is shown
+        real_refresh_runs = covered.refresh_runs
+        covered.refresh_runs = lambda *a: (covered_updates.append(1), real_refresh_runs(*a))[1]
+        layouts = []        # a new layout of the screen: its widgets placed again, then repainted
+        real_layout = app.screen._refresh_layout
+        app.screen._refresh_layout = lambda *a, **kw: (layouts.append(1), real_layout(*a, **kw))[1]
+        run = frames_run(writer.run_id)
+        for i in range(1, 7):
+            run = copy.deepcopy(run)
+            run["rev"] = 100 + i
+            run["summary"]["steps"] = 1111 * i
+            app.link.feed(P.NOTIFY_RUN, {"run": run, "rev": 100 + i})
+            app.link.flush()
+            writer.publish(np.full((40, 60, 3), (20 * i, 40, 10), dtype=np.uint8))
+            await pilot.pause(0.06)
+        steps = fmt.num(6666)
+        await wait_until(pilot, lambda: f"{steps}/" in screen_text(app), what="the title's new step count")
+        await wait_until(pilot, lambda: canvas.key == 7, what="the last frame")
+        assert full == [], f"{len(full)} full repaints"
+        assert layouts == [], f"{len(layouts)} layouts"
+        assert covered_updates == []
+        # the Config tab, hidden meanwhile, shows the latest record when opened
+        await pilot.press("3")
+        await wait_until(pilot, lambda: f"steps  {steps}" in screen_text(app).replace(" " * 3, " " * 2),
+                         what="the Config tab's step count")
+        # and the runs table, covered meanwhile, when we go back to it
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="the runs screen")
+        await wait_until(pilot, lambda: steps in screen_text(app), what="the runs table's step count")
+
+
+async def test_only_a_translucent_screen_keeps_the_screen_under_it_visible(home):
+    """Our screens are opaque (app.tcss): nothing under them is drawn. A
+    translucent one (a plugin's, say) still shows the screen under it."""
+    from textual.screen import ModalScreen
+    from textual.widgets import Static
+
+    class Translucent(ModalScreen[None]):
+        def on_mount(self) -> None:
+            self.styles.background = "black 50%"    # inline: over app.tcss' opaque Screen rule
+
+        def compose(self):
+            yield Static("over the table")
+
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await load_fixed(pilot, app)
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help")
+        assert app._background_screens == []
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="runs")
+        app.push_screen(Translucent())
+        await wait_until(pilot, lambda: "over the table" in screen_text(app), what="the translucent screen")
+        assert [type(s).__name__ for s in app._background_screens] == ["RunsScreen"]
+        assert "bravo" in screen_text(app)              # a run's name, from the table under it
