@@ -16,6 +16,7 @@ from time spent waiting for a core).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -77,9 +78,10 @@ class Patterns:
 
 
 def run(run_id: str, stream: int = 0, fps: float = 0.0, frames: int = 0, seconds: float = 0.0,
-        width: int = 600, height: int = 400, capacity: int = 32, out=sys.stdout) -> tuple[int, float]:
+        width: int = 600, height: int = 400, capacity: int = 32, out=sys.stdout,
+        stop=lambda: False) -> tuple[int, float]:
     """Publish until ``frames`` (0: no limit) or ``seconds`` (0: no limit) is
-    reached; returns (frames published, seconds)."""
+    reached, or ``stop()`` says so; returns (frames published, seconds)."""
     patterns = Patterns(width, height)
     writer = FrameWriter(run_id, stream, capacity=capacity)
     interval = 1.0 / fps if fps else 0.0
@@ -92,7 +94,7 @@ def run(run_id: str, stream: int = 0, fps: float = 0.0, frames: int = 0, seconds
             published += 1
             if published == 1 and out:
                 print(f"ready {writer.path}", file=out, flush=True)
-            if frames and published >= frames:
+            if frames and published >= frames or stop():
                 break
             elapsed = time.perf_counter() - start
             if seconds and elapsed >= seconds:
@@ -119,7 +121,13 @@ def main(argv=None) -> int:
     parser.add_argument("--capacity", type=int, default=32)
     args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
-    run(args.run_id, args.stream, args.fps, args.frames, args.seconds, width, height, args.capacity)
+    # SIGTERM or SIGINT: stop after the current frame and close the segment
+    # properly (readers see it CLOSED), as a worker does
+    stopping = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.append(True))
+    run(args.run_id, args.stream, args.fps, args.frames, args.seconds, width, height, args.capacity,
+        stop=lambda: bool(stopping))
     return 0
 
 

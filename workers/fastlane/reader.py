@@ -158,6 +158,11 @@ class FrameReader:
         self._map = fresh
         self._failed_key = None
 
+    def attach(self) -> bool:
+        """Attach (or follow a new generation) now, if there is reason to look; whether attached."""
+        self._follow()
+        return self._map is not None
+
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
