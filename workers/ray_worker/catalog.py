@@ -203,6 +203,18 @@ COMMON: dict[str, Any] = {
     "keep_checkpoints": _int(0, "keep only the newest N periodic checkpoints (0: keep all)", 0, 100000),
 }
 
+_IMPALA_PARAMS = {
+    "lr": _num(0.0005, "learning rate", exclusive_min=0, maximum=1),
+    "gamma": _num(0.99, "discount factor", 0, 1),
+    "train_batch_size_per_learner": _int(500, "env steps per learner update", 1),
+    "rollout_fragment_length": _int(50, "env steps each runner sends at a time", 1),
+    "vtrace": _bool(True, "V-trace off-policy correction"),
+    "vf_loss_coeff": _num(0.5, "value-function loss coefficient", 0),
+    "entropy_coeff": _num(0.01, "entropy bonus coefficient", 0),
+    "grad_clip": _num(40.0, "clip gradients to this global norm (null: no clipping)",
+                      exclusive_min=0, nullable=True),
+}
+
 ALGO_PARAMS: dict[str, dict[str, Any]] = {
     "PPO": {
         "lr": _num(5e-05, "learning rate", exclusive_min=0, maximum=1),
@@ -221,34 +233,18 @@ ALGO_PARAMS: dict[str, dict[str, Any]] = {
         "grad_clip": _num(None, "clip gradients to this global norm (null: no clipping)",
                           exclusive_min=0, nullable=True),
     },
+    # APPO is IMPALA's learner and V-trace plus PPO's clipped surrogate and
+    # an optional KL penalty (RLlib's APPOConfig extends IMPALAConfig)
     "APPO": {
-        "lr": _num(0.0005, "learning rate", exclusive_min=0, maximum=1),
-        "gamma": _num(0.99, "discount factor", 0, 1),
-        "train_batch_size_per_learner": _int(500, "env steps per learner update", 1),
-        "rollout_fragment_length": _int(50, "env steps each runner sends at a time", 1),
-        "vtrace": _bool(True, "V-trace off-policy correction"),
+        **_IMPALA_PARAMS,
         "clip_param": _num(0.4, "surrogate clip parameter", exclusive_min=0),
-        "vf_loss_coeff": _num(0.5, "value-function loss coefficient", 0),
-        "entropy_coeff": _num(0.01, "entropy bonus coefficient", 0),
         "use_kl_loss": _bool(False, "add a KL penalty to the loss"),
         "kl_coeff": _num(1.0, "KL penalty coefficient", 0),
         "target_network_update_freq": _int(2, "update the target network every N learner updates", 1),
         "circular_buffer_num_batches": _int(8, "batches the learner's circular buffer holds", 1),
         "circular_buffer_iterations_per_batch": _int(2, "times each batch is trained on", 1),
-        "grad_clip": _num(40.0, "clip gradients to this global norm (null: no clipping)",
-                          exclusive_min=0, nullable=True),
     },
-    "IMPALA": {
-        "lr": _num(0.0005, "learning rate", exclusive_min=0, maximum=1),
-        "gamma": _num(0.99, "discount factor", 0, 1),
-        "train_batch_size_per_learner": _int(500, "env steps per learner update", 1),
-        "rollout_fragment_length": _int(50, "env steps each runner sends at a time", 1),
-        "vtrace": _bool(True, "V-trace off-policy correction"),
-        "vf_loss_coeff": _num(0.5, "value-function loss coefficient", 0),
-        "entropy_coeff": _num(0.01, "entropy bonus coefficient", 0),
-        "grad_clip": _num(40.0, "clip gradients to this global norm (null: no clipping)",
-                          exclusive_min=0, nullable=True),
-    },
+    "IMPALA": _IMPALA_PARAMS,
     "DQN": {
         "lr": _num(0.0005, "learning rate", exclusive_min=0, maximum=1),
         "gamma": _num(0.99, "discount factor", 0, 1),
