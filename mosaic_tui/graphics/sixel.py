@@ -1,21 +1,25 @@
 """A fast sixel encoder: numpy for the bands and run-length coding, Pillow for colours.
 
     data = encode(frame, box=(800, 480))     # bytes: DCS ... ST, fits the box
+    seq = SixelSequence(box, size, fill=bg)  # a live stream: seq.encode(frame) per frame
 
 Steps, none of them a per-pixel Python loop:
 
 1. Fit the frame into the pixel box (aspect kept, its last 6-row sixel band
    inside the box). Downscaling averages areas, upscaling repeats pixels.
 2. Palette: a frame with at most 256 colours (CartPole, Atari, grid worlds)
-   keeps them exactly; otherwise an octree palette is built from a subsample
-   and every pixel is mapped to its nearest entry (Pillow, C speed).
-3. Encode (``encode_indexed``): for each band of 6 rows and each colour
+   keeps them exactly (``ColourTable``: one lookup per pixel in a table of
+   every 24-bit colour); otherwise an octree palette is built from a
+   subsample and every pixel is mapped to its nearest entry (Pillow, C speed).
+3. Encode (``encode_bands``): for each band of 6 rows and each colour
    present in it, the 6-bit column masks are scattered into one matrix with 6
    vectorised passes; run-length coding, colour selections and line controls
-   are then laid out in one output byte array by cumulative sums.
+   are then laid out in one output byte array by cumulative sums, and cut
+   into one chunk per band (``assemble`` joins them behind the palette).
 
-textual-image's encoder needs ~25-100 ms for the same job here; this one's
-figures are in bench/bench_graphics.py.
+``SixelSequence`` keeps the chunks of the previous frame and encodes again
+only the bands whose rows changed. textual-image's encoder needs ~25-100 ms
+for a CartPole frame here; this one's figures are in bench/bench_fastlane.py.
 """
 from __future__ import annotations
 
