@@ -16,6 +16,7 @@ import pytest
 from daemon import proctree
 from daemon import protocol as P
 from daemon.home import Home
+from workers.fastlane import layout as fastlane_layout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,6 +52,10 @@ def _stop_everything(h: Home) -> None:
                 pid = info.get("supervisor_pid")
                 if pid and proctree.is_alive(pid, info.get("supervisor_start")):
                     proctree.signal_tree(pid, signal.SIGKILL, include_root=True)
+        # What the daemon does when it learns a run ended, which this one never
+        # will: its frame segments go (a run killed here had 23 MB of tmpfs).
+        for run_dir in runs_dir.iterdir():
+            fastlane_layout.cleanup(run_dir.name)
 
 
 class Mosaic:
@@ -132,7 +137,30 @@ def pytest_runtest_logreport(report):
         _reliability["passed"] += 1
 
 
+def _segments() -> set[str]:
+    try:
+        return {n for n in os.listdir(fastlane_layout.SHM_DIR) if n.startswith(fastlane_layout.PREFIX)}
+    except FileNotFoundError:
+        return set()
+
+
+def pytest_sessionstart(session):
+    session.config._mosaic_segments_before = _segments()
+
+
 def pytest_sessionfinish(session, exitstatus):
+    # FastLane promises that nothing is left in /dev/shm when runs end: the
+    # whole suite is held to it (segments that were there before are not ours)
+    left = sorted(_segments() - getattr(session.config, "_mosaic_segments_before", set()))
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"FastLane segments left in {fastlane_layout.SHM_DIR} by this session: {', '.join(left)}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        else:
+            print(message, file=sys.stderr)
+        if session.exitstatus == 0:
+            session.exitstatus = 1
     from tests import reliability_report
     total = _reliability["collected"]
     if total and _reliability["passed"] == total and total >= 10:
