@@ -40,7 +40,6 @@ import os
 import pty
 import select
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
@@ -48,7 +47,6 @@ import sys
 import tempfile
 import termios
 import time
-from pathlib import Path
 
 from bench.common import ROOT, cpu_seconds, figure, percentile, print_table
 

@@ -404,7 +404,7 @@ def app_frames_cpu(mode: str, source: str = "cleanrl", seconds: float = 10.0) ->
     import json
     import re
     import select
-    from bench.bench_app import PtyApp, submit_synthetic, wait_state, warm_home
+    from bench.bench_app import PtyApp, wait_state, warm_home
     from daemon import protocol as P
     from mosaic_tui.client import Client
     with warm_home(max_runs=2) as home:

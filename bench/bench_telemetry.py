@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -104,7 +103,6 @@ def parse_anchor() -> tuple[float, float]:
 
 
 def run() -> list[dict]:
-    from daemon import protocol as P
     from mosaic_tui.client import Client
     rows = []
     orjson_rate, json_rate = parse_anchor()

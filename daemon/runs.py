@@ -29,7 +29,7 @@ from typing import Any, Callable
 from daemon import proctree
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
-                         SUPERVISOR_FILE, TENSORBOARD_DIR, Home)
+                         TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail
 from daemon.inotify import Inotify
 from daemon.store import Store, StoreError, new_ulid

@@ -332,6 +332,26 @@ def _demo_writer(run_id, *args):
     return proc
 
 
+def test_demo_writer_closes_its_segment_on_sigterm_and_attach_follows_it(run_id):
+    reader = FrameReader(run_id, recheck_interval=0.0)
+    assert not reader.attach()                      # nothing published yet
+    proc = _demo_writer(run_id, "--fps", "200", "--size", "64x48", "--capacity", "4")
+    try:
+        assert reader.attach() and reader.state == layout.STATE_LIVE
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+        assert proc.returncode == 0 and out.startswith("done "), out
+        # stopped between frames: the segment is marked CLOSED and its last frame is intact
+        assert reader.state == layout.STATE_CLOSED
+        assert reader.latest() is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.close()
+        cleanup(run_id)
+
+
 def test_cleanup_after_sigkill_leaves_nothing_in_dev_shm(run_id):
     proc = _demo_writer(run_id, "--fps", "200", "--size", "64x48", "--capacity", "8")
     # a second stream and a half-built temp file, as a killed writer may leave

@@ -20,10 +20,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.metric_plot import PALETTE, MetricPlot, PlotLine, PlotOptions
 from mosaic_tui.widgets.metrics_pane import SMOOTH_STEPS, tag_order
 

@@ -16,8 +16,8 @@ from textual.screen import Screen
 from textual.widgets import Button, Static
 
 from daemon import protocol as P
-from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.schema_form import SchemaField
 from workers.sdk.config import NAME_RE, ConfigError
 

@@ -7,10 +7,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
-from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.key_bar import KeyBar
 
 TABS = ("metrics", "logs", "config", "frames")
 PLOT_REFRESH_SECONDS = 1.0

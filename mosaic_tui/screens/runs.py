@@ -6,9 +6,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
-from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.runs_table import SORT_KEYS, RunsTable
 
 

@@ -12,8 +12,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from daemon import protocol as P
-from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.widgets.key_bar import KeyBar
 
 
 class WorkersScreen(Screen):

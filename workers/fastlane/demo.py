@@ -87,10 +87,10 @@ def run(run_id: str, stream: int = 0, fps: float = 0.0, frames: int = 0, seconds
     interval = 1.0 / fps if fps else 0.0
     start = time.perf_counter()
     cpu_start = time.process_time()
-    n = published = 0
+    published = 0
     try:
         while True:
-            n = writer.publish(patterns.frame(writer.frame_number + 1))
+            writer.publish(patterns.frame(writer.frame_number + 1))
             published += 1
             if published == 1 and out:
                 print(f"ready {writer.path}", file=out, flush=True)
