@@ -51,6 +51,7 @@ class MosaicApp(App):
         self.remember = remember
         self.cursor_blink = cursor_blink
         self.link = Link(home, self._on_link_update, interval=interval)
+        self.workers_cache: list[dict[str, Any]] | None = None   # the daemon's workers, for forms
         self.ui_state: dict[str, Any] = uistate.load_state(home.root) if restore else {}
         self._restored = not restore
         mosaic_themes, css = theme_files.load()
@@ -132,6 +133,7 @@ class MosaicApp(App):
         from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
         messages = []
         if update.connection:
+            self.workers_cache = None   # another daemon may have other workers
             self.set_class(not self.link.connected and (self.link.loaded or self.link.attempts > 0), "-offline")
             messages.append(lambda: ConnectionChanged(self.link.connected, self.link.error))
         if update.runs or update.deleted or update.loaded:

@@ -13,26 +13,64 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
+from textual.suggester import SuggestFromList
 from textual.widgets import Button, Static
 
 from daemon import protocol as P
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
-from mosaic_tui.widgets.schema_form import SchemaField
+from mosaic_tui.widgets.schema_form import SchemaField, fits, value_text
 from workers.sdk.config import NAME_RE, ConfigError
 
-COMMON = {
-    "worker": {"type": "string", "enum": [], "description": "the training backend"},
-    "algo": {"type": "string", "enum": [], "description": "the algorithm"},
-    "env": {"type": "string", "description": "the environment id"},
-    "name": {"type": ["string", "null"], "pattern": NAME_RE.pattern,
-             "description": "unique run name (empty: <algo>-<env>-N)"},
-    "steps": {"type": ["integer", "null"], "exclusiveMinimum": 0,
-              "description": "total environment steps (empty: the algorithm's default)"},
-    "seed": {"type": "integer", "minimum": 0, "default": 1, "description": "random seed"},
-    "device": {"type": "string", "enum": ["cpu", "auto", "cuda", "cuda:0", "cuda:1"], "default": "cpu",
-               "description": "where the model trains"},
-}
+def _field_spec(model, name: str, description: str | None = None) -> dict[str, Any]:
+    """A RunConfig field's JSON schema as a form field takes it (pydantic's anyOf for
+    optional values folded into a type list), so the form checks what the daemon checks."""
+    spec = dict(model.model_json_schema()["properties"][name])
+    options = spec.pop("anyOf", None)
+    if options:
+        types: list[str] = []
+        for option in options:
+            types.append(option["type"])
+            spec.update({k: v for k, v in option.items() if k != "type"})
+        spec["type"] = types
+    spec.pop("title", None)
+    if description:
+        spec["description"] = description
+    return spec
+
+
+def common_specs() -> dict[str, dict[str, Any]]:
+    from workers.sdk.config import FramesConfig, LimitsConfig, RunConfig
+    return {
+        "worker": {"type": "string", "enum": [], "description": "the training backend"},
+        "algo": {"type": "string", "enum": [], "description": "the algorithm"},
+        "env": {"type": "string", "description": "the environment id"},
+        "name": {"type": ["string", "null"], "pattern": NAME_RE.pattern,
+                 "description": "unique run name (empty: <algo>-<env>-N)"},
+        "steps": _field_spec(RunConfig, "steps", "total environment steps (empty: the algorithm's default)"),
+        "seed": _field_spec(RunConfig, "seed", "random seed"),
+        "device": {"type": "string", "enum": ["cpu", "auto", "cuda", "cuda:0", "cuda:1"], "default": "cpu",
+                   "description": "where the model trains"},
+        "mode": _field_spec(RunConfig, "mode", "train, or play a checkpoint without training"),
+        "checkpoint": _field_spec(RunConfig, "checkpoint",
+                                  "eval: a file, or run:NAME for that run's latest checkpoint"),
+        "eval_episodes": _field_spec(RunConfig, "eval_episodes", "eval: episodes to play"),
+        "frames": _field_spec(FramesConfig, "enabled", "publish live frames (the Frames tab, `mosaic watch`)"),
+        "fps": _field_spec(FramesConfig, "fps", "frames a second, at most"),
+        "wall_seconds": _field_spec(LimitsConfig, "wall_seconds", "stop the run after this many seconds"),
+        "max_steps": _field_spec(LimitsConfig, "max_steps", "stop the run once it reports this step"),
+        "memory_mb": _field_spec(LimitsConfig, "memory_mb", "memory limit of the worker, in MB"),
+    }
+
+
+# the form's sections and their fields, in order
+SECTIONS = [
+    ("Run", ["worker", "algo", "env", "name", "steps", "seed", "device"]),
+    ("Mode", ["mode", "checkpoint", "eval_episodes"]),
+    ("Frames", ["frames", "fps"]),
+    ("Limits", ["wall_seconds", "max_steps", "memory_mb"]),
+]
+COMMON_FIELDS = [name for _, names in SECTIONS for name in names]
 
 
 def envs_for(caps: dict[str, Any], algo: str | None) -> list[str]:
@@ -43,7 +81,23 @@ def envs_for(caps: dict[str, Any], algo: str | None) -> list[str]:
     return list(envs)
 
 
+def default_env(envs: list[str], caps: dict[str, Any]) -> str:
+    if "CartPole-v1" in envs:
+        return "CartPole-v1"
+    if envs:
+        return envs[0]
+    families = caps.get("env_families") or []
+    return families[0] if families == ["none"] else ""
+
+
 class NewRunScreen(Screen):
+    """Everything on the form is derived from three inputs: worker, algorithm and
+    environment. ``sync`` re-derives it whenever one of them changes (algorithm
+    choices, env suggestions, the schema and its fields), so nothing from a
+    previous choice can stay behind. Parameter values carry over only when the
+    user chose them (they differ from the old schema's default) and the new
+    schema has a field of the same name; such fields are marked."""
+
     DEFAULT_CSS = """
     NewRunScreen #form {
         height: 1fr;
@@ -83,93 +137,102 @@ class NewRunScreen(Screen):
         super().__init__()
         self.clone = clone
         cfg = (clone or {}).get("config") or {}
-        self.initial: dict[str, Any] = {k: cfg.get(k) for k in ("worker", "algo", "env", "steps", "seed", "device")}
-        self.initial_params: dict[str, Any] = dict(cfg.get("params") or {})
+        frames = cfg.get("frames") or {}
+        limits = cfg.get("limits") or {}
+        # a clone copies the whole config but the name (names are unique)
+        self.initial: dict[str, Any] = {
+            **{k: cfg.get(k) for k in ("worker", "algo", "env", "steps", "seed", "device", "mode", "checkpoint",
+                                       "eval_episodes")},
+            "frames": frames.get("enabled"), "fps": frames.get("fps"),
+            **{k: limits.get(k) for k in ("wall_seconds", "max_steps", "memory_mb")},
+        }
+        self.frames_extra = {k: v for k, v in frames.items() if k not in ("enabled", "fps")}
+        self.clone_params: dict[str, Any] | None = dict(cfg.get("params") or {}) if clone else None
         self.worker_list: list[dict[str, Any]] = []
         self.schema: dict[str, Any] | None = None
-        self._schema_key: tuple | None = None
-        self.param_values: dict[str, Any] = dict(self.initial_params)
+        self.schema_error: str | None = None
+        self._schema_key: tuple | None = None   # (worker, algo, env) the form asks for
+        self.shown_key: tuple | None = None     # (worker, algo, env) of the parameter fields shown
+        self._caps_key: tuple | None = None     # (worker, algo) the algorithm and env choices are for
+        self.typed: dict[str, tuple[Any, str]] = {}   # parameter values the user chose: name -> (value, where)
+        self.carried: list[str] = []
         self.submitting = False
-        self._seen: dict[str, Any] = {}   # worker/algo/env as last acted on
+
+    def chosen_key(self) -> tuple:
+        """(worker, algo, env) as the fields show them now."""
+        return self.common_value("worker"), self.common_value("algo"), self.common_value("env")
+
+    @property
+    def loading_schema(self) -> bool:
+        """The parameter fields on screen are not (yet) those of the chosen worker, algorithm and env
+        (read from the fields themselves: a change not yet handled counts too)."""
+        return self.shown_key != self.chosen_key()
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # Every field exists from the start, so keys typed right after `n` or `e`
+        # land in the field they were typed at; choices arrive with the workers.
         title = f"New run: clone of {self.clone['name']}" if self.clone else "New run"
+        specs = common_specs()
         yield TitleBar(title, id="title")
         yield ConnectionBanner()
         with VerticalScroll(id="form"):
-            yield Static("Run", classes="section")
-            yield Static("loading workers...", id="common-fields")
-            yield Static("Parameters", classes="section", id="params-title")
-            yield Static("", id="schema-desc")
-            yield VerticalScroll(id="params")
+            for section, names in SECTIONS:
+                yield Static(section, classes="section")
+                for name in names:
+                    yield self._common_field(name, specs[name])
+                if section == "Run":   # the algorithm's own parameters right under what chose them
+                    yield Static("Parameters", classes="section", id="params-title")
+                    yield Static("", id="schema-desc")
+                    yield VerticalScroll(id="params")
         with Horizontal(id="form-bar"):
-            yield Static("", id="form-status")
+            yield Static("loading workers...", id="form-status")
             yield Button("Submit (ctrl+s)", variant="primary", id="submit", disabled=True)
             yield Button("Back (esc)", id="back")
         yield KeyBar()
 
+    def _common_field(self, name: str, spec: dict[str, Any]) -> SchemaField:
+        value = self.initial.get(name)
+        extra: dict[str, Any] = {}
+        if name in ("worker", "algo"):
+            spec = {**spec, "enum": [value] if value else ["..."]}
+        elif name == "env":
+            extra = {"required": True, "validator": self._check_env}
+        elif name == "name":
+            extra = {"validator": self._check_name}
+        elif name == "checkpoint":
+            extra = {"validator": self._check_checkpoint}
+        return SchemaField(name, spec, value, field_id=f"f-{name}", **extra)
+
     def on_mount(self) -> None:
         self.query_one("#params").styles.height = "auto"
+        self.field("worker").editor.focus()
         self.load_workers()
 
     @work(exclusive=True, group="workers")
     async def load_workers(self) -> None:
-        try:
-            workers = await self.app.link.call(P.WORKERS)
-        except (ConnectionError, P.RPCError) as exc:
-            self.query_one("#common-fields", Static).update(f"cannot list workers: {exc}")
-            return
+        workers = getattr(self.app, "workers_cache", None)
+        if workers is None:
+            try:
+                workers = await self.app.link.call(P.WORKERS)
+            except (ConnectionError, P.RPCError) as exc:
+                self.query_one("#form-status", Static).update(f"cannot list workers: {exc}")
+                return
+            self.app.workers_cache = workers
         self.worker_list = [w for w in workers if w.get("available") and (w.get("capabilities") or {}).get("algorithms")]
         if not self.worker_list:
-            self.query_one("#common-fields", Static).update("no worker is available; see `mosaic workers`")
+            self.query_one("#form-status", Static).update("no worker is available; see `mosaic workers`")
             return
-        await self.build_common()
+        names = [w["name"] for w in self.worker_list]
+        worker = self.initial.get("worker") if self.initial.get("worker") in names else names[0]
+        self.field("worker").set_choices(names, worker)
+        self.sync()
 
     def worker_info(self, name: str | None) -> dict[str, Any]:
         for w in self.worker_list:
             if w["name"] == name:
                 return w
         return self.worker_list[0]
-
-    async def build_common(self) -> None:
-        placeholder = self.query_one("#common-fields")
-        names = [w["name"] for w in self.worker_list]
-        worker = self.initial.get("worker") if self.initial.get("worker") in names else names[0]
-        caps = self.worker_info(worker).get("capabilities") or {}
-        algos = list(caps.get("algorithms") or [])
-        algo = self.initial.get("algo") if self.initial.get("algo") in algos else (algos[0] if algos else "")
-        if self.initial.get("algo") and self.initial["algo"] not in algos and caps.get("user_scripts"):
-            algos.append(self.initial["algo"])
-            algo = self.initial["algo"]
-        envs = envs_for(caps, algo)
-        env = self.initial.get("env") or self._default_env(envs, caps)
-        fields = [
-            SchemaField("worker", {**COMMON["worker"], "enum": names}, worker, field_id="f-worker"),
-            SchemaField("algo", {**COMMON["algo"], "enum": algos}, algo, field_id="f-algo"),
-            SchemaField("env", COMMON["env"], env, required=True, suggestions=envs, field_id="f-env",
-                        validator=self._check_env),
-            SchemaField("name", COMMON["name"], None, field_id="f-name", validator=self._check_name),
-            SchemaField("steps", COMMON["steps"], self.initial.get("steps"), field_id="f-steps"),
-            SchemaField("seed", COMMON["seed"], self.initial.get("seed"), field_id="f-seed"),
-            SchemaField("device", COMMON["device"], self.initial.get("device") or "cpu", field_id="f-device"),
-        ]
-        await placeholder.remove()
-        form = self.query_one("#form", VerticalScroll)
-        await form.mount_all(fields, before=self.query_one("#params-title"))
-        self._seen = {"worker": worker, "algo": algo, "env": env}
-        self.query_one("#f-worker", SchemaField).editor.focus()
-        self._schema_key = (worker, algo, env)
-        self.load_schema(worker, algo, env)
-
-    @staticmethod
-    def _default_env(envs: list[str], caps: dict[str, Any]) -> str:
-        if "CartPole-v1" in envs:
-            return "CartPole-v1"
-        if envs:
-            return envs[0]
-        families = caps.get("env_families") or []
-        return families[0] if families == ["none"] else ""
 
     def _check_env(self, value: Any) -> None:
         if not isinstance(value, str) or not value.strip():
@@ -179,152 +242,198 @@ class NewRunScreen(Screen):
         if value and any(r.get("name") == value for r in self.app.link.runs.values()):
             raise ConfigError("name", f"a run named {value!r} exists already")
 
+    def _check_checkpoint(self, value: Any) -> None:
+        if self.is_mounted and self.common_value("mode") == "eval" and not value:
+            raise ConfigError("checkpoint", "is required when mode is 'eval'")
+
     def field(self, name: str) -> SchemaField:
         return self.query_one(f"#f-{name}", SchemaField)
 
     def common_value(self, name: str) -> Any:
         try:
             return self.field(name).value()
-        except (ConfigError, Exception):
+        except Exception:
             return None
 
-    # -- schema ------------------------------------------------------------------
+    def param_fields(self) -> list[SchemaField]:
+        return list(self.query_one("#params").query(SchemaField))
+
+    # -- inputs -> everything derived from them ------------------------------------
     def on_schema_field_changed(self, message: SchemaField.Changed) -> None:
         name = message.field.field_name
-        if message.field.id and message.field.id.startswith("p-"):
-            try:
-                self.param_values[name] = message.field.value()
-            except ConfigError:
-                pass
-        if name in ("worker", "algo", "env"):
-            value = self.common_value(name)
-            if name not in self._seen or self._seen.get(name) == value:
-                self.update_status()
-                return  # not built yet, or a change event without a change
-            self._seen[name] = value
-            if name == "worker":
-                self.call_later(self._worker_changed)
-                return
-            if name == "algo":
-                self._algo_changed(value)
-            self.refresh_schema()
+        if message.field.id and message.field.id.startswith("f-"):
+            if name in ("worker", "algo", "env"):
+                self.sync()
+            elif name == "mode":
+                self.field("checkpoint").validate()
         self.update_status()
 
-    def _algo_changed(self, algo: str | None) -> None:
-        """Offer the new algorithm's environments; keep the env if it still fits."""
-        from textual.suggester import SuggestFromList
-        caps = self.worker_info(self.common_value("worker")).get("capabilities") or {}
-        envs = envs_for(caps, algo)
-        env_field = self.field("env")
-        if not env_field.ready:
+    def sync(self) -> None:
+        """Make the algorithm choices, env suggestions and parameters follow worker, algorithm and env."""
+        if not self.worker_list:
             return
-        env_field.suggestions = envs
-        env_field.editor.suggester = SuggestFromList(envs, case_sensitive=False) if envs else None
-        current = self.common_value("env")
-        if envs and current not in envs:
-            new_env = self._default_env(envs, caps)
-            self._seen["env"] = new_env
-            env_field.set_value(new_env)
-
-    async def _worker_changed(self) -> None:
         worker = self.common_value("worker")
         caps = self.worker_info(worker).get("capabilities") or {}
         algos = list(caps.get("algorithms") or [])
-        envs = envs_for(caps, algos[0] if algos else None)
         algo_field = self.field("algo")
-        new_algo = SchemaField("algo", {**COMMON["algo"], "enum": algos}, algos[0] if algos else "",
-                               field_id="f-algo")
-        env_field = self.field("env")
-        new_env = SchemaField("env", COMMON["env"], self._default_env(envs, caps), required=True,
-                              suggestions=envs, field_id="f-env", validator=self._check_env)
-        form = self.query_one("#form", VerticalScroll)
-        await algo_field.remove()
-        await env_field.remove()
-        await form.mount(new_algo, after=self.field("worker"))
-        await form.mount(new_env, after=new_algo)
-        key = (worker, algos[0] if algos else "", self._default_env(envs, caps))
-        self._seen.update(algo=key[1], env=key[2])
-        self.param_values = {}
-        self._schema_key = key
-        self.load_schema(*key)
-
-    def refresh_schema(self) -> None:
-        key = (self.common_value("worker"), self.common_value("algo"), self.common_value("env"))
-        if None in key[:2] or key == self._schema_key:
-            self.update_status()
-            return
-        self._schema_key = key
-        self.load_schema(*key)
+        algo = self.common_value("algo")
+        if self._caps_key is None or self._caps_key[0] != worker:
+            wanted = algo
+            if self._caps_key is None and self.initial.get("algo"):
+                wanted = self.initial["algo"]
+                if wanted not in algos and caps.get("user_scripts"):
+                    algos.append(wanted)   # a clone of a run of a user's own script
+            algo = wanted if wanted in algos else (algos[0] if algos else "")
+            algo_field.set_choices(algos, algo)
+        if (worker, algo) != self._caps_key:
+            first = self._caps_key is None
+            self._caps_key = (worker, algo)
+            envs = envs_for(caps, algo)
+            env_field = self.field("env")
+            env_field.suggestions = envs
+            if env_field.ready:
+                env_field.editor.suggester = SuggestFromList(envs, case_sensitive=False) if envs else None
+            env = self.common_value("env")
+            if first and self.initial.get("env"):
+                pass   # a clone keeps its env
+            elif not env or (envs and env not in envs):
+                env_field.set_value(default_env(envs, caps))
+            for name in ("frames", "fps"):
+                self.field(name).display = bool(caps.get("frames"))
+            for name in ("mode", "checkpoint", "eval_episodes"):
+                self.field(name).display = bool(caps.get("checkpoints"))
+        key = self.chosen_key()
+        if key != self._schema_key and worker and algo:
+            self._schema_key = key
+            self.load_schema(*key)
+        self.update_status()
 
     @work(exclusive=True, group="schema")
     async def load_schema(self, worker: str, algo: str, env: str | None) -> None:
         try:
             schema = await self.app.link.call(P.SCHEMA, worker=worker, algo=algo, env=env or None)
+            error = None
         except (ConnectionError, P.RPCError) as exc:
-            self.schema = None
-            self.query_one("#schema-desc", Static).update(f"cannot load the schema: {exc}")
-            self.update_status()
-            return
-        self.schema = schema
+            schema, error = None, str(exc)
+        if (worker, algo, env) != self._schema_key:
+            return   # the user chose something else meanwhile
+        self._remember_typed()
         params = self.query_one("#params", VerticalScroll)
         await params.remove_children()
+        self.schema, self.schema_error, self.carried = schema, error, []
+        if schema is None:
+            self.shown_key = None
+            self.query_one("#params-title", Static).update(f"Parameters of {worker} {algo}")
+            self.query_one("#schema-desc", Static).update(f"cannot load the schema: {error}")
+            self.update_status()
+            return
         props = schema.get("properties") or {}
         required = set(schema.get("required") or [])
         self.query_one("#params-title", Static).update(f"Parameters of {worker} {algo} ({len(props)})")
         self.query_one("#schema-desc", Static).update(schema.get("description") or "")
-        fields = [SchemaField(name, spec, self.param_values.get(name), required=name in required,
-                              field_id=f"p-{i}") for i, (name, spec) in enumerate(props.items())]
+        clone = self.clone_params if self.clone and (worker, algo) == (self.initial["worker"], self.initial["algo"]) \
+            else None
+        fields = []
+        for i, (name, spec) in enumerate(props.items()):
+            value, note = None, None
+            if clone is not None:
+                value = clone.get(name)
+            elif name in self.typed:
+                kept, where = self.typed[name]
+                if fits(spec, kept):
+                    value, note = kept, f"kept from {where} (default {value_text(spec.get('default')) or 'none'})"
+            field = SchemaField(name, spec, value, required=name in required, field_id=f"p-{i}", note=note)
+            if note:
+                self.carried.append(name)
+            fields.append(field)
+        self.clone_params = None if clone is not None else self.clone_params   # a clone's values: once
         await params.mount_all(fields)
         for f in fields:
             f.validate()
+        self.shown_key = (worker, algo, env)
         self.update_status()
+
+    def _remember_typed(self) -> None:
+        """Values the user chose in the fields shown now (not their schema's default)."""
+        if self.shown_key is None:
+            return
+        worker, algo, _ = self.shown_key
+        where = algo if worker == self._schema_key[0] else f"{worker} {algo}"
+        for f in self.param_fields():
+            if f.is_default():
+                self.typed.pop(f.field_name, None)
+            else:
+                self.typed[f.field_name] = (f.raw(), where)
 
     # -- validation and submit ---------------------------------------------------
     def collect(self) -> tuple[dict[str, Any] | None, list[str]]:
-        """(config, errors): the config only when every field is valid."""
+        """(config, errors): the config only when every field is valid and the
+        parameters shown are those of the chosen worker, algorithm and env."""
         errors: list[str] = []
-        config: dict[str, Any] = {}
-        for name in ("worker", "algo", "env", "name", "steps", "seed", "device"):
-            try:
-                f = self.field(name)
-            except Exception:
-                errors.append(f"{name}: not loaded")
+        values: dict[str, Any] = {}
+        for name in COMMON_FIELDS:
+            f = self.field(name)
+            if not f.display:
                 continue
             if not f.validate():
                 errors.append(f"{name}: {f.error}")
-                continue
-            value = f.value()
-            if value is not None:
-                config[name] = value
-        if self.schema is None:
-            errors.append("params: the schema is not loaded")
-        else:
-            params = {}
-            for f in self.query_one("#params").query(SchemaField):
-                if not f.validate():
-                    errors.append(f"{f.field_name}: {f.error}")
-                    continue
+            else:
+                values[name] = f.value()
+        errors += self._params_problem()
+        if errors:
+            return None, errors
+        config = {k: values[k] for k in ("worker", "algo", "env", "name", "steps", "seed", "device")
+                  if values.get(k) is not None}
+        config["mode"] = values.get("mode") or "train"
+        if values.get("checkpoint"):
+            config["checkpoint"] = values["checkpoint"]
+        if config["mode"] == "eval":
+            config["eval_episodes"] = values["eval_episodes"]
+        if values.get("frames"):
+            config["frames"] = {**self.frames_extra, "enabled": True, "fps": values["fps"]}
+        limits = {k: values[k] for k in ("wall_seconds", "max_steps", "memory_mb") if values.get(k) is not None}
+        if limits:
+            config["limits"] = limits
+        params = {}
+        for f in self.param_fields():
+            if not f.validate():
+                errors.append(f"{f.field_name}: {f.error}")
+            else:
                 params[f.field_name] = f.value()
-            config["params"] = params
+        config["params"] = params
         return (None if errors else config), errors
 
+    def _params_problem(self) -> list[str]:
+        if not self.worker_list:
+            return ["worker: loading the workers"]
+        if self.schema_error is not None and self._schema_key == self.chosen_key():
+            return [f"params: cannot load the schema: {self.schema_error}"]
+        if self.loading_schema or self.schema is None:
+            worker, algo, _ = self.chosen_key()
+            return [f"params: loading the parameters of {worker} {algo}"]
+        return []
+
     def all_fields(self) -> list[SchemaField]:
-        return list(self.query(SchemaField))
+        return [f for f in self.query(SchemaField) if f.display]
 
     def update_status(self) -> None:
         """Cheap: reads each field's last verdict (a field validates itself as it changes)."""
         statuses = self.query("#form-status")
         if not statuses or not self.is_attached:
             return  # leaving: nothing to show
-        errors = [f"{f.field_name}: {f.error}" for f in self.all_fields() if f.error]
-        if self.schema is None:
-            errors.append("params: the schema is not loaded")
+        errors = [f"{f.field_name}: {f.error}" for f in self.all_fields() if f.error] + self._params_problem()
         status = statuses.first(Static)
         status.set_class(bool(errors), "-invalid")
         if errors:
-            status.update(f"{len(errors)} field(s) to fix: {errors[0]}")
+            count = len(errors)
+            status.update(f"{count} {'field' if count == 1 else 'fields'} to fix: {errors[0]}")
         else:
-            status.update("ready: ctrl+s submits")
+            text = "ready: ctrl+s submits"
+            if self.carried:
+                n = len(self.carried)
+                where = self.typed[self.carried[0]][1]
+                text += f" · {n} {'value' if n == 1 else 'values'} kept from {where}: {', '.join(self.carried)}"
+            status.update(text)
         self.query_one("#submit", Button).disabled = bool(errors) or self.submitting
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -372,14 +481,11 @@ class NewRunScreen(Screen):
         top, _, rest = field.partition(".")
         target = None
         if top == "params" and rest:
-            for f in self.query_one("#params").query(SchemaField):
-                if f.field_name == rest:
-                    target = f
+            target = next((f for f in self.param_fields() if f.field_name == rest), None)
         elif top:
-            try:
-                target = self.field(top)
-            except Exception:
-                target = None
+            # frames.enabled is the "frames" field, frames.fps "fps", limits.X "X"
+            name = {"frames.enabled": "frames"}.get(field, rest if top in ("frames", "limits") else top)
+            target = next((f for f in self.query(SchemaField) if f.id == f"f-{name}"), None)
         text = message.split(": ", 1)[1] if message.startswith(f"{field}: ") else message
         if target is not None:
             target.refuse(text)

@@ -52,6 +52,26 @@ def type_label(spec: dict[str, Any]) -> str:
     return label
 
 
+def field_kind(spec: dict[str, Any]) -> str:
+    """The editor a property gets: "enum" (a Select), "bool" (a Select) or "text" (an Input)."""
+    types = types_of(spec)
+    if "enum" in spec:
+        return "enum"
+    if types and set(types) <= {"boolean", "null"} and "boolean" in types:
+        return "bool"
+    return "text"
+
+
+def fits(spec: dict[str, Any], value: Any) -> bool:
+    """A field for ``spec`` can show ``value`` (as its editor holds it: a choice, or text)."""
+    kind = field_kind(spec)
+    if kind == "enum":
+        return value in spec["enum"]
+    if kind == "bool":
+        return isinstance(value, bool) or (value is None and "null" in types_of(spec))
+    return isinstance(value, str)
+
+
 class SchemaField(Vertical):
     """One labelled field: the editor for its type, its help, and its error."""
 
@@ -73,6 +93,17 @@ class SchemaField(Vertical):
     SchemaField .field-help {
         color: $text-muted;
         padding-left: 28;
+    }
+    SchemaField .field-note {
+        display: none;
+        color: $warning;
+        padding-left: 28;
+    }
+    SchemaField.-carried .field-note {
+        display: block;
+    }
+    SchemaField.-carried .field-label {
+        color: $warning;
     }
     SchemaField .field-error {
         display: none;
@@ -98,8 +129,8 @@ class SchemaField(Vertical):
 
     def __init__(self, name: str, spec: dict[str, Any], value: Any = None, *, required: bool = False,
                  label: str | None = None, suggestions: list[str] | None = None, field_id: str | None = None,
-                 validator=None) -> None:
-        super().__init__(id=field_id)
+                 validator=None, note: str | None = None) -> None:
+        super().__init__(id=field_id, classes="-carried" if note else None)
         self.field_name = name
         self.spec = spec
         self.initial = spec.get("default") if value is None and "default" in spec else value
@@ -109,15 +140,11 @@ class SchemaField(Vertical):
         self.validator = validator      # extra check: fn(value) -> None or raises ConfigError
         self.error: str | None = None
         self.refusal: tuple[str, Any] | None = None   # the daemon's message, for the value it refused
+        self.note = note    # why the field does not show its default (a value kept from another schema)
         self.kind = self._kind()
 
     def _kind(self) -> str:
-        types = types_of(self.spec)
-        if "enum" in self.spec:
-            return "enum"
-        if types and set(types) <= {"boolean", "null"} and "boolean" in types:
-            return "bool"
-        return "text"
+        return field_kind(self.spec)
 
     def choices(self) -> list[Any]:
         if self.kind == "bool":
@@ -147,6 +174,7 @@ class SchemaField(Vertical):
         if self.spec.get("description"):
             help_parts.append(self.spec["description"])
         yield Static(" · ".join(help_parts), classes="field-help", markup=False)
+        yield Static(f"↳ {self.note}" if self.note else "", classes="field-note", markup=False)
         yield Static("", classes="field-error", markup=False)
 
     def on_mount(self) -> None:
@@ -180,8 +208,15 @@ class SchemaField(Vertical):
             return self.initial
         editor = self.editor
         if isinstance(editor, Select):
-            return json.loads(editor.value)
+            return None if editor.is_blank() else json.loads(editor.value)
         return editor.value
+
+    def is_default(self) -> bool:
+        """Shows its schema's default (an invalid value never is: it was typed)."""
+        try:
+            return "default" in self.spec and self.value() == self.spec["default"]
+        except ConfigError:
+            return False
 
     def value(self) -> Any:
         """The typed, checked value; raises ConfigError with the field's message."""
@@ -213,6 +248,18 @@ class SchemaField(Vertical):
             editor.value = json.dumps(value)
         else:
             editor.value = value_text(value)
+
+    def set_choices(self, values: list[Any], value: Any) -> None:
+        """New choices for an enum field (another worker's algorithms), showing ``value``."""
+        self.spec = {**self.spec, "enum": list(values)}
+        if value not in values and values:
+            value = values[0]
+        self.initial = value
+        if self.ready and values:
+            editor = self.editor
+            with editor.prevent(Select.Changed):
+                editor.set_options([(value_text(v), json.dumps(v)) for v in values])
+            editor.value = json.dumps(value)
 
     def validate(self) -> bool:
         try:

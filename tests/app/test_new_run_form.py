@@ -1,0 +1,166 @@
+"""The new-run form against a real daemon and the real workers' schemas.
+
+The worst bug of an earlier round: changing the algorithm kept the previous
+algorithm's values (XuanCe MAPPO got PPO's `Categorical_AC` policy and failed
+7 s later; CleanRL DQN trained with PPO's `num-envs` and `exp-name`). Every
+test here changes an input and checks that everything derived from it follows.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.app.conftest import wait_until
+
+SIZE = (120, 40)
+
+pytestmark = pytest.mark.anyio
+
+
+def live_app(home):
+    from mosaic_tui.app import MosaicApp
+    return MosaicApp(home, restore=False, remember=False, cursor_blink=False)
+
+
+def params(screen) -> dict:
+    """What the form shows now: {name: raw text or value}."""
+    from mosaic_tui.widgets.schema_form import SchemaField
+    return {f.field_name: f.raw() for f in screen.query_one("#params").query(SchemaField)}
+
+
+def param_field(screen, name: str):
+    from mosaic_tui.widgets.schema_form import SchemaField
+    return next(f for f in screen.query_one("#params").query(SchemaField) if f.field_name == name)
+
+
+def schema_defaults(home, worker: str, algo: str, env: str | None) -> dict:
+    from daemon import protocol as P
+    from tests.conftest import connect
+    with connect(home) as c:
+        schema = c.call(P.SCHEMA, worker=worker, algo=algo, env=env)
+    return {k: v.get("default") for k, v in schema["properties"].items()}
+
+
+def shows_schema(screen, worker: str, algo: str) -> bool:
+    title = str(screen.query_one("#params-title").render())
+    return screen.schema is not None and f"of {worker} {algo} " in title and not screen.loading_schema
+
+
+async def open_form(pilot, app):
+    from mosaic_tui.screens.new_run import NewRunScreen
+    await wait_until(pilot, lambda: app.link.connected, what="connected")
+    await pilot.press("n")
+    await wait_until(pilot, lambda: isinstance(app.screen, NewRunScreen) and app.screen.schema is not None,
+                     what="the form and its first schema")
+    return app.screen
+
+
+async def choose(pilot, screen, field: str, value) -> None:
+    screen.field(field).set_value(value)
+    await pilot.pause()
+
+
+async def test_xuance_ppo_to_mappo_takes_mappos_defaults(daemon):
+    """The reported case: n → xuance → mappo → simple_spread_v3 kept PPO's policy and learner."""
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await choose(pilot, screen, "worker", "xuance")
+        await wait_until(pilot, lambda: shows_schema(screen, "xuance", screen.common_value("algo")),
+                         what="xuance's schema")
+        await choose(pilot, screen, "algo", "ppo")
+        await wait_until(pilot, lambda: shows_schema(screen, "xuance", "ppo"), what="ppo's schema")
+        ppo = params(screen)
+        assert ppo["policy"] == "Categorical_AC"
+        await choose(pilot, screen, "algo", "mappo")
+        await choose(pilot, screen, "env", "simple_spread_v3")
+        await wait_until(pilot, lambda: shows_schema(screen, "xuance", "mappo")
+                         and screen._schema_key == ("xuance", "mappo", "simple_spread_v3"), what="mappo's schema")
+        mappo = params(screen)
+        want = schema_defaults(daemon, "xuance", "mappo", "simple_spread_v3")
+        from mosaic_tui.widgets.schema_form import value_text
+        for name, default in want.items():
+            shown = mappo[name]
+            field = param_field(screen, name)
+            expected = value_text(default) if field.kind == "text" else default
+            assert shown == expected, f"{name}: shows {shown!r}, mappo's default is {default!r}"
+        assert mappo["policy"] != "Categorical_AC"
+        assert not screen.query(".-carried")   # nothing typed, nothing carried
+        config, errors = screen.collect()
+        assert errors == [] and config["algo"] == "mappo"
+        assert config["params"]["policy"] == want["policy"]
+
+
+async def test_cleanrl_ppo_to_dqn_carries_only_typed_values_and_marks_them(daemon):
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await choose(pilot, screen, "worker", "cleanrl")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", screen.common_value("algo")),
+                         what="cleanrl's schema")
+        await choose(pilot, screen, "algo", "ppo")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", "ppo"), what="ppo's schema")
+        assert params(screen)["num-envs"] == "4" and params(screen)["exp-name"] == "ppo"
+        # the user types a learning rate and a discount (both exist in DQN too) ...
+        param_field(screen, "learning-rate").editor.value = "0.001"
+        param_field(screen, "gamma").editor.value = "0.95"
+        await pilot.pause()
+        await choose(pilot, screen, "algo", "dqn")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", "dqn"), what="dqn's schema")
+        dqn = params(screen)
+        want = schema_defaults(daemon, "cleanrl", "dqn", screen.common_value("env"))
+        # ... which carry over, marked; everything else is DQN's own default
+        assert dqn["learning-rate"] == "0.001" and dqn["gamma"] == "0.95"
+        carried = {f.field_name for f in screen.query(".-carried")}
+        assert carried == {"learning-rate", "gamma"}
+        assert "kept from ppo" in str(param_field(screen, "gamma").query_one(".field-note").render())
+        assert dqn["num-envs"] == str(want["num-envs"]) == "1"
+        assert dqn["exp-name"] == want["exp-name"] == "dqn"
+        assert "2 values kept from ppo" in str(screen.query_one("#form-status").render())
+        config, errors = screen.collect()
+        assert errors == []
+        assert config["params"]["num-envs"] == 1 and config["params"]["exp-name"] == "dqn"
+        assert config["params"]["learning-rate"] == 0.001
+        # back to PPO: the typed values still carry, PPO's own defaults come back
+        await choose(pilot, screen, "algo", "ppo")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", "ppo"), what="ppo again")
+        again = params(screen)
+        assert again["num-envs"] == "4" and again["exp-name"] == "ppo" and again["learning-rate"] == "0.001"
+
+
+async def test_changing_the_worker_rebuilds_everything(daemon):
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await choose(pilot, screen, "worker", "cleanrl")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", screen.common_value("algo")),
+                         what="cleanrl's schema")
+        algo = screen.common_value("algo")
+        await choose(pilot, screen, "worker", "xuance")
+        await wait_until(pilot, lambda: shows_schema(screen, "xuance", screen.common_value("algo")),
+                         what="xuance's schema")
+        xalgo = screen.common_value("algo")
+        want = schema_defaults(daemon, "xuance", xalgo, screen.common_value("env"))
+        assert set(params(screen)) == set(want)
+        assert "exp-name" not in params(screen) and algo != "" and xalgo != ""
+        # the algorithm list and the env suggestions are xuance's
+        from daemon import protocol as P
+        from tests.conftest import connect
+        with connect(daemon) as c:
+            caps = next(w for w in c.call(P.WORKERS) if w["name"] == "xuance")["capabilities"]
+        assert screen.field("algo").choices() == caps["algorithms"]
+
+
+async def test_no_submit_while_the_new_schema_loads(daemon):
+    """Between an algorithm change and its schema's arrival the old fields must not be submitted."""
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await choose(pilot, screen, "worker", "cleanrl")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", screen.common_value("algo")),
+                         what="cleanrl's schema")
+        await choose(pilot, screen, "algo", "ppo")
+        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", "ppo"), what="ppo's schema")
+        screen.field("algo").set_value("dqn")
+        # the same tick: the fields on screen are still PPO's
+        config, errors = screen.collect()
+        assert config is None and any("loading" in e for e in errors)
