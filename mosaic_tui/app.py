@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 
@@ -36,6 +37,7 @@ class MosaicApp(App):
         Binding("q", "detach", "Detach", id="app.quit"),
         Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("T", "cycle_theme", "Theme", show=False, id="app.theme"),
+        Binding("colon", "command_palette", "Commands", show=False, id="app.commands"),   # as in k9s
     ]
     COMMANDS = App.COMMANDS | {_run_commands}
 
@@ -52,6 +54,10 @@ class MosaicApp(App):
         self.cursor_blink = cursor_blink
         self.link = Link(home, self._on_link_update, interval=interval)
         self.workers_cache: list[dict[str, Any]] | None = None   # the daemon's workers, for forms
+        self._held_keys: list[events.Key] = []   # keys waiting for the one before them
+        self._key_serial = 0
+        self._key_in_flight = 0     # the serial of the key not done yet, 0: none
+        self._key_since = 0.0
         self.ui_state: dict[str, Any] = uistate.load_state(home.root) if restore else {}
         self._restored = not restore
         mosaic_themes, css = theme_files.load()
@@ -90,6 +96,62 @@ class MosaicApp(App):
     def get_default_screen(self):
         from mosaic_tui.screens.runs import RunsScreen
         return RunsScreen()
+
+    # -- keys, one at a time ----------------------------------------------------
+    KEY_WAIT_AT_MOST = 5.0   # seconds a key waits for the one before it (or a screen) at most
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys are handled one at a time, each after the one before it is done.
+
+        Textual hands a key to the focused widget's queue and reads the next
+        key at once; a binding runs only when the key has bubbled up. So in a
+        fast burst the keys after `e` (which puts up the clone form) went to the
+        runs table, and after Tab to the field Tab was leaving: digits meant
+        for steps landed in the name and a 500k-step run started. Here a key
+        waits until the one before it has gone all the way up (or stopped) and
+        the screen it put up is mounted and focused.
+        """
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self._held_keys.append(event)
+            if len(self._held_keys) == 1:
+                await self._release_keys()
+            return
+        await super().on_event(event)
+
+    def _screen_takes_keys(self) -> bool:
+        """Mounted, and focused where it has anything to focus."""
+        screen = self.screen
+        return screen.is_mounted and (screen.focused is not None or not screen.focus_chain)
+
+    async def _release_keys(self) -> None:
+        while self._held_keys:
+            waited = time.monotonic() - self._key_since
+            if (self._key_in_flight or not self._screen_takes_keys()) and waited < self.KEY_WAIT_AT_MOST:
+                self.set_timer(0.02, self._release_keys)
+                return
+            held = self._held_keys.pop(0)
+            # a fresh event: a held one may have been through a dispatch already
+            await self._dispatch_key(events.Key(held.key, held.character))
+
+    async def _dispatch_key(self, event: events.Key) -> None:
+        target = self.focused or self.screen
+        self._key_serial += 1
+        serial = self._key_in_flight = self._key_serial
+        self._key_since = time.monotonic()
+        await super().on_event(event)
+        # A callback through each queue the key may bubble through, in order,
+        # after the key: when the app runs the last one, the key is done.
+        pumps = list(target.ancestors_with_self)
+
+        def passed(i: int) -> None:
+            if i + 1 < len(pumps) and pumps[i + 1].call_later(passed, i + 1):
+                return
+            if self._key_in_flight == serial:   # not a key that was given up on
+                self._key_in_flight = 0
+                if self._held_keys:
+                    self.call_later(self._release_keys)
+        if not target.call_later(passed, 0):   # its screen is gone: nothing to wait for
+            passed(len(pumps))
 
     def on_mount(self) -> None:
         for problem in self.keymap_problems:

@@ -206,7 +206,7 @@ class NewRunScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#params").styles.height = "auto"
-        self.field("worker").editor.focus()
+        self.set_focus(self.field("worker").editor)   # now, not later: keys may be waiting (app.on_event)
         self.load_workers()
 
     @work(exclusive=True, group="workers")

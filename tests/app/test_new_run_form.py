@@ -164,3 +164,44 @@ async def test_no_submit_while_the_new_schema_loads(daemon):
         # the same tick: the fields on screen are still PPO's
         config, errors = screen.collect()
         assert config is None and any("loading" in e for e in errors)
+
+
+async def test_clone_copies_the_whole_config_and_submits_it(daemon, mosaic):
+    """`e` on a run with frames, limits and parameters: the clone form shows all of it and the new
+    run gets all of it, after the user changes one parameter."""
+    from daemon import protocol as P
+    from tests.conftest import connect, wait_state
+    with connect(daemon) as c:
+        src = c.call(P.SUBMIT, config={
+            "worker": "synthetic", "algo": "emit", "env": "none", "steps": 300, "seed": 7, "name": "source",
+            "frames": {"enabled": True, "fps": 12.0}, "limits": {"wall_seconds": 600.0, "memory_mb": 2048},
+            "params": {"rate": 3000.0, "tags": 3, "frame_pattern": "cartpole"}})
+    wait_state(daemon, src["id"], P.SUCCEEDED)
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        from mosaic_tui.screens.new_run import NewRunScreen
+        await wait_until(pilot, lambda: src["id"] in app.link.runs, what="the run listed")
+        app.screen.query_one("RunsTable").select_run(src["id"])
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, NewRunScreen) and shows_schema(
+            app.screen, "synthetic", "emit"), what="the clone form")
+        screen = app.screen
+        assert screen.common_value("worker") == "synthetic" and screen.common_value("seed") == 7
+        assert screen.common_value("steps") == 300 and screen.common_value("frames") is True
+        assert screen.common_value("fps") == 12.0 and screen.common_value("wall_seconds") == 600.0
+        assert screen.common_value("memory_mb") == 2048 and screen.common_value("max_steps") is None
+        shown = params(screen)
+        assert shown["rate"] == "3000.0" and shown["tags"] == "3" and shown["frame_pattern"] == "cartpole"
+        assert not screen.query(".-carried")   # a clone's own values are not "kept from" anything
+        param_field(screen, "tags").editor.value = "5"
+        screen.field("name").editor.value = "copy"
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: any(r["name"] == "copy" for r in app.link.runs.values()), what="submitted")
+    copy = mosaic.show("copy")
+    cfg = copy["config"]
+    assert cfg["frames"]["enabled"] is True and cfg["frames"]["fps"] == 12.0
+    assert cfg["limits"]["wall_seconds"] == 600.0 and cfg["limits"]["memory_mb"] == 2048
+    assert cfg["seed"] == 7 and cfg["steps"] == 300 and cfg["mode"] == "train"
+    assert cfg["params"]["rate"] == 3000.0 and cfg["params"]["tags"] == 5
+    assert cfg["params"]["frame_pattern"] == "cartpole"

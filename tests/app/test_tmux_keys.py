@@ -1,0 +1,73 @@
+"""Keys typed fast land where they were typed: the real `mosaic` in tmux, keys sent
+in one burst (one send-keys call) the moment a screen is asked for.
+
+Reported: Tab, text, Tab, ctrl+a, ctrl+k, digits typed right after `e` put the
+digits into the name field and a 500k-step run started; a query typed right
+after ctrl+p was lost.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from daemon import protocol as P
+from tests.app.test_e2e_tmux import Tmux, mosaic_command
+from tests.conftest import connect, wait_state
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def line_of(screen: str, label: str) -> str:
+    return next(line for line in screen.splitlines() if line.lstrip().startswith(label + " "))
+
+
+def burst(pane: Tmux, *keys: str) -> None:
+    subprocess.run(["tmux", "send-keys", "-t", pane.name, *keys], check=True)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+def test_a_burst_after_e_lands_in_the_fields_it_was_typed_at(daemon, size):
+    with connect(daemon) as c:
+        run = c.call(P.SUBMIT, config={"worker": "synthetic", "algo": "emit", "env": "none", "steps": 500000,
+                                       "name": "big", "params": {"rate": 0.0, "tags": 1}})
+    wait_state(daemon, run["id"], P.SUCCEEDED, timeout=120)
+    pane = Tmux(f"mosaic-keys-{uuid.uuid4().hex[:8]}")
+    try:
+        pane.start(mosaic_command(daemon), *size)
+        pane.wait_for("big", "succeeded", timeout=30)
+        # worker -> algo -> env -> name: "burst"; -> steps: cleared, "1234"
+        burst(pane, "e", "Tab", "Tab", "Tab", "burst", "Tab", "C-a", "C-k", "1234")
+        screen = pane.wait_for("clone of big", "ready: ctrl+s submits", timeout=30)   # parameters loaded
+        deadline = time.monotonic() + 10   # every key handled: the last one's digit is there
+        while "1234" not in line_of(screen, "steps") and "1234" not in line_of(screen, "name") \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+            screen = pane.screen()
+        assert "burst" in line_of(screen, "name") and "1234" not in line_of(screen, "name")
+        assert "1234" in line_of(screen, "steps") and "500000" not in line_of(screen, "steps")
+        pane.keys("C-s")
+        pane.wait_for("burst", timeout=30)
+        with connect(daemon) as c:
+            made = c.call(P.GET, run="burst")
+        assert made["config"]["steps"] == 1234
+    finally:
+        pane.kill()
+
+
+@pytest.mark.parametrize("opener", ["C-p", ":"])
+def test_a_query_typed_right_after_the_palette_key_is_kept(daemon, opener):
+    pane = Tmux(f"mosaic-keys-{uuid.uuid4().hex[:8]}")
+    try:
+        pane.start(mosaic_command(daemon))
+        pane.wait_for("0 runs", timeout=30)
+        burst(pane, opener, "theme")
+        screen = pane.wait_for("🔎", timeout=10)
+        screen = pane.wait_for("Change the current theme", timeout=10)
+        prompt = next(line for line in screen.splitlines() if "🔎" in line)
+        assert prompt.split("🔎")[1].strip() == "theme", screen
+    finally:
+        pane.kill()
