@@ -37,6 +37,9 @@ class MosaicApp(App):
         Binding("q", "detach", "Detach", id="app.quit"),
         Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("T", "cycle_theme", "Theme", show=False, id="app.theme"),
+        # Textual adds its own ctrl+p only when no binding names the palette
+        Binding("ctrl+p", "command_palette", "palette", show=False, priority=True, key_display="^p",
+                id="app.palette"),
         Binding("colon", "command_palette", "Commands", show=False, id="app.commands"),   # as in k9s
     ]
     COMMANDS = App.COMMANDS | {_run_commands}
