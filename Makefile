@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.mosaic-installed
 
-.PHONY: run test bench install clean-venv
+.PHONY: run test bench install clean-venv reliability-doc
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
@@ -14,6 +14,10 @@ run: $(STAMP)
 test: $(STAMP)
 	.ci/install-system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# docs/reliability.md from the fault-injection tests (the suite itself writes build/reliability.md)
+reliability-doc: $(STAMP)
+	MOSAIC_UPDATE_DOCS=1 $(PY) -m pytest tests/test_reliability.py tests/app/test_live.py -q
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -99,8 +99,8 @@ async def test_daemon_refusal_lands_under_the_field(daemon, mosaic):
             await wait_until(pilot, lambda: screen.schema and screen.schema.get("title") == "synthetic emit",
                              what="synthetic schema")
         screen.field("env").set_value("none")
-        await pilot.pause(0.2)
-        assert screen.collect()[0] is not None  # valid for the form: steps may be empty...
+        # valid for the form once the parameters of synthetic/none are shown: steps may be empty...
+        await wait_until(pilot, lambda: screen.collect()[0] is not None, what="a valid form")
         await pilot.press("ctrl+s")
         # ...but the synthetic worker requires them: the daemon's message lands under the field
         await wait_until(pilot, lambda: screen.field("steps").error is not None, what="daemon error shown")
