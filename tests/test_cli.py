@@ -17,7 +17,7 @@ from daemon import protocol as P
      "unknown parameter"),
     (["submit", "/nonexistent/config.json"], "cannot read"),
     (["show", "no-such-run"], "no run named"),
-    (["schema", "synthetic", "nope"], "has no algorithm"),
+    (["schema", "synthetic", "nope"], "unknown algorithm 'nope' for worker 'synthetic'"),
     (["schema", "nope", "x"], "unknown worker"),
 ])
 def test_errors_are_one_line_without_traceback(daemon, mosaic, args, message):

@@ -120,7 +120,8 @@ class NewRunScreen(Screen):
         except (ConnectionError, P.RPCError) as exc:
             self.query_one("#common-fields", Static).update(f"cannot list workers: {exc}")
             return
-        self.worker_list = [w for w in workers if w.get("available") and (w.get("capabilities") or {}).get("algorithms")]
+        self.worker_list = [w for w in workers if w.get("available") and (self.app.all_workers or not w.get("hidden"))
+                            and (w.get("capabilities") or {}).get("algorithms")]
         if not self.worker_list:
             self.query_one("#common-fields", Static).update("no worker is available; see `mosaic workers`")
             return
