@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable
 
 from daemon import proctree
+from daemon.discovery import resolve_worker
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          TENSORBOARD_DIR, Home)
@@ -161,9 +162,8 @@ class RunManager:
         name = config.get("worker")
         if not isinstance(name, str):
             raise ConfigError("worker", "is required")
-        desc = self.workers.get(name)
-        if desc is None:
-            raise ConfigError("worker", f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
+        desc = resolve_worker(self.workers, name)
+        config = {**config, "worker": desc.name}
         # the names users type (``sac``, ``ppo`` for PPO, learning_starts) made the
         # worker's own, so the run record stores what the worker runs
         config = desc.canonical_config(config)

@@ -215,10 +215,10 @@ class Daemon:
         return matches[0]
 
     def _worker(self, name: str):
-        desc = self.workers.get(name)
-        if desc is None:
-            raise P.RPCError(P.NOT_FOUND, f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
-        return desc
+        try:
+            return discovery.resolve_worker(self.workers, name)
+        except ConfigError as err:
+            raise P.RPCError(P.NOT_FOUND, err.message) from None
 
     # -- methods -----------------------------------------------------------
     def m_hello(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

@@ -105,6 +105,11 @@ def test_algorithm_names_users_type(daemon, mosaic):
     # CleanRL's sac, td3, ddpg are its *_continuous_action scripts; the schema and submit agree
     assert json.loads(mosaic.run("schema", "cleanrl", "sac", check=True).stdout)["title"] \
         == "cleanrl sac_continuous_action"
+    # workers too, in any case; a mistyped one gets the closest names
+    assert json.loads(mosaic.run("schema", "CleanRL", "sac", check=True).stdout)["title"] \
+        == "cleanrl sac_continuous_action"
+    assert one_error_line(mosaic.run("submit", "--worker", "clenrl", "--algo", "ppo", "--env", "CartPole-v1")) \
+        == "worker: unknown worker 'clenrl'; did you mean 'cleanrl'?"
     # RLlib's algorithms in any case
     assert json.loads(mosaic.run("schema", "ray", "appo", check=True).stdout) \
         == json.loads(mosaic.run("schema", "ray", "APPO", check=True).stdout)

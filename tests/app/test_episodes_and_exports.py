@@ -9,7 +9,7 @@ import json
 import pytest
 
 from daemon import protocol as P
-from tests.app.conftest import screen_text, wait_until
+from tests.app.conftest import load_fixed, make_app, screen_text, use_fake, wait_until
 from tests.conftest import wait_state
 
 SIZE = (120, 40)
@@ -104,3 +104,20 @@ async def test_new_run_form_leaves_out_the_test_worker(daemon, mosaic):
             names = {w["name"] for w in app.screen.worker_list}
             assert "cleanrl" in names and ("synthetic" in names) is offered
             await pilot.pause(0.5)  # the form mounts its fields before the app may end
+
+
+async def test_the_form_reads_whole_floats_as_integers(home, fake_daemon):
+    """The form's fields go through coerce_text, as `--set` does: 1e3 is 1000, 1.5 is refused alike."""
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        use_fake(app, fake_daemon)
+        await load_fixed(pilot, app)
+        app.open_new_run()
+        await wait_until(pilot, lambda: getattr(app.screen, "schema", None) is not None, what="the form")
+        steps = app.screen.field("steps")
+        steps.editor.value = "1e3"
+        await pilot.pause()
+        assert steps.error in (None, "") and steps.value() == 1000
+        steps.editor.value = "1.5"
+        await pilot.pause()
+        assert steps.error == "must be an integer, not '1.5'"
