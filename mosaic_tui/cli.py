@@ -202,8 +202,6 @@ def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]
         if key is None:
             raise CLIError(f"--set {typed}: unknown parameter of {worker} {algo}{did_you_mean(typed, list(props))} "
                            f"(see `mosaic schema {worker} {algo}`)")
-        if key in params:
-            raise CLIError(f"--set {typed}: {key} is set twice")
         try:
             params[key] = coerce_text(props[key], text)
         except ConfigError as exc:
