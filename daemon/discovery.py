@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
+from workers.sdk.config import ConfigError, did_you_mean, fold
 from workers.sdk.descriptor import WorkerDescriptor
 
 GROUP = "mosaic.workers"
@@ -28,6 +29,19 @@ def discover() -> tuple[dict[str, WorkerDescriptor], dict[str, str]]:
         except Exception as exc:  # a broken plugin must not break the others
             errors[ep.name] = f"{type(exc).__name__}: {exc}"
     return found, errors
+
+
+def resolve_worker(descriptors: dict[str, WorkerDescriptor], name: str) -> WorkerDescriptor:
+    """The worker a user means (``CleanRL`` is ``cleanrl``); ConfigError("worker")
+    naming the closest names, or the installed ones, if there is none."""
+    desc = descriptors.get(name)
+    if desc is None:
+        same = [n for n in descriptors if fold(n) == fold(name)]
+        if len(same) == 1:
+            return descriptors[same[0]]
+        hint = did_you_mean(name, list(descriptors)) or f"; installed: {', '.join(sorted(descriptors))}"
+        raise ConfigError("worker", f"unknown worker {name!r}{hint}")
+    return desc
 
 
 def describe(descriptors: dict[str, WorkerDescriptor], errors: dict[str, str]) -> list[dict[str, Any]]:

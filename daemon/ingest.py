@@ -221,6 +221,7 @@ class RunTail:
                 step = ev.get("step")
             elif kind == tm.EPISODE:
                 self.episodes += 1
+                self.tags.update(tag for tag, _ in tm.episode_scalars(ev))
                 ret = ev.get("return")
                 self.last_return = ret
                 self.returns.append(ret)

@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable
 
 from daemon import proctree
+from daemon.discovery import resolve_worker
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          TENSORBOARD_DIR, Home)
@@ -36,6 +37,7 @@ from daemon.store import Store, StoreError, new_ulid
 from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import WorkerDescriptor
+from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG
 
 log = logging.getLogger("mosaic.daemon.runs")
 
@@ -160,9 +162,11 @@ class RunManager:
         name = config.get("worker")
         if not isinstance(name, str):
             raise ConfigError("worker", "is required")
-        desc = self.workers.get(name)
-        if desc is None:
-            raise ConfigError("worker", f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
+        desc = resolve_worker(self.workers, name)
+        config = {**config, "worker": desc.name}
+        # the names users type (``sac``, ``ppo`` for PPO, learning_starts) made the
+        # worker's own, so the run record stores what the worker runs
+        config = desc.canonical_config(config)
         if isinstance(config.get("checkpoint"), str) and config["checkpoint"]:
             # resolved first, so every worker validates an absolute, existing path
             config = {**config, "checkpoint": self._checkpoint_path(config["checkpoint"])}
@@ -559,6 +563,16 @@ class RunManager:
         """How far clients may be served from this run's file."""
         active = self.active.get(run["id"])
         return active.tail.offset if active is not None else run["ingest_offset"]
+
+    def tags_of(self, run: dict[str, Any]) -> set[str]:
+        """The tags a run has so far; a live run's as ingested, ahead of its stored summary."""
+        active = self.active.get(run["id"])
+        summary = run.get("summary") or {}
+        tags = set(active.tail.tags) if active is not None else set(summary.get("tags") or [])
+        if summary.get("episodes") or (active is not None and active.tail.episodes):
+            # summaries written before episodes were tags still have episodes
+            tags.update((EPISODE_RETURN_TAG, EPISODE_LENGTH_TAG))
+        return tags
 
     def close(self) -> None:
         if self._flush_handle is not None:

@@ -26,6 +26,7 @@ from daemon.ingest import read_range
 from daemon.runs import RunManager
 from daemon.store import Store, StoreError
 from workers.sdk.config import ConfigError
+from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon")
 
@@ -214,10 +215,10 @@ class Daemon:
         return matches[0]
 
     def _worker(self, name: str):
-        desc = self.workers.get(name)
-        if desc is None:
-            raise P.RPCError(P.NOT_FOUND, f"unknown worker {name!r}; installed: {', '.join(sorted(self.workers))}")
-        return desc
+        try:
+            return discovery.resolve_worker(self.workers, name)
+        except ConfigError as err:
+            raise P.RPCError(P.NOT_FOUND, err.message) from None
 
     # -- methods -----------------------------------------------------------
     def m_hello(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -249,12 +250,10 @@ class Daemon:
     def m_schema(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         desc = self._worker(P.param(params, "worker", str))
         algo = P.param(params, "algo", str)
-        if not desc.accepts_algo(algo):
-            raise P.RPCError(P.NOT_FOUND, f"worker {desc.name!r} has no algorithm {algo!r}; "
-                                          f"choose from {', '.join(desc.algorithms())}")
         try:
-            return desc.schema(algo, P.param(params, "env", str, None))
-        except ConfigError as err:  # e.g. a script path that is no CleanRL-style script
+            # the same names as at submit: `mosaic schema cleanrl sac` is sac_continuous_action's
+            return desc.schema(desc.resolve_algo(algo), P.param(params, "env", str, None))
+        except ConfigError as err:  # an unknown algorithm, a script path that is no CleanRL-style script
             raise P.RPCError(P.NOT_FOUND, str(err)) from None
 
     def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -299,18 +298,31 @@ class Daemon:
         return {"run": run["id"], "from": start, "next": nxt, "end": end, "events": parsed}
 
     def m_metrics(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """Scalars of a run as {tag: [[step, value, t], ...]}, paged by byte offset."""
+        """Scalars of a run as {tag: [[step, value, t], ...]}, paged by byte offset;
+        episodes as their tags (episode/return, episode/length, episode/return/<agent>)."""
         run = self._run(params)
         start = P.param(params, "from", int, 0)
         tags = P.param(params, "tags", list, None)
         max_bytes = min(P.param(params, "max_bytes", int, 4 * BACKLOG_CHUNK), 16 * BACKLOG_CHUNK)
+        if tags:
+            known = self.runs.tags_of(run)
+            unknown = [t for t in tags if t not in known]
+            if unknown:
+                raise P.RPCError(P.NOT_FOUND, f"run {run['name']} has no tag {unknown[0]!r}; its tags: "
+                                              f"{', '.join(sorted(known)) or 'none yet'}")
         end = self.runs.ingested_offset(run)
         nxt, _raws, parsed = self._read(run, start, end, max_bytes)
         wanted = set(tags) if tags else None
         points: dict[str, list] = {}
         for ev in parsed:
-            if ev.get("type") == "scalar" and (wanted is None or ev.get("tag") in wanted):
-                points.setdefault(ev["tag"], []).append([ev.get("step"), ev.get("value"), ev.get("t")])
+            kind = ev.get("type")
+            if kind == SCALAR:
+                if wanted is None or ev.get("tag") in wanted:
+                    points.setdefault(ev["tag"], []).append([ev.get("step"), ev.get("value"), ev.get("t")])
+            elif kind == EPISODE:
+                for tag, value in episode_scalars(ev):
+                    if wanted is None or tag in wanted:
+                        points.setdefault(tag, []).append([ev.get("step"), value, ev.get("t")])
         return {"run": run["id"], "from": start, "next": nxt, "end": end, "points": points}
 
     def _read(self, run: dict[str, Any], start: int, end: int, max_bytes: int):

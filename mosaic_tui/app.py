@@ -46,9 +46,11 @@ class MosaicApp(App):
 
     def __init__(self, home: Home, *, connect: bool = True, clock: Callable[[], float] = time.time,
                  restore: bool = True, interval: float = 0.25, cursor_blink: bool = True,
-                 remember: bool = True, default_theme: str | None = None, graphics=None) -> None:
+                 remember: bool = True, default_theme: str | None = None, graphics=None,
+                 all_workers: bool = False) -> None:
         super().__init__()
         self.home = home
+        self.all_workers = all_workers  # the new-run form offers hidden (test) workers too
         self.graphics = graphics    # graphics.detect.Capabilities, or None: half-blocks
         self.clock = clock
         self.connect = connect
@@ -367,7 +369,8 @@ def run_app(home: Home, args: Any = None) -> int:
         Client(home, timeout=5, name="mosaic-app-probe").close()
     except DaemonUnavailable:
         start_daemon(home)
-    app = MosaicApp(home, default_theme=terminal_default_theme(), graphics=detect_graphics(args))
+    app = MosaicApp(home, default_theme=terminal_default_theme(), graphics=detect_graphics(args),
+                    all_workers=getattr(args, "all_workers", False))
     app.run()
     return app.return_code or 0
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from daemon import protocol as P
 from daemon.home import Home
-from mosaic_tui.fmt import duration
+from mosaic_tui.fmt import duration, plural
+from workers.sdk.config import ConfigError, coerce_text, did_you_mean, param_name
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -29,6 +30,30 @@ class CLIError(Exception):
     def __init__(self, message: str, code: int = EXIT_ERROR):
         super().__init__(message)
         self.code = code
+
+
+# -- argument types -----------------------------------------------------------
+def _typed(kind: str):
+    """An argparse type that reads numbers as run configs and forms do (1e4 is an
+    integer, 1.5 is not) and says a mistake the same way."""
+    def convert(text: str):
+        try:
+            return coerce_text({"type": kind}, text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    convert.__name__ = kind  # argparse names the type in its messages
+    return convert
+
+
+INTEGER = _typed("integer")
+NUMBER = _typed("number")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line like every other error."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"mosaic: error: {message} (see `{self.prog} --help`)\n")
 
 
 # -- output helpers -------------------------------------------------------
@@ -128,7 +153,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     else:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(status["runs"].items())) or "no runs"
         print(f"daemon running: pid {status['pid']}, up {duration(status['uptime'])}, "
-              f"{status['clients']} client(s), {status['rss_bytes'] / 1e6:.0f} MB RSS")
+              f"{plural(status['clients'], 'client')}, {status['rss_bytes'] / 1e6:.0f} MB RSS")
         print(f"home {status['home']}  socket {status['socket']}")
         print(f"runs: {counts}; {status['active']}/{status['max_concurrent']} slots busy")
     return 0
@@ -137,6 +162,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 def cmd_workers(args: argparse.Namespace) -> int:
     with _client(args) as client:
         workers = client.call(P.WORKERS)
+    if not args.all:  # test workers (synthetic) are for tests; submitting to them by name still works
+        workers = [w for w in workers if not w.get("hidden")]
     if args.json:
         _print_json(workers)
         return 0
@@ -151,8 +178,10 @@ def cmd_workers(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    if args.env and args.env_option and args.env != args.env_option:
+        raise CLIError(f"two environments: {args.env} and --env {args.env_option}", EXIT_USAGE)
     with _client(args) as client:
-        schema = client.call(P.SCHEMA, worker=args.worker, algo=args.algo, env=args.env)
+        schema = client.call(P.SCHEMA, worker=args.worker, algo=args.algo, env=args.env or args.env_option)
     _print_json(schema)
     return 0
 
@@ -161,17 +190,17 @@ def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]
     """--set key=value, typed by the algorithm's schema."""
     if not sets:
         return {}
-    from workers.sdk.config import ConfigError, coerce_text
     schema = client.call(P.SCHEMA, worker=worker, algo=algo, env=env)
     props = schema.get("properties", {})
     params: dict[str, Any] = {}
     for item in sets:
         if "=" not in item:
             raise CLIError(f"--set {item!r}: expected key=value")
-        key, _, text = item.partition("=")
-        key = key.strip()
-        if key not in props:
-            raise CLIError(f"--set {key}: unknown parameter of {worker} {algo} "
+        typed, _, text = item.partition("=")
+        typed = typed.strip()
+        key = param_name(props, typed)  # learning_starts for learning-starts, if only one fits
+        if key is None:
+            raise CLIError(f"--set {typed}: unknown parameter of {worker} {algo}{did_you_mean(typed, list(props))} "
                            f"(see `mosaic schema {worker} {algo}`)")
         try:
             params[key] = coerce_text(props[key], text)
@@ -209,6 +238,48 @@ def cmd_submit(args: argparse.Namespace) -> int:
             params = dict(config.get("params") or {})
             params.update(_parse_sets(client, config.get("worker"), config.get("algo"), config.get("env"), args.set))
             config["params"] = params
+        _set_frames(args, config)
+        run = client.call(P.SUBMIT, config=config)
+    print(run["id"])
+    if args.wait:
+        return _wait(args, run["id"], None)
+    return 0
+
+
+def _set_frames(args: argparse.Namespace, config: dict[str, Any]) -> None:
+    """--frames and --fps into the config's ``frames`` (the daemon checks the values)."""
+    if not args.frames and args.fps is None:
+        return
+    frames = dict(config.get("frames") or {})
+    if args.frames:
+        frames["enabled"] = True
+    if args.fps is not None:
+        if not frames.get("enabled"):
+            raise CLIError("--fps: frames are off for this run; add --frames", EXIT_USAGE)
+        frames["fps"] = args.fps
+    config["frames"] = frames
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Play a trained run's policy: a new run in eval mode, from RUN's latest checkpoint."""
+    with _client(args) as client:
+        trained = client.call(P.GET, run=args.run)
+        checkpoint = args.checkpoint
+        if checkpoint is None:
+            if not (trained.get("summary") or {}).get("checkpoints"):
+                raise CLIError(f"run {trained['name']} has saved no checkpoint; give --checkpoint PATH")
+            # the daemon resolves it to the run's latest checkpoint, as for a config file's "run:NAME"
+            checkpoint = f"run:{trained['id']}"
+        elif not checkpoint.startswith("run:") and not os.path.isabs(checkpoint) and os.path.exists(checkpoint):
+            checkpoint = os.path.abspath(checkpoint)  # a path typed here means here, not the home
+        source = trained["config"]
+        config = {key: source[key] for key in ("worker", "algo", "env", "seed", "device", "params") if key in source}
+        config.update(mode="eval", checkpoint=checkpoint)
+        if args.episodes is not None:
+            config["eval_episodes"] = args.episodes
+        if args.name:
+            config["name"] = args.name
+        _set_frames(args, config)
         run = client.call(P.SUBMIT, config=config)
     print(run["id"])
     if args.wait:
@@ -441,25 +512,30 @@ def build_parser() -> argparse.ArgumentParser:
     graphics.add_argument("--graphics", choices=["auto", "kitty", "sixel", "halfblock", "none"],
                           default=argparse.SUPPRESS,
                           help="how to draw run frames (default: auto, asks the terminal; $MOSAIC_GRAPHICS)")
-    parser = argparse.ArgumentParser(prog="mosaic", parents=[common, graphics],
-                                     description="Train and watch RL agents from the terminal.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    app_options = argparse.ArgumentParser(add_help=False)
+    app_options.add_argument("--all-workers", action="store_true", default=argparse.SUPPRESS,
+                             help="offer the workers for tests (synthetic) in the new-run form too")
+    parser = Parser(prog="mosaic", parents=[common, graphics, app_options],
+                    description="Train and watch RL agents from the terminal.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--foreground", action="store_true", help="with start: run in this terminal")
-    p.add_argument("--max-runs", type=int, help="with start: concurrent runs (default: CPU count)")
+    p.add_argument("--max-runs", type=INTEGER, help="with start: concurrent runs (default: CPU count)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("workers", parents=[common], help="list the installed workers")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--all", action="store_true", help="also the workers for tests (synthetic)")
     p.set_defaults(func=cmd_workers)
 
     p = sub.add_parser("schema", parents=[common], help="print an algorithm's JSON schema")
     p.add_argument("worker")
     p.add_argument("algo")
-    p.add_argument("--env")
+    p.add_argument("env", nargs="?", help="the environment (some schemas depend on it: XuanCe's)")
+    p.add_argument("--env", dest="env_option", metavar="ENV", help="the same as ENV")
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("submit", parents=[common], help="submit a run; prints its id")
@@ -467,16 +543,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker")
     p.add_argument("--algo")
     p.add_argument("--env")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--steps", type=INTEGER)
+    p.add_argument("--seed", type=INTEGER)
     p.add_argument("--device")
     p.add_argument("--name")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an algorithm parameter (repeatable)")
-    p.add_argument("--wall-time", type=float, metavar="S", help="stop the run after S seconds")
-    p.add_argument("--max-steps", type=int, metavar="N", help="stop the run once it reaches step N")
-    p.add_argument("--memory-mb", type=int, metavar="MB", help="memory limit of the worker")
+    p.add_argument("--wall-time", type=NUMBER, metavar="S", help="stop the run after S seconds")
+    p.add_argument("--max-steps", type=INTEGER, metavar="N", help="stop the run once it reaches step N")
+    p.add_argument("--memory-mb", type=INTEGER, metavar="MB", help="memory limit of the worker")
+    p.add_argument("--frames", action="store_true", help="publish live frames (the app's Frames tab)")
+    p.add_argument("--fps", type=NUMBER, metavar="N", help="with --frames: frames a second (default 15)")
     p.add_argument("--wait", action="store_true", help="wait for the run to end")
     p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("eval", parents=[common], help="evaluate a trained run's checkpoint; prints the new run's id")
+    p.add_argument("run", help="the trained run: its worker, algorithm, env, params and seed")
+    p.add_argument("--checkpoint", metavar="PATH", help="this checkpoint instead of the run's latest")
+    p.add_argument("--episodes", type=INTEGER, metavar="N", help="episodes to play (default 10)")
+    p.add_argument("--frames", action="store_true", help="publish live frames (the app's Frames tab)")
+    p.add_argument("--fps", type=NUMBER, metavar="N", help="with --frames: frames a second (default 15)")
+    p.add_argument("--name")
+    p.add_argument("--wait", action="store_true", help="wait for the evaluation to end")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("ls", parents=[common], help="list runs")
     p.add_argument("--json", action="store_true")
@@ -490,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("wait", parents=[common], help="wait for a run to end; exit 0 only if it succeeded")
     p.add_argument("run")
-    p.add_argument("--timeout", type=float)
+    p.add_argument("--timeout", type=NUMBER)
     p.set_defaults(func=cmd_wait)
 
     for name, text in (("cancel", "cancel a run (its whole process tree)"), ("pause", "pause a run"),
@@ -512,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", choices=["stderr", "stdout", "supervisor", "all"], default="all")
     p.set_defaults(func=cmd_logs)
 
-    p = sub.add_parser("metrics", parents=[common], help="print a run's scalars")
+    p = sub.add_parser("metrics", parents=[common], help="print a run's scalars and episodes")
     p.add_argument("run")
     p.add_argument("--tag")
     fmt = p.add_mutually_exclusive_group()
@@ -521,7 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
     p.set_defaults(func=cmd_metrics)
 
-    p = sub.add_parser("attach", parents=[common, graphics], help="open the terminal app (the default command)")
+    p = sub.add_parser("attach", parents=[common, graphics, app_options], help="open the terminal app (the default command)")
     p.set_defaults(func=cmd_app)
 
     p = sub.add_parser("watch", parents=[common, graphics], help="a compact pane following a run (the newest by default)")

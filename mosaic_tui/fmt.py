@@ -37,6 +37,11 @@ def num(value: Any) -> str:
     return str(value)
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """"1 run", "2 runs", "0 runs": a count people read without "(s)"."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
 def duration(seconds: float | None) -> str:
     """1m05s style elapsed time."""
     if seconds is None or seconds < 0:

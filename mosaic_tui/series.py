@@ -1,6 +1,7 @@
 """Metric series in numpy: growable columns, TensorBoard's smoothing, decimation.
 
-A ``Series`` holds one scalar tag of one run as three columns (step, value,
+A ``Series`` holds one scalar tag of one run (or one of the tags an episode
+event maps to, ``workers.sdk.telemetry.episode_scalars``) as three columns (step, value,
 wall time), appended as telemetry arrives. ``ema`` is TensorBoard's debiased
 exponential moving average; ``decimate`` shrinks a series to the columns of a
 plot, keeping each column's minimum and maximum, so a million points draw as
@@ -12,6 +13,8 @@ import math
 from typing import Iterable
 
 import numpy as np
+
+from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG, episode_scalars
 
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -229,8 +232,8 @@ def decimate(x: np.ndarray, y: np.ndarray, columns: int, x_sorted: bool | None =
 class RunSeries:
     """Every series of one run, fed by its telemetry events."""
 
-    EPISODE_RETURN = "episode/return"
-    EPISODE_LENGTH = "episode/length"
+    EPISODE_RETURN = EPISODE_RETURN_TAG
+    EPISODE_LENGTH = EPISODE_LENGTH_TAG
 
     def __init__(self):
         self.tags: dict[str, Series] = {}
@@ -263,8 +266,7 @@ class RunSeries:
             elif kind == "episode":
                 t = ev.get("t") or 0.0
                 step = ev.get("step") or 0
-                for tag, value in ((self.EPISODE_RETURN, ev.get("return")),
-                                   (self.EPISODE_LENGTH, ev.get("length"))):
+                for tag, value in episode_scalars(ev):
                     c = cols.get(tag)
                     if c is None:
                         c = cols[tag] = ([], [], [])

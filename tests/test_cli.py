@@ -1,11 +1,14 @@
 """The CLI as scripts use it: one-line errors, exit codes, run references."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
 
 from daemon import protocol as P
+from tests.conftest import wait_for
 
 
 @pytest.mark.parametrize("args, message", [
@@ -17,7 +20,7 @@ from daemon import protocol as P
      "unknown parameter"),
     (["submit", "/nonexistent/config.json"], "cannot read"),
     (["show", "no-such-run"], "no run named"),
-    (["schema", "synthetic", "nope"], "has no algorithm"),
+    (["schema", "synthetic", "nope"], "unknown algorithm 'nope' for worker 'synthetic'"),
     (["schema", "nope", "x"], "unknown worker"),
 ])
 def test_errors_are_one_line_without_traceback(daemon, mosaic, args, message):
@@ -87,3 +90,160 @@ def test_schema_of_a_users_own_cleanrl_script(daemon, mosaic, tmp_path):
     assert schema["properties"]["learning-rate"]["default"] == 1e-3
     proc = mosaic.run("schema", "cleanrl", str(tmp_path / "missing.py"))
     assert proc.returncode == 1 and "no such script" in proc.stderr
+
+
+# -- names users type (issue 14, item 3) -------------------------------------------
+def one_error_line(proc) -> str:
+    """The single `mosaic: error:` line a refused command prints."""
+    assert proc.returncode != 0, proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mosaic: error: "), proc.stderr
+    return lines[0][len("mosaic: error: "):]
+
+
+def test_algorithm_names_users_type(daemon, mosaic):
+    # CleanRL's sac, td3, ddpg are its *_continuous_action scripts; the schema and submit agree
+    assert json.loads(mosaic.run("schema", "cleanrl", "sac", check=True).stdout)["title"] \
+        == "cleanrl sac_continuous_action"
+    # workers too, in any case; a mistyped one gets the closest names
+    assert json.loads(mosaic.run("schema", "CleanRL", "sac", check=True).stdout)["title"] \
+        == "cleanrl sac_continuous_action"
+    assert one_error_line(mosaic.run("submit", "--worker", "clenrl", "--algo", "ppo", "--env", "CartPole-v1")) \
+        == "worker: unknown worker 'clenrl'; did you mean 'cleanrl'?"
+    # RLlib's algorithms in any case
+    assert json.loads(mosaic.run("schema", "ray", "appo", check=True).stdout) \
+        == json.loads(mosaic.run("schema", "ray", "APPO", check=True).stdout)
+    message = one_error_line(mosaic.run("schema", "cleanrl", "sax"))
+    assert message == "algo: unknown algorithm 'sax' for worker 'cleanrl'; did you mean 'sac_continuous_action'?"
+    message = one_error_line(mosaic.run("submit", "--worker", "ray", "--algo", "pppo", "--env", "CartPole-v1"))
+    assert "unknown algorithm 'pppo'" in message and "did you mean 'PPO'" in message
+    # past the name, on to the next check: ppo is RLlib's PPO
+    assert one_error_line(mosaic.run("submit", "--worker", "ray", "--algo", "ppo", "--env", "CartPole-v1")) \
+        == "steps: is required to train (env steps sampled, all env runners together)"
+    # the run record stores the canonical names; --set folds - and _ and reads 1e3 as 1000
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", "td3", "--env", "Pendulum-v1", "--steps", "1e3",
+                           "--set", "learning_starts=100", "--set", "buffer-size=1e3")
+    mosaic.run("cancel", run_id, check=True)
+    run = mosaic.show(run_id)
+    assert run["algo"] == run["config"]["algo"] == "td3_continuous_action"
+    assert run["config"]["steps"] == 1000
+    assert run["config"]["params"]["learning-starts"] == 100 and run["config"]["params"]["buffer-size"] == 1000
+    assert "learning_starts" not in run["config"]["params"]
+
+
+def test_config_files_get_the_same_names(daemon, mosaic, tmp_path):
+    config = {"worker": "cleanrl", "algo": "DDPG", "env": "Pendulum-v1", "steps": 1000.0,
+              "params": {"learning_starts": 100, "buffer_size": 1000}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    run_id = mosaic.submit(str(path))
+    mosaic.run("cancel", run_id, check=True)
+    run = mosaic.show(run_id)
+    assert run["algo"] == "ddpg_continuous_action" and run["config"]["steps"] == 1000
+    assert {"learning-starts", "buffer-size"} <= set(run["config"]["params"])
+
+
+def test_integers_may_be_typed_as_floats_when_whole(daemon, mosaic):
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "1e2",
+                           "--set", "rate=0", "--set", "tags=1.0e1", "--set", "episode_every=50.0")
+    config = mosaic.show(run_id)["config"]
+    assert config["steps"] == 100 and config["params"]["tags"] == 10 and config["params"]["episode_every"] == 50
+    assert type(config["params"]["tags"]) is int
+    base = ["submit", "--worker", "synthetic", "--algo", "emit", "--env", "none"]
+    assert one_error_line(mosaic.run(*base, "--steps", "3", "--set", "tags=1.5")) \
+        == "--set tags: must be an integer, not '1.5'"
+    assert one_error_line(mosaic.run(*base, "--steps", "1.5")).startswith(
+        "argument --steps: must be an integer, not '1.5'")
+
+
+def test_cli_and_form_say_a_mistake_the_same_way(daemon, mosaic):
+    """The daemon's run-config validation (pydantic) speaks check_value's words,
+    the validator the app's form runs as the user types."""
+    from workers.sdk.config import ConfigError, check_value
+
+    def form_says(spec, value):
+        try:
+            check_value("x", spec, value)
+        except ConfigError as exc:
+            return exc.message
+        raise AssertionError(f"{value!r} passed {spec}")
+
+    base = ["submit", "--worker", "synthetic", "--algo", "emit", "--env", "none"]
+    assert one_error_line(mosaic.run(*base, "--steps", "-3")) \
+        == f"steps: {form_says({'type': 'integer', 'exclusiveMinimum': 0}, -3)}" == "steps: must be > 0"
+    assert one_error_line(mosaic.run(*base, "--steps", "5", "--memory-mb", "10")) == "limits.memory_mb: must be >= 64"
+    assert one_error_line(mosaic.run(*base, "--steps", "5", "--frames", "--fps", "0")) == "frames.fps: must be > 0"
+    assert one_error_line(mosaic.run(*base, "--steps", "5", "--set", "tags=5000")) \
+        == f"params.tags: {form_says({'type': 'integer', 'maximum': 1000}, 5000)}" == "params.tags: must be <= 1000"
+    proc = mosaic.run(*base, "--steps", "5", "--frames", "--fps", "fast")
+    assert one_error_line(proc).startswith("argument --fps: must be a number, not 'fast'")
+    assert one_error_line(mosaic.run(*base, "--steps", "5", "--fps", "5")) \
+        == "--fps: frames are off for this run; add --frames"
+
+
+def test_submit_with_frames(daemon, mosaic):
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "20",
+                           "--set", "rate=0", "--frames", "--fps", "5")
+    assert mosaic.run("wait", run_id, "--timeout", "60").returncode == 0
+    frames = mosaic.show(run_id)["config"]["frames"]
+    assert frames["enabled"] is True and frames["fps"] == 5.0
+
+
+def test_test_workers_are_listed_only_when_asked(daemon, mosaic):
+    listed = mosaic.run("workers", check=True).stdout
+    assert "cleanrl" in listed and "synthetic" not in listed
+    assert "synthetic" in mosaic.run("workers", "--all", check=True).stdout
+    assert "synthetic" not in {w["name"] for w in json.loads(mosaic.run("workers", "--json", check=True).stdout)}
+    every = json.loads(mosaic.run("workers", "--all", "--json", check=True).stdout)
+    assert next(w for w in every if w["name"] == "synthetic")["hidden"] is True
+    assert next(w for w in every if w["name"] == "cleanrl")["hidden"] is False
+    # submitting to it by name still works (the tests do it all the time)
+    assert mosaic.synthetic(5, "rate=0")
+
+
+def test_schema_takes_the_env_as_a_positional(daemon, mosaic):
+    positional = json.loads(mosaic.run("schema", "xuance", "mappo", "simple_tag_v3", check=True).stdout)
+    option = json.loads(mosaic.run("schema", "xuance", "mappo", "--env", "simple_tag_v3", check=True).stdout)
+    default = json.loads(mosaic.run("schema", "xuance", "mappo", check=True).stdout)
+    assert positional == option != default
+    assert positional["properties"]["training_mode"]["default"] == "competitive"
+
+
+def test_usage_mistakes_are_one_line_and_counts_read_well(daemon, mosaic):
+    assert one_error_line(mosaic.run("frobnicate")).startswith("argument COMMAND: invalid choice: 'frobnicate'")
+    assert one_error_line(mosaic.run("submit", "--nope")).startswith("unrecognized arguments: --nope")
+    status = mosaic.run("daemon", "status", check=True).stdout
+    assert "1 client," in status and "(s)" not in status  # this very connection
+
+
+# -- episode returns as data (issue 14, item 4) ------------------------------------------
+def test_metrics_of_episodes(daemon, mosaic):
+    run_id = mosaic.synthetic(100, "rate=0", "tags=1", "episode_every=10", name="episodic")
+    assert mosaic.run("wait", run_id, "--timeout", "60").returncode == 0
+    rows = list(csv.DictReader(io.StringIO(
+        mosaic.run("metrics", "episodic", "--tag", "episode/return", "--csv", check=True).stdout)))
+    assert [int(r["step"]) for r in rows] == list(range(10, 101, 10))
+    assert [float(r["value"]) for r in rows] == [float(s % 500) for s in range(10, 101, 10)]
+    assert {r["tag"] for r in rows} == {"episode/return"}
+    lengths = json.loads(mosaic.run("metrics", "episodic", "--tag", "episode/length", "--json", check=True).stdout)
+    assert [p["value"] for p in lengths["episode/length"]] == [10] * 10
+    # every tag at once: scalars and episodes
+    every = json.loads(mosaic.run("metrics", "episodic", "--json", check=True).stdout)
+    assert set(every) == {"synthetic/value_0", "episode/return", "episode/length"}
+    # the run's tag list has them (`mosaic show`)
+    assert {"episode/return", "episode/length"} <= set(mosaic.show("episodic")["summary"]["tags"])
+    assert "episode/return" in mosaic.run("show", "episodic", check=True).stdout
+
+
+def test_an_unknown_tag_names_the_ones_there_are(daemon, mosaic):
+    done = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=10", name="done")
+    assert mosaic.run("wait", done, "--timeout", "60").returncode == 0
+    assert one_error_line(mosaic.run("metrics", "done", "--tag", "episode/retrun", "--csv")) \
+        == "run done has no tag 'episode/retrun'; its tags: episode/length, episode/return, synthetic/value_0"
+    live = mosaic.synthetic(100000, "rate=50", "tags=1", "episode_every=5", name="live")
+    wait_for(lambda: mosaic.show(live)["state"] == P.RUNNING and mosaic.show(live)["summary"].get("episodes"),
+             60, what="the live run's first episode")
+    message = one_error_line(mosaic.run("metrics", "live", "--tag", "nope"))
+    assert message.startswith("run live has no tag 'nope'; its tags: ") and "episode/return" in message
+    assert mosaic.run("metrics", "live", "--tag", "episode/return", "--csv", check=True).stdout.count("\n") >= 2
+    mosaic.run("cancel", live, check=True)

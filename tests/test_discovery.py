@@ -28,7 +28,7 @@ def test_daemon_and_cli_import_nothing_heavy():
 
 
 def test_workers_command_lists_capabilities(daemon, mosaic):
-    workers = json.loads(mosaic.run("workers", "--json", check=True).stdout)
+    workers = json.loads(mosaic.run("workers", "--all", "--json", check=True).stdout)  # synthetic is hidden
     synthetic = next(w for w in workers if w["name"] == "synthetic")
     assert synthetic["available"] and synthetic["capabilities"]["algorithms"] == ["emit"]
     assert {"name", "version", "upstream", "upstream_version", "capabilities"} <= set(synthetic)

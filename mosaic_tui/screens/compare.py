@@ -2,8 +2,9 @@
 
 Like `guild compare`: a row a run, the hyperparameters that differ between
 the runs (``a`` shows them all), then final metrics: the last episode return
-and the chosen tag's last and best values. The CSV has every parameter and the
-last value of every tag.
+and the chosen tag's last and best values. ``e`` exports two CSV files: the
+full curves (every point of every tag of every run: tag, run, step, value,
+wall time) and, beside it, the runs (every parameter, the last value of every tag).
 """
 from __future__ import annotations
 
@@ -152,7 +153,8 @@ class CompareScreen(Screen):
             f"tag {self.tag or '-'} ({pos}, [ ])   smoothing {o.smoothing:g} (+/-)   "
             f"log-y {'on' if o.logy else 'off'} (l)   x: {o.xaxis} (t)   e: export CSV"
             + (f"   exported {self.last_export}" if self.last_export else ""))
-        self.query_one(TitleBar).update(f"Compare {len(self.runs)} runs: " + ", ".join(r["name"] for r in self.runs))
+        self.query_one(TitleBar).update(f"Compare {fmt.plural(len(self.runs), 'run')}: "
+                                        + ", ".join(r["name"] for r in self.runs))
 
     def final_metrics(self, run: dict[str, Any]) -> dict[str, Any]:
         s = run.get("summary") or {}
@@ -283,18 +285,40 @@ class CompareScreen(Screen):
                         + [s.get("last_return", ""), s.get("episodes", ""), s.get("steps", "")] + lasts)
         return header, rows
 
+    def curve_rows(self):
+        """Every point of every tag of the compared runs, as the app holds them
+        (the whole history: the same points as `mosaic metrics RUN --csv`)."""
+        for tag in self.tags():
+            for run in self.runs:
+                series = self.app.link.series.get(run["id"])
+                if series is None or tag not in series.tags:
+                    continue
+                ser = series.tags[tag]
+                for step, value, wall in zip(ser.steps.tolist(), ser.values.tolist(), ser.walls.tolist()):
+                    yield [tag, run["name"], run["id"], int(step) if float(step).is_integer() else step,
+                           "" if math.isnan(value) else value, wall]
+
     def action_export(self) -> None:
-        header, rows = self.export_rows()
         out_dir = self.app.home.root / "exports"
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"compare-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        stem = out_dir / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+        path, runs_path = stem.with_suffix(".csv"), stem.with_name(stem.name + "-runs.csv")
+        points = 0
         with open(path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["tag", "run", "run_id", "step", "value", "wall_time"])
+            for row in self.curve_rows():
+                writer.writerow(row)
+                points += 1
+        header, rows = self.export_rows()
+        with open(runs_path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(header)
             writer.writerows(rows)
         self.last_export = str(path)
         self.update_bar()
-        self.notify(f"exported {len(rows)} runs to {path}", timeout=6)
+        self.notify(f"exported {fmt.plural(points, 'point')} of {fmt.plural(len(rows), 'run')} to {path} "
+                    f"(parameters: {runs_path.name})", timeout=6)
 
     def ui_place(self) -> dict:
         return {"screen": "compare", "compare": self.run_ids}

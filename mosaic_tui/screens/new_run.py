@@ -219,7 +219,9 @@ class NewRunScreen(Screen):
                 self.query_one("#form-status", Static).update(f"cannot list workers: {exc}")
                 return
             self.app.workers_cache = workers
-        self.worker_list = [w for w in workers if w.get("available") and (w.get("capabilities") or {}).get("algorithms")]
+        # a test worker is offered when asked for, or when the run being cloned is one of its
+        self.worker_list = [w for w in workers if w.get("available") and (w.get("capabilities") or {}).get("algorithms")
+                            and (self.app.all_workers or not w.get("hidden") or w["name"] == self.initial.get("worker"))]
         if not self.worker_list:
             self.query_one("#form-status", Static).update("no worker is available; see `mosaic workers`")
             return

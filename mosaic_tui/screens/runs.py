@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
@@ -107,7 +108,7 @@ class RunsScreen(Screen):
             counts[run["state"]] = counts.get(run["state"], 0) + 1
         active = sum(counts.get(s, 0) for s in ("running", "starting", "paused"))
         shown = len(self.table.visible_ids)
-        parts = [f"mosaic  {self.app.home.root}", f"{len(link.runs)} runs", f"{active} active"]
+        parts = [f"mosaic  {self.app.home.root}", fmt.plural(len(link.runs), "run"), f"{active} active"]
         if shown != len(link.runs):
             parts.append(f"{shown} shown")
         if not link.connected and (link.attempts or link.error or not link.loaded):

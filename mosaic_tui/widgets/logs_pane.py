@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from daemon.home import STDERR_FILE, STDOUT_FILE
+from mosaic_tui import fmt
 from mosaic_tui.widgets.log_view import LogView
 
 STREAMS = {"stderr": STDERR_FILE, "stdout": STDOUT_FILE, "supervisor": "supervisor.log"}
@@ -71,7 +72,7 @@ class LogsPane(Vertical):
 
     def update_bar(self) -> None:
         v = self.view
-        parts = [f"[b]{self.stream}[/b] (s)", f"{v.line_count} lines",
+        parts = [f"[b]{self.stream}[/b] (s)", fmt.plural(v.line_count, "line"),
                  "following (f)" if v.follow else "paused (f: follow)"]
         if v.search_text:
             where = f" at line {v.match_line + 1}" if v.match_line is not None else " (no match)"

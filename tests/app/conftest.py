@@ -63,7 +63,9 @@ RUN_IDS = [r["id"] for r in fixed_runs()]
 
 def make_app(home, **kwargs):
     from mosaic_tui.app import MosaicApp
-    options = dict(connect=False, clock=lambda: FIXED_NOW, restore=False, remember=False, cursor_blink=False)
+    # all_workers: the fake daemon's only worker is the synthetic one, hidden from users
+    options = dict(connect=False, clock=lambda: FIXED_NOW, restore=False, remember=False, cursor_blink=False,
+                   all_workers=True)
     options.update(kwargs)
     return MosaicApp(home, **options)
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 def live_app(home):
     from mosaic_tui.app import MosaicApp
-    return MosaicApp(home, restore=False, remember=False, cursor_blink=False)
+    return MosaicApp(home, restore=False, remember=False, cursor_blink=False, all_workers=True)
 
 
 def scalars_in_file(home, run_id: str) -> int:

@@ -301,7 +301,7 @@ async def test_compare_overlays_and_exports_csv(home):
         await pilot.press("right_square_bracket")
         assert screen.tag != "episode/return"
         await pilot.press("e")
-        exported = list((home.root / "exports").glob("compare-*.csv"))
+        exported = list((home.root / "exports").glob("compare-*-runs.csv"))  # beside the curves
         assert len(exported) == 1
         rows = list(csv.DictReader(open(exported[0])))
         assert [r["name"] for r in rows] == ["charlie", "alpha"] or [r["name"] for r in rows] == ["alpha", "charlie"]
@@ -386,7 +386,7 @@ async def test_new_run_form_validates_inline_and_submits(home, fake_daemon):
         tags = next(f for f in screen.query_one("#params").query(SchemaField) if f.field_name == "tags")
         tags.editor.value = "abc"
         await pilot.pause()
-        assert tags.error == "'abc' is not integer"
+        assert tags.error == "must be an integer, not 'abc'"
         tags.editor.value = "5000"
         await pilot.pause()
         assert tags.error == "must be <= 1000"

@@ -15,6 +15,7 @@ Errors are ``ConfigError`` carrying the dotted field name.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from typing import Any, Literal
@@ -82,6 +83,37 @@ class RunConfig(BaseModel):
         return value
 
 
+# pydantic's error types, said the way check_value says them (the form and the
+# CLI print the same line for the same mistake, whichever validator caught it)
+_PYDANTIC_TYPES = {
+    "int_type": "integer", "int_parsing": "integer", "int_from_float": "integer",
+    "float_type": "number", "float_parsing": "number", "bool_type": "boolean", "bool_parsing": "boolean",
+    "string_type": "string", "dict_type": "object", "model_type": "object", "list_type": "array",
+}
+_PYDANTIC_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+                    "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+
+
+def _pydantic_message(err: dict[str, Any]) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "is required"
+    if kind in _PYDANTIC_BOUNDS:
+        key, op = _PYDANTIC_BOUNDS[kind]
+        return f"must be {op} {_number(ctx[key])}"
+    if kind in _PYDANTIC_TYPES:
+        return f"{must_be([_PYDANTIC_TYPES[kind]])}, not {_typed(err.get('input'))}"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected'].replace(' or ', ', ')}"
+    if kind == "string_pattern_mismatch":
+        return f"must match {ctx['pattern']}"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    return err["msg"]
+
+
 def parse_run_config(data: Any) -> RunConfig:
     """Validate the common keys; raise ConfigError naming the first bad field."""
     if not isinstance(data, dict):
@@ -90,11 +122,7 @@ def parse_run_config(data: Any) -> RunConfig:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        message = err["msg"]
-        if err["type"] == "extra_forbidden":
-            message = "unknown field"
-        raise ConfigError(field, message) from None
+        raise ConfigError(".".join(str(p) for p in err["loc"]), _pydantic_message(err)) from None
     if config.mode == "eval" and not config.checkpoint:
         raise ConfigError("checkpoint", "is required when mode is 'eval'")
     return config
@@ -119,6 +147,42 @@ def _types_of(spec: dict[str, Any]) -> list[str]:
     return [t] if isinstance(t, str) else list(t)
 
 
+_ARTICLES = {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string",
+             "array": "an array", "object": "an object", "null": "null"}
+
+
+def must_be(types: list[str]) -> str:
+    """"must be an integer", "must be a number or null": how every type mistake is said."""
+    return "must be " + " or ".join(_ARTICLES.get(t, t) for t in types)
+
+
+def _number(value: Any) -> str:
+    """A bound as people write it: 0 rather than 0.0, 0.001 as is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def _typed(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else f"{type(value).__name__} {value!r}"
+
+
+def integral(raw: str) -> int | None:
+    """An integer typed as a user types it: 10000, 10_000, 1e4, 1.0e4, 50000.0; None if it
+    is not one (1.5, 1e-3, 'abc')."""
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    if not math.isfinite(value) or not value.is_integer():
+        return None
+    return int(value)
+
+
 def coerce_text(spec: dict[str, Any], text: str) -> Any:
     """Turn what a user typed (a form field, ``--set k=v``) into a typed value."""
     types = _types_of(spec)
@@ -132,10 +196,9 @@ def coerce_text(spec: dict[str, Any], text: str) -> Any:
         if low in ("false", "no", "0", "off"):
             return False
     if "integer" in types:
-        try:
-            return int(raw)
-        except ValueError:
-            pass
+        value = integral(raw)
+        if value is not None:
+            return value
     if "number" in types:
         try:
             return float(raw)
@@ -149,15 +212,14 @@ def coerce_text(spec: dict[str, Any], text: str) -> Any:
             pass
     if "string" in types or not types:
         return text
-    raise ConfigError("", f"'{text}' is not {' or '.join(t for t in types if t != 'null')}")
+    raise ConfigError("", f"{must_be([t for t in types if t != 'null'])}, not {text!r}")
 
 
 def check_value(name: str, spec: dict[str, Any], value: Any) -> Any:
     """Check one value against its property schema; return it (ints widened for numbers)."""
     types = _types_of(spec)
     if types and not any(_TYPES[t](value) for t in types if t in _TYPES):
-        want = " or ".join(types)
-        raise ConfigError(name, f"must be {want}, not {type(value).__name__} {value!r}")
+        raise ConfigError(name, f"{must_be(types)}, not {_typed(value)}")
     if "enum" in spec and value not in spec["enum"]:
         choices = ", ".join(repr(c) for c in spec["enum"])
         raise ConfigError(name, f"must be one of {choices}")
@@ -165,18 +227,62 @@ def check_value(name: str, spec: dict[str, Any], value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(name, "must be a finite number")
         if "minimum" in spec and value < spec["minimum"]:
-            raise ConfigError(name, f"must be >= {spec['minimum']}")
+            raise ConfigError(name, f"must be >= {_number(spec['minimum'])}")
         if "exclusiveMinimum" in spec and value <= spec["exclusiveMinimum"]:
-            raise ConfigError(name, f"must be > {spec['exclusiveMinimum']}")
+            raise ConfigError(name, f"must be > {_number(spec['exclusiveMinimum'])}")
         if "maximum" in spec and value > spec["maximum"]:
-            raise ConfigError(name, f"must be <= {spec['maximum']}")
+            raise ConfigError(name, f"must be <= {_number(spec['maximum'])}")
         if "exclusiveMaximum" in spec and value >= spec["exclusiveMaximum"]:
-            raise ConfigError(name, f"must be < {spec['exclusiveMaximum']}")
+            raise ConfigError(name, f"must be < {_number(spec['exclusiveMaximum'])}")
         if "number" in types and "integer" not in types and isinstance(value, int):
             value = float(value)
     if isinstance(value, str) and "pattern" in spec and not re.search(spec["pattern"], value):
         raise ConfigError(name, f"must match {spec['pattern']}")
     return value
+
+
+# -- names users type ----------------------------------------------------------
+def fold(name: str) -> str:
+    """A name with case, '-' and '_' made the same: learning-starts == learning_starts, ppo == PPO."""
+    return name.replace("-", "_").lower()
+
+
+def did_you_mean(typed: str, names: list[str]) -> str:
+    """"; did you mean 'x'?" for the names closest to what was typed, or ""."""
+    # a name's first word counts too: "sax" is close to "sac", so to sac_continuous_action
+    by_fold: dict[str, str] = {}
+    for name in names:
+        by_fold.setdefault(fold(name), name)
+        by_fold.setdefault(fold(name).split("_")[0], name)
+    close = difflib.get_close_matches(fold(typed), list(by_fold), n=5, cutoff=0.6)
+    found = list(dict.fromkeys(by_fold[c] for c in close))[:3]
+    if not found:
+        return ""
+    return "; did you mean " + " or ".join(repr(n) for n in found) + "?"
+
+
+def param_name(props: dict[str, Any], key: str) -> str | None:
+    """The schema's own spelling of a parameter a user typed ('-'/'_' and case folded);
+    None if there is none, or several (a schema with both spellings: only exact works)."""
+    if key in props:
+        return key
+    matches = [name for name in props if fold(name) == fold(key)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def canonical_params(schema: dict[str, Any], params: Any) -> Any:
+    """Params with each key in the schema's own spelling where the typed one is
+    unambiguous; other keys are left for check_params to refuse."""
+    if not isinstance(params, dict):
+        return params
+    props = schema.get("properties") or {}
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        name = param_name(props, key) or key
+        if name in out:  # learning-rate and learning_rate both given
+            raise ConfigError(f"params.{key}", f"is given twice (also as {name!r})")
+        out[name] = value
+    return out
 
 
 def check_params(schema: dict[str, Any], params: dict[str, Any], prefix: str = "params") -> dict[str, Any]:
@@ -187,7 +293,7 @@ def check_params(schema: dict[str, Any], params: dict[str, Any], prefix: str = "
     out: dict[str, Any] = {}
     for key, value in params.items():
         if key not in props:
-            raise ConfigError(f"{prefix}.{key}", "unknown field")
+            raise ConfigError(f"{prefix}.{key}", "unknown field" + did_you_mean(key, list(props)))
         out[key] = check_value(f"{prefix}.{key}", props[key], value)
     for key in schema.get("required", []):
         if key not in out:

@@ -12,7 +12,8 @@ import importlib.metadata
 import sys
 from typing import Any
 
-from workers.sdk.config import ConfigError, RunConfig, check_params, parse_run_config
+from workers.sdk.config import (ConfigError, RunConfig, canonical_params, check_params, did_you_mean, fold,
+                                parse_run_config)
 
 
 def dist_version(dist: str) -> str | None:
@@ -23,11 +24,32 @@ def dist_version(dist: str) -> str | None:
         return None
 
 
+def resolve_algorithm(typed: str, names: list[str], worker: str) -> str:
+    """The one of ``names`` a user means by ``typed``: itself, the same in any case
+    or with '-' for '_' (``ppo`` for RLlib's ``PPO``), or the only name it begins
+    (``sac`` for CleanRL's ``sac_continuous_action``). Else ConfigError, naming the
+    candidates or the closest names."""
+    if typed in names:
+        return typed
+    key = fold(typed)
+    same = [n for n in names if fold(n) == key]
+    if len(same) == 1:
+        return same[0]
+    starting = [n for n in names if fold(n).startswith(key)] if key else []
+    if len(starting) == 1:
+        return starting[0]
+    if len(starting) > 1:
+        raise ConfigError("algo", f"algorithm {typed!r} for worker {worker!r} is ambiguous: {', '.join(starting)}")
+    hint = did_you_mean(typed, names) or f"; choose from {', '.join(names) or 'nothing: none is installed'}"
+    raise ConfigError("algo", f"unknown algorithm {typed!r} for worker {worker!r}{hint}")
+
+
 class WorkerDescriptor:
     name: str = ""            # entry-point name, e.g. "cleanrl"
     package: str = ""         # python package; the worker runs as `python -m <package>.cli`
     upstream: str = ""        # upstream distribution, e.g. "cleanrl"
     description: str = ""
+    hidden: bool = False      # a worker for tests: listed by `mosaic workers --all` only
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -37,6 +59,7 @@ class WorkerDescriptor:
             "upstream_version": dist_version(self.upstream),
             "description": self.description,
             "available": self.available(),
+            "hidden": self.hidden,
         }
 
     def available(self) -> bool:
@@ -54,6 +77,32 @@ class WorkerDescriptor:
         """Does ``algo`` name something this worker runs? The listed algorithms;
         a worker may accept more (CleanRL: the path of a user's own script)."""
         return algo in self.algorithms()
+
+    def resolve_algo(self, algo: str) -> str:
+        """The canonical name of the algorithm a user typed (see ``resolve_algorithm``);
+        ConfigError("algo") naming close matches if there is none."""
+        if self.accepts_algo(algo):
+            return algo
+        return resolve_algorithm(algo, self.algorithms(), self.name)
+
+    def canonical_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A run config with the names users type made the ones the worker uses:
+        the algorithm (``resolve_algo``) and the params' keys in the schema's own
+        spelling (``learning_starts`` for ``learning-starts``). The daemon calls
+        this at submit, before ``validate``, so the CLI, the app and config files
+        all get it and the run record stores the canonical names."""
+        algo = config.get("algo")
+        if not isinstance(algo, str):
+            return config  # validate says what is wrong
+        config = {**config, "algo": self.resolve_algo(algo)}
+        if isinstance(config.get("params"), dict) and config["params"]:
+            env = config.get("env") if isinstance(config.get("env"), str) else None
+            try:
+                schema = self.schema(config["algo"], env)
+            except ConfigError:
+                return config  # e.g. a bad env: validate reports it, in its order
+            config["params"] = canonical_params(schema, config["params"])
+        return config
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         """JSON schema of the algorithm's params."""

@@ -94,6 +94,25 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 EVENT_TYPES = frozenset(EVENT_FIELDS)
 
 
+# Episodes as scalar tags. An episode event is one record (return, length, each
+# agent's return); every reader that shows it as a curve -- the daemon's
+# `metrics` method, a run's tag list, the app's plots -- maps it through
+# ``episode_scalars``, so `mosaic metrics RUN --tag episode/return` and the
+# app's Metrics tab hold the same points.
+EPISODE_RETURN_TAG = "episode/return"
+EPISODE_LENGTH_TAG = "episode/length"
+
+
+def episode_scalars(event: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(tag, value) pairs of an episode event: episode/return, episode/length, and
+    episode/return/<agent> for each agent of a multi-agent episode."""
+    pairs = [(EPISODE_RETURN_TAG, event.get("return")), (EPISODE_LENGTH_TAG, event.get("length"))]
+    agents = event.get("agents")
+    if isinstance(agents, dict):
+        pairs.extend((f"{EPISODE_RETURN_TAG}/{agent}", value) for agent, value in agents.items())
+    return pairs
+
+
 class EventError(ValueError):
     """A line that is JSON but not a valid telemetry event."""
 

@@ -53,6 +53,7 @@ class SyntheticDescriptor(WorkerDescriptor):
     package = "workers.synthetic_worker"
     upstream = "mosaic-tui"
     description = "Synthetic telemetry for tests, benchmarks and demos; trains nothing"
+    hidden = True  # not offered to users (`mosaic workers --all` lists it); submitting by name works
 
     def capabilities(self) -> dict[str, Any]:
         return {
