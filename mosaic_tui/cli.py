@@ -17,8 +17,8 @@ from typing import Any
 
 from daemon import protocol as P
 from daemon.home import Home
-from mosaic_tui import fmt
-from mosaic_tui.fmt import MAX_RETURN_WINDOW, duration
+from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
+                            failure_reason, progress_text, run_label, smoothed_return)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -234,9 +234,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = []
     for run in runs:
         s = run.get("summary") or {}
-        rows.append([run["id"][:10], fmt.run_label(run), run["worker"], run["algo"], run["env"], run["state"],
-                     fmt.progress_text(run), _fmt_num(s.get("steps")), _fmt_num(fmt.smoothed_return(run, window)),
-                     fmt.best_text(run), fmt.duration(fmt.eta(run)), fmt.duration(fmt.elapsed(run, now))])
+        rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], run["state"],
+                     progress_text(run), _fmt_num(s.get("steps")), _fmt_num(smoothed_return(run, window)),
+                     best_text(run), duration(eta(run)), duration(elapsed(run, now))])
     if rows:
         print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}",
                             "BEST@STEP", "ETA", "ELAPSED"]))
@@ -254,16 +254,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         _print_json(run)
         return 0
     s = run.get("summary") or {}
-    best, best_step = fmt.best_return(run)
+    best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
               ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", run["state"]),
-              ("reason", run.get("reason") or fmt.failure_reason(run)),
+              ("reason", run.get("reason") or failure_reason(run)),
               ("progress", f"{_fmt_num(s.get('steps'))} / {_fmt_num(s.get('total_steps'))} steps "
-                           f"({fmt.progress_text(run)})"),
-              ("elapsed", fmt.duration(fmt.elapsed(run, time.time()))),
-              ("eta", fmt.duration(fmt.eta(run)) if fmt.eta(run) is not None else None),
+                           f"({progress_text(run)})"),
+              ("elapsed", duration(elapsed(run, time.time()))),
+              ("eta", duration(eta(run)) if eta(run) is not None else None),
               ("episodes", s.get("episodes")), ("last return", _fmt_num(s.get("last_return"))),
-              ("mean return", f"{_fmt_num(fmt.smoothed_return(run, window))} (last {window} episodes)"
+              ("mean return", f"{_fmt_num(smoothed_return(run, window))} (last {window} episodes)"
                if s.get("returns") else None),
               ("best return", f"{_fmt_num(best)} at step {_fmt_num(best_step)}" if best is not None else None),
               ("steps/s", _fmt_num(s.get("sps"))), ("exit", run.get("exit_signal") or run.get("exit_code")),
@@ -492,14 +492,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ls", parents=[common], help="list runs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--state", action="append", choices=P.STATES)
-    p.add_argument("--window", type=int, default=fmt.DEFAULT_RETURN_WINDOW, metavar="N",
-                   help=f"the return shown is the mean of the last N episodes (default {fmt.DEFAULT_RETURN_WINDOW})")
+    p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
+                   help=f"the return shown is the mean of the last N episodes (default {DEFAULT_RETURN_WINDOW})")
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("show", parents=[common], help="show one run")
     p.add_argument("run")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--window", type=int, default=fmt.DEFAULT_RETURN_WINDOW, metavar="N",
+    p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
                    help="the mean return is over the last N episodes")
     p.set_defaults(func=cmd_show)
 
