@@ -166,7 +166,7 @@ class MosaicApp(App):
     def announce_end(self, run: dict[str, Any]) -> None:
         """A run ended while the app is open: a toast, and the bell or OSC 9 as ``alert`` says."""
         text, severity = notify.ended_message(run)
-        self.notify(text, title="run ended", severity=severity, timeout=10)
+        self.notify(text, title="run ended", severity=severity, timeout=10, markup=False)
         if self.alert == "bell":
             self.bell()
         elif self.alert == "osc9":
