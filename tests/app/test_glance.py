@@ -23,7 +23,7 @@ def glance_runs() -> list[dict]:
     """The fixed runs, with what the daemon's summary now carries, an eval run and one that stopped short."""
     runs = copy.deepcopy(fixed_runs())
     alpha, bravo, charlie, delta, echo = runs
-    alpha["summary"].update(steps=9984, best_return=62.0, best_step=9900)   # succeeded, short of 10000
+    alpha["summary"].update(steps=9000, best_return=62.0, best_step=9000)   # succeeded, short of 10000
     bravo["summary"].update(best_return=20.0, best_step=3900)
     charlie["reason"] = LONG_REASON
     delta["config"]["mode"] = "eval"
@@ -102,10 +102,10 @@ async def test_a_succeeded_run_shows_100_percent_and_its_final_step(home):
     async with app.run_test(size=(120, 40)) as pilot:
         await load(pilot, app)
         alpha = row(app, RUN_IDS[0])
-        assert alpha["state"] == "succeeded" and alpha["progress"].endswith("100%") and alpha["steps"] == "9984"
+        assert alpha["state"] == "succeeded" and alpha["progress"].endswith("100%") and alpha["steps"] == "9000"
         app.open_run(RUN_IDS[0])
         await pilot.pause()
-        assert "9984/10.0k steps 100%" in screen_text(app).splitlines()[0]
+        assert "9000/10.0k steps 100%" in screen_text(app).splitlines()[0]
 
 
 async def test_eval_runs_are_marked_in_the_table_and_the_header(home):
@@ -178,15 +178,18 @@ async def test_sorting_by_return_groups_runs_by_env(home):
         assert names == ["delta", "bravo", "echo", "charlie", "alpha"]
 
 
-async def test_sorting_by_return_with_one_env_ranks_them_all(home):
+async def test_sorting_by_return_with_one_env_ranks_them_all_by_their_mean(home):
+    runs = glance_runs()
+    runs[1]["summary"]["returns"] = [100.0, 0.0]     # bravo: mean 50, last 0
+    runs[3]["summary"]["returns"] = [10.0, 20.0]     # delta: mean 15, last 20
     app = make_app(home)
     async with app.run_test(size=(120, 40)) as pilot:
-        await load(pilot, app)
+        await load(pilot, app, runs)
         t = table(app)
         while t.sort_key != "return":
             await pilot.press("s")
         names = [app.link.runs[r]["name"] for r in t.visible_ids]
-        assert names == ["alpha", "delta", "bravo", "charlie", "echo"]   # means 43, 30, 11.17, 1.5, none
+        assert names == ["bravo", "alpha", "delta", "charlie", "echo"]   # means 50, 43, 15, 1.5, none
         assert "grouped" not in str(app.screen.query_one("#status").render())
 
 
@@ -278,3 +281,28 @@ async def test_reattach_shows_what_changed_while_away(daemon, mosaic):
         assert not isinstance(third.screen, AwayScreen)
     for name in ("doomed", "fresh"):
         mosaic.run("cancel", name)
+
+
+async def test_a_paused_runs_clock_stands_still_in_the_table_and_the_header(daemon, mosaic):
+    import asyncio
+    from mosaic_tui import fmt
+    run = mosaic.synthetic(1_000_000, "rate=1000", name="napper")
+    wait_state(daemon, run, P.RUNNING)
+    app = live_app(daemon)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: run in app.link.runs, what="the run listed")
+        mosaic.run("pause", "napper", check=True)
+        await wait_until(pilot, lambda: app.link.runs[run]["state"] == P.PAUSED, what="paused")
+        record = app.link.runs[run]
+        # what the run had trained when it was paused, from the daemon's record
+        trained = fmt.duration(record["paused_at"] - record["started_at"] - record["paused_seconds"])
+        await asyncio.sleep(3)       # the wall clock moves on; the run's does not
+        await pilot.pause(1.2)       # the table's once-a-second tick
+        assert row(app, run)["elapsed"] == trained
+        app.open_run(run)
+        await pilot.pause()
+        assert f"  {trained}  " in screen_text(app).splitlines()[0]
+        mosaic.run("resume", "napper", check=True)
+        await wait_until(pilot, lambda: app.link.runs[run]["state"] == P.RUNNING, what="running again")
+        assert app.link.runs[run]["paused_seconds"] >= 3 and app.link.runs[run]["paused_at"] is None
+        mosaic.run("cancel", "napper", check=True)
