@@ -116,3 +116,30 @@ def test_a_real_run_that_stops_short_shows_100_percent_and_eval_runs_are_marked(
     assert "ppo-eval [eval]" in rows and "ppo-short" in rows
     assert rows["ppo-eval [eval]"]["PROG"] == "100%"
     assert show_field(mosaic, "ppo-eval", "mode") == "eval"
+
+
+def test_a_store_made_before_pauses_were_recorded_gains_the_columns(home, mosaic):
+    import sqlite3
+    mosaic.run("daemon", "start", check=True)
+    done = mosaic.synthetic(100, "rate=1000", name="before")
+    wait_state(home, done, P.SUCCEEDED)
+    mosaic.run("daemon", "stop", check=True)
+    # the runs table as a daemon of before this change left it
+    db = sqlite3.connect(home.root / "mosaic.db")
+    db.execute("ALTER TABLE runs DROP COLUMN paused_at")
+    db.execute("ALTER TABLE runs DROP COLUMN paused_seconds")
+    db.commit()
+    db.close()
+    mosaic.run("daemon", "start", check=True)
+    try:
+        assert mosaic.show("before")["paused_seconds"] == 0
+        run = mosaic.synthetic(1_000_000, "rate=1000", name="after")
+        wait_state(home, run, P.RUNNING)
+        mosaic.run("pause", "after", check=True)
+        assert mosaic.show("after")["paused_at"] is not None
+        mosaic.run("resume", "after", check=True)
+        assert mosaic.show("after")["paused_seconds"] > 0
+        assert set(ls_rows(mosaic)) == {"before", "after"}
+        mosaic.run("cancel", "after", check=True)
+    finally:
+        mosaic.run("daemon", "stop")
