@@ -24,8 +24,8 @@ PRIORITY = ("sel", "name", "state", "progress", "return", "eta", "elapsed", "env
 NAME_MIN = 10          # a long name is cut to this before a wanted column goes
 SORT_KEYS = ("created", "name", "worker", "algo", "env", "state", "progress", "steps", "sps",
              "return", "best", "eta", "elapsed")
-SPARK_WIDTH = 12
-PROGRESS_WIDTH = 6
+SPARK_WIDTH = 8           # 16 returns
+PROGRESS_WIDTH = 5
 
 
 class Cell:
@@ -154,17 +154,19 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
 def fit_columns(natural: dict[str, int], available: int, padding: int) -> dict[str, int]:
     """Column key -> width for the columns that fit in ``available`` cells, by PRIORITY.
 
-    The name is first cut down to NAME_MIN; the room left over after every
-    column that fits goes back to it.
+    Columns go strictly by priority: once one does not fit, none after it is
+    shown, so a narrow column never stays while a wanted one went. The name
+    is first cut down to NAME_MIN; the room left over goes back to it.
     """
     widths: dict[str, int] = {}
     name_natural = natural["name"]
     used = 0
     for key in PRIORITY:
         width = min(name_natural, NAME_MIN) if key == "name" else natural[key]
-        if used + width + 2 * padding <= available or key in ("sel", "name"):
-            widths[key] = width
-            used += width + 2 * padding
+        if used + width + 2 * padding > available and key not in ("sel", "name"):
+            break
+        widths[key] = width
+        used += width + 2 * padding
     if "name" in widths:
         widths["name"] += max(0, min(name_natural - widths["name"], available - used))
     return {key: widths[key] for key in COLUMN_KEYS if key in widths}
