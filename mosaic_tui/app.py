@@ -181,7 +181,7 @@ class MosaicApp(App):
         changes = notify.changes_since(seen, self.link.runs)
         if changes:
             from mosaic_tui.screens.away import AwayScreen
-            self.push_screen(AwayScreen(changes, seen.get("t"), self.clock()))
+            self.push_screen(AwayScreen(changes, seen.get("t"), self.clock(), self.return_window))
 
     def set_alert(self, alert: str) -> None:
         self.alert = alert

@@ -17,7 +17,8 @@ from textual.widgets import Static
 from mosaic_tui import fmt
 
 
-def summary_text(changes: list[tuple[str, dict[str, Any]]], since: float | None, now: float) -> Text:
+def summary_text(changes: list[tuple[str, dict[str, Any]]], since: float | None, now: float,
+                 window: int = fmt.DEFAULT_RETURN_WINDOW) -> Text:
     text = Text()
     ago = f" ({fmt.duration(now - since)} ago)" if since else ""
     text.append(f"Since the app last closed{ago}:\n\n", style="bold")
@@ -29,9 +30,9 @@ def summary_text(changes: list[tuple[str, dict[str, Any]]], since: float | None,
         text.append(f"  {run.get('algo')} {run.get('env')}")
         if fmt.is_eval(run):
             text.append(" eval", style="cyan")
-        mean = fmt.smoothed_return(run)
+        mean = fmt.smoothed_return(run, window)
         if mean is not None:
-            text.append(f"  return {fmt.num(mean)}")
+            text.append(f"  return {fmt.num(mean)} (avg{window})")
         reason = fmt.failure_reason(run)
         if reason:
             text.append(f"\n{'':14}   {reason}", style="red")
@@ -67,16 +68,18 @@ class AwayScreen(ModalScreen[None]):
         Binding("escape,enter", "close", "Close", id="away.close"),
     ]
 
-    def __init__(self, changes: list[tuple[str, dict[str, Any]]], since: float | None, now: float) -> None:
+    def __init__(self, changes: list[tuple[str, dict[str, Any]]], since: float | None, now: float,
+                 window: int = fmt.DEFAULT_RETURN_WINDOW) -> None:
         super().__init__()
         self.changes = changes
         self.since = since
         self.now = now
+        self.window = window
 
     def compose(self) -> ComposeResult:
         with Vertical():
             with VerticalScroll():
-                yield Static(summary_text(self.changes, self.since, self.now), id="away-text")
+                yield Static(summary_text(self.changes, self.since, self.now, self.window), id="away-text")
             yield Static("esc: close", id="away-keys")
 
     def action_close(self) -> None:

@@ -63,7 +63,7 @@ class RunsScreen(Screen):
     }
     RunsScreen #detail {
         height: auto;
-        max-height: 4;
+        max-height: 6;
         padding: 0 1;
         background: $panel;
     }
