@@ -212,12 +212,13 @@ class RunsTable(DataTable):
         self._cells: dict[str, tuple] = {}
         self._runs: dict[str, dict[str, Any]] = {}
         self._widths: dict[str, int] = {}  # the columns shown, with their widths
+        self._natural: dict[str, int] = {}  # each column's widest cell since the last full layout
 
     def on_mount(self) -> None:
         self._layout(force=True)
 
     def on_resize(self) -> None:
-        self._layout()
+        self._layout(force=True)
 
     # -- columns -----------------------------------------------------------------
     @property
@@ -227,15 +228,21 @@ class RunsTable(DataTable):
     def _headers(self) -> dict[str, str]:
         return {key: label.format(window=self.window) for key, label in COLUMNS}
 
-    def _fitted(self) -> dict[str, int]:
+    def _fitted(self, fresh: bool) -> dict[str, int]:
         from rich.cells import cell_len
         headers = self._headers()
         natural = {key: cell_len(headers[key]) for key in COLUMN_KEYS}
+        if not fresh:
+            # columns only widen between full layouts: a value that flips
+            # between 4 and 5 characters must not rebuild the table each time
+            for key, width in self._natural.items():
+                natural[key] = max(natural[key], width)
         for cells in self._cells.values():
             for key, cell in zip(COLUMN_KEYS, cells):
                 n = cell_len(cell.text)
                 if n > natural[key]:
                     natural[key] = n
+        self._natural = natural
         available = self.scrollable_content_region.width
         if available <= 0:               # not laid out yet: everything, until the first resize
             return natural
@@ -243,7 +250,7 @@ class RunsTable(DataTable):
 
     def _layout(self, force: bool = False) -> None:
         """Show the columns that fit; rebuild the table only when that changes."""
-        widths = self._fitted()
+        widths = self._fitted(fresh=force)
         if widths == self._widths and not force:
             return
         self._widths = widths
