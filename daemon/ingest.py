@@ -140,6 +140,10 @@ class RunTail:
         # the best episode return of the whole run and the step it came at
         self.best_return: float | None = s.get("best_return")
         self.best_step: int | None = s.get("best_step")
+        if "best_return" not in s:
+            # a summary stored before the best was kept: the best of the returns it has, step unknown
+            kept = [r for r in self.returns if type(r) in (int, float) and math.isfinite(r)]
+            self.best_return = max(kept) if kept else None
         self.tags: set[str] = set(s.get("tags", []))
         self.sps: float | None = s.get("sps")
         self.started = bool(s.get("started"))

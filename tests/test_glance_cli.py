@@ -143,3 +143,25 @@ def test_a_store_made_before_pauses_were_recorded_gains_the_columns(home, mosaic
         mosaic.run("cancel", "after", check=True)
     finally:
         mosaic.run("daemon", "stop")
+
+
+def test_a_run_summary_stored_before_the_best_was_kept_takes_it_from_its_returns(home, mosaic):
+    import sqlite3
+    mosaic.run("daemon", "start", check=True)
+    try:
+        run = mosaic.synthetic(800, "rate=200", "episode_every=1", name="older")
+        wait_for(lambda: (mosaic.show(run)["summary"].get("steps") or 0) >= 520, what="past the best episode")
+        mosaic.run("daemon", "stop", check=True)
+        # the summary as a daemon of before this change stored it
+        db = sqlite3.connect(home.root / "mosaic.db")
+        summary = json.loads(db.execute("SELECT summary FROM runs WHERE id = ?", (run,)).fetchone()[0])
+        del summary["best_return"], summary["best_step"]
+        db.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(summary), run))
+        db.commit()
+        db.close()
+        mosaic.run("daemon", "start", check=True)
+        wait_state(home, run, P.SUCCEEDED)
+        # 499 (step 499) was among the kept returns; the steps after the restart only reach 300
+        assert ls_rows(mosaic)["older"]["BEST@STEP"] == "499"
+    finally:
+        mosaic.run("daemon", "stop")
