@@ -209,6 +209,26 @@ async def test_the_return_window_is_a_setting_kept_between_sessions(home):
         assert "(avg50)" in screen_text(again).splitlines()[0]
 
 
+async def test_the_alert_is_chosen_in_the_palette_and_kept(home):
+    import json
+    app = make_app(home, restore=True, remember=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await load(pilot, app)
+        assert app.alert == "bell"                            # the default
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"when a run ends: osc9")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.alert == "osc9"
+        await pilot.press("q")
+    assert json.loads((home.root / "ui-state.json").read_text())["alert"] == "osc9"
+    again = make_app(home, restore=True, remember=True)
+    async with again.run_test(size=(120, 40)) as pilot:
+        assert again.alert == "osc9"
+
+
 # -- against a real daemon --------------------------------------------------------
 def live_app(home, **kwargs):
     from mosaic_tui.app import MosaicApp
