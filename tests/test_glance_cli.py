@@ -149,8 +149,12 @@ def test_a_run_summary_stored_before_the_best_was_kept_takes_it_from_its_returns
     import sqlite3
     mosaic.run("daemon", "start", check=True)
     try:
-        run = mosaic.synthetic(800, "rate=200", "episode_every=1", name="older")
-        wait_for(lambda: (mosaic.show(run)["summary"].get("steps") or 0) >= 520, what="past the best episode")
+        run = mosaic.synthetic(800, "rate=50", "episode_every=1", name="older")
+        wait_for(lambda: (mosaic.show(run)["summary"].get("steps") or 0) >= 505, what="past the best episode")
+        # paused while step 499 is among the last 100 returns the summary keeps
+        mosaic.run("pause", "older", check=True)
+        time.sleep(1)     # the summary goes to the store every 0.5 s
+        assert 499 in mosaic.show(run)["summary"]["returns"]
         mosaic.run("daemon", "stop", check=True)
         # the summary as a daemon of before this change stored it
         db = sqlite3.connect(home.root / "mosaic.db")
@@ -160,6 +164,7 @@ def test_a_run_summary_stored_before_the_best_was_kept_takes_it_from_its_returns
         db.commit()
         db.close()
         mosaic.run("daemon", "start", check=True)
+        mosaic.run("resume", "older", check=True)
         wait_state(home, run, P.SUCCEEDED)
         # 499 (step 499) was among the kept returns; the steps after the restart only reach 300
         assert ls_rows(mosaic)["older"]["BEST@STEP"] == "499"
