@@ -142,7 +142,7 @@ class RunsScreen(Screen):
         self._update_detail()
 
     def _update_detail(self) -> None:
-        """The highlighted run in one line: what the table cannot show at a glance."""
+        """The highlighted run under the table: what its row cannot show (the best's step, a failure's reason)."""
         rid = self.table.current_run_id
         run = self.app.link.runs.get(rid) if rid else None
         text = detail_text(run, self.app.clock(), self.table.window)
@@ -257,8 +257,8 @@ class RunsScreen(Screen):
     def action_window(self) -> None:
         """The next return window (5, 10, 20, 50, 100 episodes); remembered in ui-state.json."""
         windows = fmt.RETURN_WINDOWS
-        now = self.table.window
-        window = next((w for w in windows if w > now), windows[0])
+        current = self.table.window
+        window = next((w for w in windows if w > current), windows[0])
         self.app.set_return_window(window)
         self.table.set_window(window)
         self._update_title()
