@@ -11,6 +11,7 @@ the range [from, to) it covers; a client's cursor is the last ``to`` it saw.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
@@ -21,7 +22,10 @@ from workers.sdk import telemetry as tm
 
 MAX_EVENT_LINE = 1024 * 1024   # a longer line is recorded as invalid, not parsed
 READ_CHUNK = 1024 * 1024       # bytes read per pass, so one chatty run cannot stall the loop
-RETURNS_KEPT = 64              # episode returns kept in the summary (the sparkline)
+# Episode returns kept in the summary: the sparkline and the smoothed return,
+# the mean of the last N (clients let N go up to this). 100 floats keep the
+# summary, sent to clients twice a second, at about 1 KB.
+RETURNS_KEPT = 100
 
 _TYPE_KEY = "type"
 
@@ -133,6 +137,13 @@ class RunTail:
         self.episodes: int = s.get("episodes", 0)
         self.last_return = s.get("last_return")
         self.returns: deque = deque(s.get("returns", []), maxlen=RETURNS_KEPT)
+        # the best episode return of the whole run and the step it came at
+        self.best_return: float | None = s.get("best_return")
+        self.best_step: int | None = s.get("best_step")
+        if "best_return" not in s:
+            # a summary stored before the best was kept: the best of the returns it has, step unknown
+            kept = [r for r in self.returns if type(r) in (int, float) and math.isfinite(r)]
+            self.best_return = max(kept) if kept else None
         self.tags: set[str] = set(s.get("tags", []))
         self.sps: float | None = s.get("sps")
         self.started = bool(s.get("started"))
@@ -147,7 +158,8 @@ class RunTail:
         return {
             "steps": self.steps, "total_steps": self.total_steps, "lines": self.lines,
             "invalid": self.invalid, "episodes": self.episodes, "last_return": self.last_return,
-            "returns": list(self.returns), "tags": sorted(self.tags), "sps": self.sps,
+            "returns": list(self.returns), "best_return": self.best_return, "best_step": self.best_step,
+            "tags": sorted(self.tags), "sps": self.sps,
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
         }
@@ -226,6 +238,10 @@ class RunTail:
                 self.last_return = ret
                 self.returns.append(ret)
                 step = ev.get("step")
+                if (type(ret) in (int, float) and math.isfinite(ret)
+                        and (self.best_return is None or ret > self.best_return)):
+                    self.best_return = ret
+                    self.best_step = step if type(step) is int else None
             elif kind == tm.INVALID:
                 self.invalid += 1
                 continue

@@ -538,7 +538,8 @@ class RunManager:
         active = self.active[run["id"]]
         # The whole tree but the supervisor, which must stay free to react to a cancel.
         proctree.stop_tree(active.shim_pid)
-        updated = self.store.update_run(run["id"], state=P.PAUSED)
+        # Recorded so that elapsed time (mosaic_tui.fmt.elapsed) leaves pauses out.
+        updated = self.store.update_run(run["id"], state=P.PAUSED, paused_at=time.time())
         self.on_run(updated, run["id"], updated["rev"])
         return updated
 
@@ -547,7 +548,8 @@ class RunManager:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not paused")
         active = self.active[run["id"]]
         proctree.signal_tree(active.shim_pid, signal.SIGCONT)
-        updated = self.store.update_run(run["id"], state=P.RUNNING)
+        paused = (run.get("paused_seconds") or 0.0) + (time.time() - run["paused_at"] if run.get("paused_at") else 0.0)
+        updated = self.store.update_run(run["id"], state=P.RUNNING, paused_at=None, paused_seconds=paused)
         self.on_run(updated, run["id"], updated["rev"])
         return updated
 

@@ -44,7 +44,9 @@ CREATE TABLE IF NOT EXISTS runs (
     resources     TEXT NOT NULL DEFAULT '{}',  -- {"gpu": "0", "cpus": [0]} handed to the run
     summary       TEXT NOT NULL DEFAULT '{}',
     ingest_offset INTEGER NOT NULL DEFAULT 0,
-    rev           INTEGER NOT NULL
+    rev           INTEGER NOT NULL,
+    paused_at     REAL,             -- when the pause going on began (kept if the run ends paused)
+    paused_seconds REAL NOT NULL DEFAULT 0  -- pauses that ended, in all
 );
 CREATE INDEX IF NOT EXISTS runs_rev ON runs(rev);
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
@@ -53,7 +55,10 @@ CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, rev INTEGER NOT NULL
 
 _COLUMNS = ("id", "name", "worker", "algo", "env", "config", "state", "created_at", "started_at",
             "ended_at", "pid", "pid_start", "worker_pid", "exit_code", "exit_signal", "reason",
-            "stderr_tail", "cancel_requested", "resources", "summary", "ingest_offset", "rev")
+            "stderr_tail", "cancel_requested", "resources", "summary", "ingest_offset", "rev",
+            "paused_at", "paused_seconds")
+# Columns added after a store was first made: added to an older mosaic.db on open.
+_ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 0"}
 _JSON_COLUMNS = ("config", "summary", "resources")
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -86,6 +91,10 @@ class Store:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
         self.db.executescript(_SCHEMA)
+        have = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        for col, decl in _ADDED_COLUMNS.items():
+            if col not in have:
+                self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {decl}")
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -134,7 +143,7 @@ class Store:
             rev = self._next_rev()
             values = {col: run.get(col) for col in _COLUMNS}
             values.update(rev=rev, cancel_requested=int(bool(run.get("cancel_requested"))),
-                          ingest_offset=run.get("ingest_offset", 0))
+                          ingest_offset=run.get("ingest_offset", 0), paused_seconds=run.get("paused_seconds") or 0.0)
             for col in _JSON_COLUMNS:
                 values[col] = json.dumps(run.get(col) or {})
             cols = ",".join(_COLUMNS)

@@ -19,8 +19,8 @@ from textual.binding import Binding
 
 from daemon import protocol as P
 from daemon.home import Home
+from mosaic_tui import fmt, notify, uistate
 from mosaic_tui import themes as theme_files
-from mosaic_tui import uistate
 from mosaic_tui.link import Link, Update
 
 
@@ -65,6 +65,14 @@ class MosaicApp(App):
         self._key_since = 0.0
         self.ui_state: dict[str, Any] = uistate.load_state(home.root) if restore else {}
         self._restored = not restore
+        # client settings, kept in ui-state.json: the return window and the alert when a run ends
+        window = self.ui_state.get("return_window")
+        self.return_window = (window if type(window) is int and 1 <= window <= fmt.MAX_RETURN_WINDOW
+                              else fmt.DEFAULT_RETURN_WINDOW)
+        alert = self.ui_state.get("alert")
+        self.alert = alert if alert in notify.ALERTS else notify.DEFAULT_ALERT
+        self.end_watcher = notify.EndWatcher()
+        self._greeted = False        # the first run list seen: the away summary, if anything changed
         mosaic_themes, css = theme_files.load()
         for theme in mosaic_themes:
             self.register_theme(theme)
@@ -213,6 +221,47 @@ class MosaicApp(App):
         if not self._restored and self.link.loaded:
             self._restored = True
             self.call_later(self._restore_place)
+        if self.link.loaded:
+            if not self._greeted:
+                self._greeted = True
+                self.end_watcher.prime(self.link.runs)
+                if self.restore:
+                    self.call_later(self._show_away)
+            elif update.runs or update.deleted:
+                for run in self.end_watcher.ended(self.link.runs, update.runs | update.deleted):
+                    self.announce_end(run)
+
+    # -- runs ending -------------------------------------------------------------
+    def announce_end(self, run: dict[str, Any]) -> None:
+        """A run ended while the app is open: a toast, and the bell or OSC 9 as ``alert`` says."""
+        text, severity = notify.ended_message(run)
+        self.notify(text, title="run ended", severity=severity, timeout=10, markup=False)
+        if self.alert == "bell":
+            self.bell()
+        elif self.alert == "osc9":
+            driver = getattr(self, "_driver", None)
+            if driver is not None:
+                from mosaic_tui.graphics.tmux import in_tmux
+                driver.write(notify.osc9(f"mosaic: {text}", in_tmux()))
+
+    def _show_away(self) -> None:
+        """The runs that ended or started since the app last closed; nothing when nothing changed."""
+        seen = self.ui_state.get("last_seen")
+        changes = notify.changes_since(seen, self.link.runs)
+        if changes:
+            from mosaic_tui.screens.away import AwayScreen
+            self.push_screen(AwayScreen(changes, seen.get("t"), self.clock(), self.return_window))
+
+    def set_alert(self, alert: str) -> None:
+        self.alert = alert
+        self.ui_state["alert"] = alert
+        self.notify(f"when a run ends: {alert if alert != 'off' else 'a notification only'}", timeout=3)
+        self.remember_place()
+
+    def set_return_window(self, window: int) -> None:
+        self.return_window = window
+        self.ui_state["return_window"] = window
+        self.remember_place()
 
     def _restore_place(self) -> None:
         state = self.ui_state
@@ -252,6 +301,9 @@ class MosaicApp(App):
         if place:
             self.ui_state.update({k: v for k, v in place.items() if v is not None or k == "screen"})
         self.ui_state["theme"] = self.theme
+        if self.link.loaded:
+            # what the away summary compares with next time (not when the daemon was never reached)
+            self.ui_state["last_seen"] = notify.last_seen(self.link.runs, self.clock())
         uistate.save_state(self.home.root, self.ui_state)
 
     # -- run actions -------------------------------------------------------------

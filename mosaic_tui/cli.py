@@ -17,7 +17,8 @@ from typing import Any
 
 from daemon import protocol as P
 from daemon.home import Home
-from mosaic_tui.fmt import duration, plural
+from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
+                            failure_reason, plural, progress_text, run_label, smoothed_return)
 from workers.sdk.config import ConfigError, coerce_text, did_you_mean, param_name
 
 EXIT_ERROR = 1
@@ -77,14 +78,6 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     for row in rows:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
     return "\n".join(lines)
-
-
-def _progress(run: dict[str, Any]) -> str:
-    s = run.get("summary") or {}
-    total = s.get("total_steps") or (run.get("config") or {}).get("steps")
-    if not total:
-        return "-"
-    return f"{min(100.0, 100.0 * (s.get('steps') or 0) / total):.0f}%"
 
 
 # -- connection -------------------------------------------------------------
@@ -294,7 +287,15 @@ def _state_line(run: dict[str, Any]) -> str:
     return line
 
 
+def _return_window(args: argparse.Namespace) -> int:
+    if not 1 <= args.window <= MAX_RETURN_WINDOW:
+        raise CLIError(f"--window must be between 1 and {MAX_RETURN_WINDOW} (the daemon keeps the last "
+                       f"{MAX_RETURN_WINDOW} returns), not {args.window}")
+    return args.window
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
+    window = _return_window(args)
     with _client(args) as client:
         runs = client.call(P.LIST, states=args.state or None)["runs"]
     if args.json:
@@ -304,28 +305,38 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = []
     for run in runs:
         s = run.get("summary") or {}
-        end = run.get("ended_at") or now
-        rows.append([run["id"][:10], run["name"], run["worker"], run["algo"], run["env"], run["state"],
-                     _progress(run), _fmt_num(s.get("steps")), _fmt_num(s.get("last_return")),
-                     duration(end - run["started_at"]) if run.get("started_at") else "-"])
+        rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], run["state"],
+                     progress_text(run), _fmt_num(s.get("steps")), _fmt_num(smoothed_return(run, window)),
+                     best_text(run), duration(eta(run)), duration(elapsed(run, now))])
     if rows:
-        print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", "RETURN", "ELAPSED"]))
+        print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}",
+                            "BEST@STEP", "ETA", "ELAPSED"]))
+        print(f"AVG{window}: mean of the last {window} episode returns (--window N)")
     else:
         print("no runs")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    window = _return_window(args)
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
     if args.json:
         _print_json(run)
         return 0
     s = run.get("summary") or {}
+    best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
-              ("env", run["env"]), ("state", run["state"]), ("reason", run.get("reason")),
-              ("progress", f"{_fmt_num(s.get('steps'))} / {_fmt_num(s.get('total_steps'))} steps ({_progress(run)})"),
+              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", run["state"]),
+              ("reason", run.get("reason") or failure_reason(run)),
+              ("progress", f"{_fmt_num(s.get('steps'))} / {_fmt_num(s.get('total_steps'))} steps "
+                           f"({progress_text(run)})"),
+              ("elapsed", duration(elapsed(run, time.time()))),
+              ("eta", duration(eta(run)) if eta(run) is not None else None),
               ("episodes", s.get("episodes")), ("last return", _fmt_num(s.get("last_return"))),
+              ("mean return", f"{_fmt_num(smoothed_return(run, window))} (last {window} episodes)"
+               if s.get("returns") else None),
+              ("best return", f"{_fmt_num(best)} at step {_fmt_num(best_step)}" if best is not None else None),
               ("steps/s", _fmt_num(s.get("sps"))), ("exit", run.get("exit_signal") or run.get("exit_code")),
               ("tags", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
               ("run dir", str(_home(args).run_dir(run["id"])))]
@@ -569,11 +580,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ls", parents=[common], help="list runs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--state", action="append", choices=P.STATES)
+    p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
+                   help=f"the return shown is the mean of the last N episodes (default {DEFAULT_RETURN_WINDOW})")
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("show", parents=[common], help="show one run")
     p.add_argument("run")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
+                   help="the mean return is over the last N episodes")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("wait", parents=[common], help="wait for a run to end; exit 0 only if it succeeded")

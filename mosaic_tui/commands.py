@@ -60,6 +60,9 @@ class RunCommands(Provider):
         yield "New run", app.open_new_run, "worker → algorithm → environment → form", True
         yield "Workers", app.open_workers, "installed workers and their capabilities", True
         yield "Cycle theme", app.action_cycle_theme, "mosaic-dark, mosaic-light, mosaic-high-contrast", True
+        for alert, what in (("off", "a notification only"), ("bell", "a notification and the terminal bell"),
+                            ("osc9", "a notification and a desktop notification (OSC 9)")):
+            yield f"When a run ends: {alert}", partial(app.set_alert, alert), what, False
 
     async def discover(self) -> Hits:
         for text, callback, help_text, focused in self._commands():

@@ -4,6 +4,14 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from daemon.ingest import RETURNS_KEPT
+
+# The smoothed return is the mean of the last N episode returns. The daemon
+# keeps RETURNS_KEPT of them in a run's summary, so N goes up to that.
+RETURN_WINDOWS = (5, 10, 20, 50, 100)
+DEFAULT_RETURN_WINDOW = 20
+MAX_RETURN_WINDOW = RETURNS_KEPT
+
 STATE_STYLES = {
     "queued": "dim", "starting": "yellow", "running": "bold green", "paused": "yellow",
     "succeeded": "green", "failed": "bold red", "cancelled": "magenta", "lost": "red",
@@ -57,6 +65,13 @@ def duration(seconds: float | None) -> str:
 
 
 def progress(run: dict[str, Any]) -> float | None:
+    """Fraction done; a succeeded run is done, whatever step its worker stopped at.
+
+    A worker may end short of total_steps (CleanRL trains whole batches:
+    1000 steps of 512-step batches end at 512) or have no total at all (an eval).
+    """
+    if run.get("state") == "succeeded":
+        return 1.0
     s = run.get("summary") or {}
     total = s.get("total_steps") or (run.get("config") or {}).get("steps")
     if not total:
@@ -78,10 +93,72 @@ def progress_text(run: dict[str, Any], width: int = 0) -> str:
 
 
 def elapsed(run: dict[str, Any], now: float) -> float | None:
+    """Seconds the run has trained: from its start to its end (or now), less the time it spent paused.
+
+    The one definition of elapsed: the runs table, the run header, `mosaic ls`,
+    `mosaic show` and `mosaic watch` all call it. The daemon records
+    ``paused_seconds`` (pauses that ended) and ``paused_at`` (the pause going
+    on, or the one a run ended in).
+    """
     start = run.get("started_at")
     if not start:
         return None
-    return (run.get("ended_at") or now) - start
+    end = run.get("ended_at") or now
+    paused = run.get("paused_seconds") or 0.0
+    since = run.get("paused_at")
+    if since:
+        paused += max(0.0, end - since)
+    return max(0.0, end - start - paused)
+
+
+def smoothed_return(run: dict[str, Any], window: int = DEFAULT_RETURN_WINDOW) -> float | None:
+    """The mean of the last ``window`` finite episode returns, None before the first episode."""
+    vals = finite(((run.get("summary") or {}).get("returns") or [])[-window:])
+    if not vals:
+        return None
+    return sum(vals) / len(vals)
+
+
+def best_return(run: dict[str, Any]) -> tuple[float | None, int | None]:
+    """(best episode return, the step it came at) from the daemon's summary."""
+    s = run.get("summary") or {}
+    return s.get("best_return"), s.get("best_step")
+
+
+def best_text(run: dict[str, Any]) -> str:
+    best, step = best_return(run)
+    if best is None:
+        return "-"
+    return f"{num(best)}@{num(step)}" if step is not None else num(best)
+
+
+def eta(run: dict[str, Any]) -> float | None:
+    """Seconds left at the recent steps/s, for a running run with a total; None otherwise."""
+    if run.get("state") not in ("running", "starting"):
+        return None
+    s = run.get("summary") or {}
+    total = s.get("total_steps") or (run.get("config") or {}).get("steps")
+    sps = s.get("sps")
+    if not total or not isinstance(sps, (int, float)) or sps <= 0:
+        return None
+    return max(0.0, (total - (s.get("steps") or 0)) / sps)
+
+
+def is_eval(run: dict[str, Any]) -> bool:
+    return (run.get("config") or {}).get("mode") == "eval"
+
+
+def run_label(run: dict[str, Any]) -> str:
+    """The run's name, marked when it is an evaluation, not training."""
+    name = str(run.get("name", ""))
+    return f"{name} [eval]" if is_eval(run) else name
+
+
+def failure_reason(run: dict[str, Any]) -> str | None:
+    """Why a failed (or lost) run ended: the daemon's reason, else what the worker said."""
+    if run.get("state") not in ("failed", "lost"):
+        return None
+    return run.get("reason") or (run.get("summary") or {}).get("failed_reason") or "no reason recorded"
 
 
 def finite(values: Sequence[Any]) -> list[float]:

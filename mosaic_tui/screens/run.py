@@ -16,20 +16,31 @@ TABS = ("metrics", "logs", "config", "frames")
 PLOT_REFRESH_SECONDS = 1.0
 
 
-def header_text(run: dict | None, now: float) -> Text:
+def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_WINDOW) -> Text:
+    """The run's title line, the numbers that matter first: at 80 columns the
+    end is cut, and the name, state, return and elapsed time must stay."""
     if run is None:
         return Text("run deleted", style="bold red")
     s = run.get("summary") or {}
     state = run.get("state", "?")
     text = Text()
     text.append(run.get("name", "?"), style="bold")
-    text.append(f"  {run.get('worker')}/{run.get('algo')}  {run.get('env')}  ")
+    if fmt.is_eval(run):
+        text.append(" eval", style="bold cyan")
+    text.append("  ")
     text.append(state, style=fmt.STATE_STYLES.get(state, ""))
-    text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
-    text.append(f"  {fmt.num(s.get('sps'))} steps/s  return {fmt.num(s.get('last_return'))}")
+    text.append(f"  return {fmt.num(fmt.smoothed_return(run, window))} (avg{window})")
     text.append(f"  {fmt.duration(fmt.elapsed(run, now))}")
-    if run.get("reason"):
-        text.append(f"  {run['reason']}", style="italic")
+    text.append(f"  best {fmt.best_text(run)}")
+    left = fmt.eta(run)
+    if left is not None:
+        text.append(f"  ETA {fmt.duration(left)}")
+    text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
+    text.append(f"  {fmt.num(s.get('sps'))} steps/s")
+    text.append(f"  {run.get('worker')}/{run.get('algo')}  {run.get('env')}")
+    reason = fmt.failure_reason(run) or run.get("reason")
+    if reason:
+        text.append(f"  {reason}", style="italic")
     return text
 
 
@@ -114,7 +125,9 @@ class RunScreen(Screen):
             self.query_one(target).focus()
 
     def update_header(self) -> None:
-        self.query_one(TitleBar).update(header_text(self.run, self.app.clock()))
+        self.query_one(TitleBar).update(header_text(self.run, self.app.clock(), self.app.return_window))
+        from mosaic_tui.widgets.failure_banner import FailureBanner
+        self.query_one(FailureBanner).show_run(self.run)   # the Metrics tab's band: a failed run's reason
 
     # -- link messages ---------------------------------------------------------
     def on_runs_changed(self, message: RunsChanged) -> None:

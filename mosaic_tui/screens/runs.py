@@ -1,6 +1,7 @@
 """The runs screen: every run of the home in a table (the app's first screen)."""
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -13,8 +14,36 @@ from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.runs_table import SORT_KEYS, RunsTable
 
 
+def detail_text(run: dict | None, now: float, window: int) -> Text:
+    """name, mode, state, the mean and best returns, ETA, elapsed and, for a failed run, its whole reason."""
+    if run is None:
+        return Text("")
+    text = Text()
+    text.append(str(run.get("name", "?")), style="bold")
+    if fmt.is_eval(run):
+        text.append(" eval", style="bold cyan")
+    state = run.get("state", "?")
+    text.append("  ")
+    text.append(state, style=fmt.STATE_STYLES.get(state, ""))
+    s = run.get("summary") or {}
+    text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
+    text.append(f"  return {fmt.num(fmt.smoothed_return(run, window))} (avg{window})")
+    best, step = fmt.best_return(run)
+    if best is not None:
+        text.append(f"  best {fmt.num(best)} at step {fmt.num(step)}")
+    left = fmt.eta(run)
+    if left is not None:
+        text.append(f"  ETA {fmt.duration(left)}")
+    text.append(f"  elapsed {fmt.duration(fmt.elapsed(run, now))}")
+    reason = fmt.failure_reason(run)
+    if reason:
+        text.append(f"\nfailed: {reason}" if state == "failed" else f"\n{state}: {reason}", style="bold red")
+    return text
+
+
 class RunsScreen(Screen):
-    """name, worker, algo, env, state, progress, steps, steps/s, return, elapsed, sparkline."""
+    """name, worker, algo, env, state, progress, steps, steps/s, mean return, best, ETA, elapsed, sparkline;
+    under the table, the highlighted run's detail line (a failed run's whole reason)."""
 
     DEFAULT_CSS = """
     RunsScreen #filter {
@@ -32,6 +61,12 @@ class RunsScreen(Screen):
     RunsScreen.-empty #empty {
         display: block;
     }
+    RunsScreen #detail {
+        height: auto;
+        max-height: 6;
+        padding: 0 1;
+        background: $panel;
+    }
     RunsScreen #status {
         height: 1;
         padding: 0 1;
@@ -47,6 +82,7 @@ class RunsScreen(Screen):
         Binding("slash", "filter", "Filter", id="runs.filter"),
         Binding("s", "sort", "Sort", id="runs.sort"),
         Binding("r", "reverse", "Reverse", show=False, id="runs.reverse"),
+        Binding("a", "window", "Avg window", show=False, id="runs.window"),
         Binding("p", "pause", "Pause/resume", id="runs.pause"),
         Binding("x", "cancel", "Cancel", id="runs.cancel"),
         Binding("D", "delete", "Delete", id="runs.delete"),
@@ -58,14 +94,16 @@ class RunsScreen(Screen):
         super().__init__()
         self._pending: set[str] = set()
         self._stale = False             # runs changed while another screen was on top
+        self._detail_plain = ""
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         yield ConnectionBanner()
         yield Input(placeholder="filter runs: words of name, worker, algo, env or state (enter: keep, esc: clear)",
                     id="filter")
-        yield RunsTable(self.app.clock, id="runs")
+        yield RunsTable(self.app.clock, self.app.return_window, id="runs")
         yield Static("No runs yet. Press n to start one, or submit with `mosaic submit`.", id="empty")
+        yield Static("", id="detail", markup=False)
         yield Static("", id="status")
         yield KeyBar()
 
@@ -92,6 +130,7 @@ class RunsScreen(Screen):
         if pending:
             self.refresh_runs(pending)
         self.table.tick()
+        self._update_detail()
 
     # -- data ------------------------------------------------------------------
     def refresh_runs(self, changed: set[str] | None) -> None:
@@ -100,6 +139,16 @@ class RunsScreen(Screen):
         table.set_runs(link.runs, changed)
         self.set_class(link.loaded and not link.runs, "-empty")
         self._update_title()
+        self._update_detail()
+
+    def _update_detail(self) -> None:
+        """The highlighted run under the table: what its row cannot show (the best's step, a failure's reason)."""
+        rid = self.table.current_run_id
+        run = self.app.link.runs.get(rid) if rid else None
+        text = detail_text(run, self.app.clock(), self.table.window)
+        if text.plain != self._detail_plain:     # a Static's update lays the screen out again
+            self._detail_plain = text.plain
+            self.query_one("#detail", Static).update(text)
 
     def _update_title(self) -> None:
         link = self.app.link
@@ -117,6 +166,9 @@ class RunsScreen(Screen):
         sel = self.table.selected
         arrow = "↓" if self.table.sort_reverse else "↑"
         status = f"sort: {self.table.sort_key} {arrow}"
+        if self.table.grouped_by_env:
+            status += " (grouped by env: returns of different envs are not ranked together)"
+        status += f"   avg{self.table.window}: mean of the last {self.table.window} returns (a: change)"
         if self.table.query_text:
             status += f"   filter: {self.table.query_text!r}"
         if sel:
@@ -164,6 +216,7 @@ class RunsScreen(Screen):
         rid = self.table.current_run_id
         if rid:
             self.app.ui_state["run"] = rid
+        self._update_detail()
 
     # -- filter ------------------------------------------------------------------
     def action_filter(self) -> None:
@@ -200,6 +253,16 @@ class RunsScreen(Screen):
         table.resort()
         self.app.ui_state["sort"] = table.sort_key
         self._update_title()
+
+    def action_window(self) -> None:
+        """The next return window (5, 10, 20, 50, 100 episodes); remembered in ui-state.json."""
+        windows = fmt.RETURN_WINDOWS
+        current = self.table.window
+        window = next((w for w in windows if w > current), windows[0])
+        self.app.set_return_window(window)
+        self.table.set_window(window)
+        self._update_title()
+        self._update_detail()
 
     def action_reverse(self) -> None:
         self.table.sort_reverse = not self.table.sort_reverse

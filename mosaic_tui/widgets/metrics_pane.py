@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
+from mosaic_tui.widgets.failure_banner import FailureBanner
 from mosaic_tui.widgets.metric_plot import MetricPlot, PlotLine, PlotOptions, summary_of
 
 SMOOTH_STEPS = (0.0, 0.3, 0.6, 0.8, 0.9, 0.95, 0.99, 0.999)
@@ -70,6 +71,7 @@ class MetricsPane(Vertical):
         self.can_focus = True
 
     def compose(self) -> ComposeResult:
+        yield FailureBanner(id="failure")
         yield Static("", id="metrics-bar")
         yield Input(placeholder="regex on tag names (enter: keep, esc: clear)", id="tag-filter")
         with VerticalScroll(id="plots"):
@@ -78,6 +80,7 @@ class MetricsPane(Vertical):
     def on_mount(self) -> None:
         self.query_one("#tag-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         self.update_bar()
+        self.query_one(FailureBanner).show_run(self.app.link.runs.get(self.run_id))
         self.sync_plots()
 
     def on_resize(self) -> None:

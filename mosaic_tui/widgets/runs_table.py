@@ -9,16 +9,23 @@ from textual.widgets import DataTable
 
 from mosaic_tui import fmt
 
-# key, header, sort key (None: not sortable)
+# (key, header); the return header names its window, set by the table
 COLUMNS: list[tuple[str, str]] = [
     ("sel", " "), ("name", "name"), ("worker", "worker"), ("algo", "algo"), ("env", "env"),
     ("state", "state"), ("progress", "progress"), ("steps", "steps"), ("sps", "steps/s"),
-    ("return", "return"), ("elapsed", "elapsed"), ("returns", "returns"),
+    ("return", "avg{window}"), ("best", "best"), ("eta", "ETA"), ("elapsed", "elapsed"),
+    ("returns", "returns"),
 ]
+COLUMN_KEYS = [key for key, _ in COLUMNS]
+# What a narrow terminal keeps, most wanted first: at 80 columns the state,
+# progress, return and ETA stay, and worker and algo go first.
+PRIORITY = ("sel", "name", "state", "progress", "return", "eta", "elapsed", "env", "best", "steps",
+            "sps", "returns", "algo", "worker")
+NAME_MIN = 10          # a long name is cut to this before a wanted column goes
 SORT_KEYS = ("created", "name", "worker", "algo", "env", "state", "progress", "steps", "sps",
-             "return", "elapsed")
-SPARK_WIDTH = 12
-PROGRESS_WIDTH = 6
+             "return", "best", "eta", "elapsed")
+SPARK_WIDTH = 8           # 16 returns
+PROGRESS_WIDTH = 5
 
 
 class Cell:
@@ -79,7 +86,7 @@ def _num_key(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("-inf")
 
 
-def sort_value(run: dict[str, Any], key: str, now: float) -> Any:
+def sort_value(run: dict[str, Any], key: str, now: float, window: int = fmt.DEFAULT_RETURN_WINDOW) -> Any:
     s = _summary(run)
     if key == "created":
         return (run.get("created_at") or 0, run["id"])
@@ -93,11 +100,21 @@ def sort_value(run: dict[str, Any], key: str, now: float) -> Any:
     if key == "sps":
         return _num_key(s.get("sps"))
     if key == "return":
-        return _num_key(s.get("last_return"))
+        return _num_key(fmt.smoothed_return(run, window))
+    if key == "best":
+        return _num_key(fmt.best_return(run)[0])
+    if key == "eta":
+        left = fmt.eta(run)
+        return -1.0 if left is None else left
     if key == "elapsed":
         e = fmt.elapsed(run, now)
         return -1.0 if e is None else e
     return 0
+
+
+def groups_by_env(sort_key: str, runs: list[dict[str, Any]]) -> bool:
+    """Sorting by return ranks runs of one env only: returns of different envs do not compare."""
+    return sort_key in ("return", "best") and len({str(r.get("env")) for r in runs}) > 1
 
 
 def matches(run: dict[str, Any], query: str) -> bool:
@@ -108,15 +125,17 @@ def matches(run: dict[str, Any], query: str) -> bool:
     return all(word in hay for word in query.lower().split())
 
 
-def row_cells(run: dict[str, Any], selected: bool, now: float) -> tuple:
+def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt.DEFAULT_RETURN_WINDOW) -> tuple:
+    """The row's cells, in COLUMNS order."""
     s = _summary(run)
     state = run.get("state", "?")
     state_cell = Cell(state, fmt.STATE_STYLES.get(state, ""))
     if run.get("cancel_requested") and state in ("running", "starting", "paused"):
         state_cell = Cell(f"{state}*", "magenta")
+    left = fmt.eta(run)
     return (
         Cell("●", "bold") if selected else Cell(" "),
-        Cell(str(run.get("name", ""))),
+        Cell(fmt.run_label(run)),
         Cell(str(run.get("worker", ""))),
         Cell(str(run.get("algo", ""))),
         Cell(str(run.get("env", ""))),
@@ -124,14 +143,42 @@ def row_cells(run: dict[str, Any], selected: bool, now: float) -> tuple:
         Cell(fmt.progress_text(run, PROGRESS_WIDTH)),
         Cell(fmt.num(s.get("steps")), right=True),
         Cell(fmt.num(s.get("sps")), right=True),
-        Cell(fmt.num(s.get("last_return")), right=True),
+        Cell(fmt.num(fmt.smoothed_return(run, window)), right=True),
+        Cell(fmt.best_text(run), right=True),
+        Cell(fmt.duration(left) if left is not None else "-", right=True),
         Cell(fmt.duration(fmt.elapsed(run, now)), right=True),
         Cell(fmt.sparkline(s.get("returns") or [], SPARK_WIDTH), "green"),
     )
 
 
+def fit_columns(natural: dict[str, int], available: int, padding: int) -> dict[str, int]:
+    """Column key -> width for the columns that fit in ``available`` cells, by PRIORITY.
+
+    Columns go strictly by priority: once one does not fit, none after it is
+    shown, so a narrow column never stays while a wanted one went. The name
+    is first cut down to NAME_MIN; the room left over goes back to it.
+    """
+    widths: dict[str, int] = {}
+    name_natural = natural["name"]
+    used = 0
+    for key in PRIORITY:
+        width = min(name_natural, NAME_MIN) if key == "name" else natural[key]
+        if used + width + 2 * padding > available and key not in ("sel", "name"):
+            break
+        widths[key] = width
+        used += width + 2 * padding
+    if "name" in widths:
+        widths["name"] += max(0, min(name_natural - widths["name"], available - used))
+    return {key: widths[key] for key in COLUMN_KEYS if key in widths}
+
+
 class RunsTable(DataTable):
-    """Runs as rows (key: run id). ``set_runs`` updates in place when it can."""
+    """Runs as rows (key: run id). ``set_runs`` updates in place when it can.
+
+    The columns shown are those that fit the table's width, by PRIORITY
+    (``fit_columns``); they are laid out again when the width or a column's
+    widest cell changes.
+    """
 
     DEFAULT_CSS = """
     RunsTable {
@@ -153,9 +200,10 @@ class RunsTable(DataTable):
             self.table = table
             self.selected = selected
 
-    def __init__(self, clock: Callable[[], float], **kwargs) -> None:
+    def __init__(self, clock: Callable[[], float], window: int = fmt.DEFAULT_RETURN_WINDOW, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.clock = clock
+        self.window = window            # the return column: mean of the last ``window`` episodes
         self.sort_key = "created"
         self.sort_reverse = True
         self.query_text = ""
@@ -163,10 +211,67 @@ class RunsTable(DataTable):
         self._order: list[str] = []
         self._cells: dict[str, tuple] = {}
         self._runs: dict[str, dict[str, Any]] = {}
+        self._widths: dict[str, int] = {}  # the columns shown, with their widths
+        self._natural: dict[str, int] = {}  # each column's widest cell since the last full layout
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        self._layout(force=True)
+
+    def on_resize(self) -> None:
+        self._layout(force=True)
+
+    # -- columns -----------------------------------------------------------------
+    @property
+    def shown_columns(self) -> list[str]:
+        return list(self._widths)
+
+    def _headers(self) -> dict[str, str]:
+        return {key: label.format(window=self.window) for key, label in COLUMNS}
+
+    def _fitted(self, fresh: bool) -> dict[str, int]:
+        from rich.cells import cell_len
+        headers = self._headers()
+        natural = {key: cell_len(headers[key]) for key in COLUMN_KEYS}
+        if not fresh:
+            # columns only widen between full layouts: a value that flips
+            # between 4 and 5 characters must not rebuild the table each time
+            for key, width in self._natural.items():
+                natural[key] = max(natural[key], width)
+        for cells in self._cells.values():
+            for key, cell in zip(COLUMN_KEYS, cells):
+                n = cell_len(cell.text)
+                if n > natural[key]:
+                    natural[key] = n
+        self._natural = natural
+        available = self.scrollable_content_region.width
+        if available <= 0:               # not laid out yet: everything, until the first resize
+            return natural
+        return fit_columns(natural, available, self.cell_padding)
+
+    def _layout(self, force: bool = False) -> None:
+        """Show the columns that fit; rebuild the table only when that changes."""
+        widths = self._fitted(fresh=force)
+        if widths == self._widths and not force:
+            return
+        self._widths = widths
+        current = self.current_run_id
+        headers = self._headers()
+        self.clear(columns=True)
+        for key, width in widths.items():
+            self.add_column(headers[key], key=key, width=width)
+        for rid in self._order:
+            self.add_row(*self._shown(self._cells[rid]), key=rid)
+        if current in self._order:
+            self.move_cursor(row=self._order.index(current), animate=False)
+
+    def _shown(self, cells: tuple) -> list:
+        return [cell for key, cell in zip(COLUMN_KEYS, cells) if key in self._widths]
+
+    def set_window(self, window: int) -> None:
+        self.window = window
+        self._order = []
+        self.set_runs(self._runs)
+        self._layout(force=True)        # the header names the window
 
     # -- data ------------------------------------------------------------------
     @property
@@ -179,10 +284,18 @@ class RunsTable(DataTable):
     def visible_ids(self) -> list[str]:
         return list(self._order)
 
+    @property
+    def grouped_by_env(self) -> bool:
+        """True when the rows are grouped by env because the sort is by return."""
+        return groups_by_env(self.sort_key, [self._runs[r] for r in self._order if r in self._runs])
+
     def ordered(self, runs: dict[str, dict[str, Any]]) -> list[str]:
         now = self.clock()
         visible = [r for r in runs.values() if matches(r, self.query_text)]
-        visible.sort(key=lambda r: (sort_value(r, self.sort_key, now), r["id"]), reverse=self.sort_reverse)
+        visible.sort(key=lambda r: (sort_value(r, self.sort_key, now, self.window), r["id"]),
+                     reverse=self.sort_reverse)
+        if groups_by_env(self.sort_key, visible):
+            visible.sort(key=lambda r: str(r.get("env")))   # stable: ranked within each env
         return [r["id"] for r in visible]
 
     def set_runs(self, runs: dict[str, dict[str, Any]], changed: set[str] | None = None) -> None:
@@ -192,28 +305,22 @@ class RunsTable(DataTable):
         now = self.clock()
         order = self.ordered(runs)
         if order != self._order:
-            current = self.current_run_id
-            self.clear()
-            self._cells = {}
-            for rid in order:
-                cells = row_cells(runs[rid], rid in self.selected, now)
-                self._cells[rid] = cells
-                self.add_row(*cells, key=rid)
+            self._cells = {rid: row_cells(runs[rid], rid in self.selected, now, self.window) for rid in order}
             self._order = order
-            if current in order:
-                self.move_cursor(row=order.index(current), animate=False)
+            self._layout(force=True)
             return
         ids = order if changed is None else [r for r in changed if r in runs and r in self._cells]
         for rid in ids:
             self._update_row(rid, now)
+        self._layout()
 
     def _update_row(self, rid: str, now: float) -> None:
-        cells = row_cells(self._runs[rid], rid in self.selected, now)
+        cells = row_cells(self._runs[rid], rid in self.selected, now, self.window)
         old = self._cells.get(rid)
         if old is None:
             return
-        for (key, _), new, prev in zip(COLUMNS, cells, old):
-            if new != prev:
+        for key, new, prev in zip(COLUMN_KEYS, cells, old):
+            if new != prev and key in self._widths:
                 self.update_cell(rid, key, new)
         self._cells[rid] = cells
 
@@ -224,6 +331,7 @@ class RunsTable(DataTable):
             run = self._runs.get(rid)
             if run and not run.get("ended_at") and run.get("started_at") and run.get("state") != "paused":
                 self._update_row(rid, now)
+        self._layout()
 
     def resort(self) -> None:
         self._order = []

@@ -1,0 +1,55 @@
+"""A run ending while the real `mosaic` runs in tmux: the notification, and the bell or OSC 9 the
+`alert` setting asks for, as the terminal (tmux) receives them."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.app.test_e2e_tmux import Tmux
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def mosaic_command(home) -> str:
+    # this checkout's code, whatever environment an already running tmux server hands its sessions
+    return (f"cd {ROOT} && PYTHONPATH={ROOT} TERM=tmux-256color {sys.executable} -m mosaic_tui.cli "
+            f"--home {home.root}; echo MOSAIC-EXITED $?; sleep 600")
+
+
+def tmux_format(session: str, fmt: str) -> str:
+    return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("alert", ["bell", "osc9", "off"])
+def test_a_run_ending_alerts_the_terminal_as_set(daemon, mosaic, tmp_path, alert):
+    (daemon.root / "ui-state.json").write_text(json.dumps({"alert": alert}))
+    raw = tmp_path / "pane.raw"
+    pane = Tmux(f"mosaic-alert-{uuid.uuid4().hex[:8]}")
+    try:
+        pane.start(mosaic_command(daemon))
+        # everything the app writes to its terminal, before tmux interprets it
+        subprocess.run(["tmux", "pipe-pane", "-O", "-t", pane.name, f"cat >> {raw}"], check=True)
+        pane.wait_for("0 runs", timeout=60)
+        assert tmux_format(pane.name, "#{window_bell_flag}") == "0"
+        mosaic.synthetic(200, "rate=400", "episode_every=50", name="quick")
+        pane.wait_for("quick succeeded at step 200", timeout=60)     # the notification
+        time.sleep(0.5)
+        bell = tmux_format(pane.name, "#{window_bell_flag}")
+        # inside tmux the OSC 9 goes out wrapped for passthrough
+        osc9 = b"\x1bPtmux;\x1b\x1b]9;mosaic: quick succeeded at step 200" in raw.read_bytes()
+        if alert == "bell":
+            assert bell == "1" and not osc9
+        elif alert == "osc9":
+            assert osc9 and bell == "0"
+        else:
+            assert bell == "0" and not osc9
+    finally:
+        pane.kill()
