@@ -132,9 +132,9 @@ class MosaicApp(App):
         await super().on_event(event)
 
     def _screen_takes_keys(self) -> bool:
-        """Mounted, and focused where it has anything to focus."""
-        screen = self.screen
-        return screen.is_mounted and (screen.focused is not None or not screen.focus_chain)
+        """Mounted: its on_mount has run, and a focus it asked for there (Textual
+        defers it through the app's queue) is ahead of the release of held keys."""
+        return self.screen.is_mounted
 
     async def _release_keys(self) -> None:
         while self._held_keys:
