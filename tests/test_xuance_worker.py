@@ -151,7 +151,8 @@ def test_capabilities():
     assert caps["algorithms"] == list(catalog.ALGORITHMS)
     assert {"ppo", "dqn", "mappo", "ippo", "qmix", "vdn", "maddpg", "iql", "masac"} <= set(caps["algorithms"])
     assert caps["env_families"] == ["classic_control", "mpe"]
-    assert "simple_spread_v3" in caps["envs"]["mpe"] and "CartPole-v1" in caps["envs"]["classic_control"]
+    assert "simple_spread_v3" in caps["envs"]["mappo"] and "CartPole-v1" in caps["envs"]["ppo"]
+    assert "CartPole-v1" not in caps["envs"]["mappo"] and "simple_spread_v3" not in caps["envs"]["dqn"]
     assert caps["action_spaces"]["dqn"] == ["discrete"] and caps["action_spaces"]["td3"] == ["continuous"]
     assert "mappo" in caps["competitive"] and "qmix" not in caps["competitive"]
     assert caps["pause"] is True and caps["checkpoints"] is True and caps["frames"] is True

@@ -98,7 +98,7 @@ def test_submit_from_the_form_watch_detach_and_reattach(home, mosaic):
         pane.keys("2")
         pane.wait_for("stderr (s)", timeout=10)
         pane.keys("Escape")
-        screen = pane.wait_for("1 runs", timeout=10)
+        screen = pane.wait_for("1 run ", timeout=10)
         row = next(line for line in screen.splitlines() if "e2e-ppo" in line)
         assert "cleanrl" in row and "ppo" in row and "CartPole-v1" in row and "succeeded" in row
         assert "100%" in row

@@ -72,6 +72,10 @@ async def test_xuance_ppo_to_mappo_takes_mappos_defaults(daemon):
         ppo = params(screen)
         assert ppo["policy"] == "Categorical_AC"
         await choose(pilot, screen, "algo", "mappo")
+        # the environments follow the algorithm: MPE scenarios, not CartPole
+        await wait_until(pilot, lambda: screen.common_value("env") != "CartPole-v1", what="an MPE env")
+        assert "simple_spread_v3" in screen.field("env").suggestions
+        assert "CartPole-v1" not in screen.field("env").suggestions
         await choose(pilot, screen, "env", "simple_spread_v3")
         await wait_until(pilot, lambda: shows_schema(screen, "xuance", "mappo")
                          and screen._schema_key == ("xuance", "mappo", "simple_spread_v3"), what="mappo's schema")

@@ -89,12 +89,14 @@ class XuanCeDescriptor(WorkerDescriptor):
         algorithms = catalog.installed_algorithms()
         families = catalog.available_families()
         multi = [a for a in algorithms if catalog.ALGORITHMS[a]["family"] == catalog.MPE]
+        known = catalog.known_envs()
         return {
             "paradigms": [p for p, present in (("single_agent", len(multi) < len(algorithms)),
                                                ("multi_agent", bool(multi))) if present],
             "algorithms": algorithms,
             "env_families": families,
-            "envs": catalog.known_envs(),
+            # by algorithm, as every worker's: the env ids of the algorithm's family
+            "envs": {a: known.get(catalog.ALGORITHMS[a]["family"], []) for a in algorithms},
             "action_spaces": {a: list(catalog.ALGORITHMS[a]["actions"]) for a in algorithms},
             # not a limit of XuanCe's: scenarios take their agent count as a keyword (env_kwargs)
             "max_agents": 64,
