@@ -233,10 +233,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
             config["params"] = params
         _set_frames(args, config)
         run = client.call(P.SUBMIT, config=config)
+    return _submitted(args, run)
+
+
+def _submitted(args: argparse.Namespace, run: dict[str, Any]) -> int:
+    """What submit and eval print: the new run's id; with --wait, how it ended."""
     print(run["id"])
-    if args.wait:
-        return _wait(args, run["id"], None)
-    return 0
+    return _wait(args, run["id"], None) if args.wait else 0
 
 
 def _set_frames(args: argparse.Namespace, config: dict[str, Any]) -> None:
@@ -274,10 +277,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             config["name"] = args.name
         _set_frames(args, config)
         run = client.call(P.SUBMIT, config=config)
-    print(run["id"])
-    if args.wait:
-        return _wait(args, run["id"], None)
-    return 0
+    return _submitted(args, run)
 
 
 def _state_line(run: dict[str, Any]) -> str:
