@@ -185,10 +185,13 @@ class WatchApp(App):
         self.sync_frames()
 
     def sync_frames(self) -> None:
-        """Show a frames pane when the followed run has frames enabled (and `f` did not hide it)."""
+        """Show a frames pane while the followed run publishes frames (and `f` did not hide it).
+
+        A finished run's ring is gone with it: its second plot comes back."""
+        from daemon import protocol as P
         from mosaic_tui.widgets.frames_view import FramesView, frames_enabled
         run = self.link.runs.get(self.run_id) if self.run_id else None
-        has = frames_enabled(run)
+        has = frames_enabled(run) and run.get("state") in (P.QUEUED, *P.ACTIVE_STATES)
         pane = self.query_one("#frames-pane")
         if has and self.frames_run != self.run_id:
             pane.remove_children()
