@@ -29,7 +29,7 @@ class Series:
     """One tag: step, value and wall time columns, amortised O(1) appends."""
 
     __slots__ = ("_step", "_value", "_wall", "n", "version", "_ema_key", "_ema", "_ema_state", "_sorted_upto",
-                 "_sorted")
+                 "_sorted", "_spread", "_spread_version")
 
     def __init__(self, capacity: int = 256):
         self._step = np.empty(capacity, dtype=np.float64)
@@ -42,6 +42,8 @@ class Series:
         self._ema_state: tuple[float, int, int] = (0.0, 0, 0)  # last, count, points done
         self._sorted_upto = 0     # steps[:_sorted_upto] checked to be non-decreasing
         self._sorted = True
+        self._spread: np.ndarray | None = None
+        self._spread_version = -1
 
     def _grow(self, need: int) -> None:
         cap = len(self._step)
@@ -125,6 +127,42 @@ class Series:
                 self._sorted = False
             self._sorted_upto = self.n
         return self._sorted
+
+
+    def plot_steps(self) -> np.ndarray:
+        """The x of each point on a step axis: ``spread_steps(steps)``, cached per version."""
+        if self._spread_version != self.version:
+            self._spread = spread_steps(self.steps) if self.steps_sorted else self.steps
+            self._spread_version = self.version
+        return self._spread
+
+
+def spread_steps(steps: np.ndarray) -> np.ndarray:
+    """Where to draw points reported at these (non-decreasing) steps.
+
+    A value reported at step x stands for the steps since the series' previous
+    step p: RLlib reports each metric once per training iteration, at the
+    iteration's last step, and hands over the iteration's episodes together,
+    all at that step. Drawn at x, a mean over an iteration leads its data by
+    half an iteration and an iteration's episodes make a vertical stripe. So a
+    group of k points at x is drawn evenly over (p, x], at p + (x - p)(i + 1/2)/k:
+    one point lands at the interval's middle, and dense series move by half
+    their spacing. The first group's p is 0, or one group gap back for a series
+    that starts late (a resumed run).
+    """
+    x = np.asarray(steps, dtype=np.float64)
+    n = len(x)
+    if n == 0:
+        return x
+    starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
+    group_x = x[starts]
+    counts = np.diff(np.r_[starts, n])
+    first_prev = 0.0 if group_x[0] > 0 else group_x[0]
+    if len(group_x) > 1 and group_x[0] > 0:
+        first_prev = max(0.0, group_x[0] - (group_x[1] - group_x[0]))
+    prev = np.r_[first_prev, group_x[:-1]]
+    index_in_group = np.arange(n) - np.repeat(starts, counts)
+    return np.repeat(prev, counts) + np.repeat(group_x - prev, counts) * (index_in_group + 0.5) / np.repeat(counts, counts)
 
 
 def ema(values: np.ndarray, weight: float, last: float = 0.0, count: int = 0, with_state: bool = False):
