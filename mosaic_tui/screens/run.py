@@ -1,4 +1,4 @@
-"""A run's detail: Metrics, Logs and Config tabs, live; and Frames for a run that publishes frames."""
+"""A run's detail: Metrics, Logs, Config and Artifacts tabs, live; and Frames for a run that publishes frames."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -12,7 +12,7 @@ from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 
-TABS = ("metrics", "logs", "config", "frames")
+TABS = ("metrics", "logs", "config", "frames", "artifacts")
 PLOT_REFRESH_SECONDS = 1.0
 
 
@@ -49,6 +49,7 @@ class RunScreen(Screen):
         Binding("2", "tab('logs')", "Logs", id="run.logs"),
         Binding("3", "tab('config')", "Config", id="run.config"),
         Binding("4", "tab('frames')", "Frames", show=False, id="run.frames"),
+        Binding("5", "tab('artifacts')", "Artifacts", show=False, id="run.artifacts"),
         Binding("p", "pause", "Pause/resume", show=False, id="run.pause"),
         Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
         Binding("D", "delete", "Delete", show=False, id="run.delete"),
@@ -71,6 +72,7 @@ class RunScreen(Screen):
         return frames_enabled(self.run)
 
     def compose(self) -> ComposeResult:
+        from mosaic_tui.widgets.artifacts_view import ArtifactsView
         from mosaic_tui.widgets.config_view import ConfigView
         from mosaic_tui.widgets.logs_pane import LogsPane
         from mosaic_tui.widgets.metrics_pane import MetricsPane
@@ -85,6 +87,8 @@ class RunScreen(Screen):
                 yield LogsPane(self.run_id)
             with TabPane("Config", id="config"):
                 yield ConfigView(self.run)
+            with TabPane("Artifacts", id="artifacts"):
+                yield ArtifactsView(self.run_id)
             if self.has_frames:
                 from mosaic_tui.widgets.frames_view import FramesView
                 with TabPane("Frames", id="frames"):
@@ -106,7 +110,8 @@ class RunScreen(Screen):
         from mosaic_tui.widgets.config_view import ConfigView
         from mosaic_tui.widgets.log_view import LogView
         from mosaic_tui.widgets.metrics_pane import MetricsPane
-        target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView}.get(tab)
+        from mosaic_tui.widgets.artifacts_view import ArtifactsView
+        target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView, "artifacts": ArtifactsView}.get(tab)
         if tab == "frames":
             from mosaic_tui.widgets.frames_view import FramesView
             target = FramesView
