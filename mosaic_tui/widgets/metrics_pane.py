@@ -24,14 +24,14 @@ TIMING = re.compile(r"(^|/)(timers?|time|perf)/|_time|time_|timer|throughput|dur
 
 
 def tag_group(tag: str) -> int:
-    """0 returns (and the episode tags), 1 losses, 2 the rest, 3 timings (folded)."""
+    """0 returns (and the episode tags), 1 losses (entropy, KL, explained variance), 2 the rest, 3 timings."""
     low = tag.lower()
     if TIMING.search(low):
         return 3
     if "return" in low or "reward" in low or low.startswith("episode/"):
         return 0
-    if "loss" in low:
-        return 1
+    if "loss" in low or "entropy" in low or "kl" in low.replace("/", "_").split("_") or "explained_var" in low:
+        return 1        # losses, and what says how the update went
     return 2
 
 

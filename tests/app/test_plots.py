@@ -105,8 +105,8 @@ async def test_returns_and_losses_first_timings_folded_pins_remembered(home):
         pane = await open_metrics(pilot, app, events)
         assert grid_tags(pane, "#main-plots") == [
             "episode/return", "env_runners/episode_return_mean", "episode/length",
-            "learners/default_policy/policy_loss", "learners/default_policy/vf_loss",
-            "env_runners/num_episodes", "learners/default_policy/entropy"]
+            "learners/default_policy/entropy", "learners/default_policy/policy_loss",
+            "learners/default_policy/vf_loss", "env_runners/num_episodes"]
         assert sorted(grid_tags(pane, "#timing-plots")) == sorted([
             "timers/training_iteration", "time_this_iter_s", "env_runners/env_step_timer",
             "env_runners/num_env_steps_sampled_lifetime_throughput/throughput_since_last_reduce"])
