@@ -148,3 +148,21 @@ async def test_returns_and_losses_first_timings_folded_pins_remembered(home):
         await pilot.pause(0.3)
         assert "timers/training_iteration" in grid_tags(pane, "#timing-plots")
         assert app.ui_state["pinned_tags"] == ["learners/default_policy/entropy"]
+
+
+def test_plot_steps_grow_like_a_full_pass():
+    # the app extends the x of a live series as points arrive; it must equal placing them all at once
+    import numpy as np
+    from mosaic_tui.series import Series, spread_steps
+    rng = np.random.default_rng(14)
+    for _ in range(200):
+        steps = np.sort(rng.integers(0, 50, size=int(rng.integers(1, 60)))).astype(float)
+        series, i = Series(), 0
+        while i < len(steps):
+            chunk = steps[i:i + int(rng.integers(1, 5))]
+            series.extend(chunk, np.zeros(len(chunk)), np.zeros(len(chunk)))
+            i += len(chunk)
+            assert np.allclose(series.plot_steps(), spread_steps(series.steps))
+    # two episodes at 200 share (0, 200], three at 400 share (200, 400], one at 600 sits at 500
+    assert np.allclose(spread_steps(np.array([200.0, 200, 400, 400, 400, 600])),
+                       [50, 150, 200 + 200 / 6, 300, 400 - 200 / 6, 500])
