@@ -20,7 +20,7 @@ SMOOTH_STEPS = (0.0, 0.3, 0.6, 0.8, 0.9, 0.95, 0.99, 0.999)
 PINS_KEY = "pinned_tags"         # in the app's ui state
 
 # timings, timers and throughput: how fast, not how well
-TIMING = re.compile(r"(^|/)(timers?|time|perf)/|_time|time_|timer|throughput|duration|(^|/)sps$|_sps\b", re.I)
+TIMING = re.compile(r"(^|[/_])(time|timers?|perf|sps)([/_]|$)|timer|throughput|duration", re.I)
 
 
 def tag_group(tag: str) -> int:
