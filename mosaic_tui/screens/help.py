@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 GROUPS = ("Navigation", "Runs", "View", "App")
 # the last part of a binding id that says what a key is for
-_NAVIGATION = {"down", "up", "top", "bottom", "end", "left", "right", "back", "open", "workers",
+_NAVIGATION = {"down", "up", "top", "bottom", "end", "left", "right", "back", "forward", "open", "workers",
                "metrics", "logs", "config", "frames", "artifacts"}
 _RUNS = {"new", "clone", "cancel", "pause", "resume", "delete", "select", "compare", "eval", "submit"}
 
@@ -21,10 +21,9 @@ def purpose(binding_id: str) -> str:
     prefix, _, name = binding_id.rpartition(".")
     if not binding_id or prefix == "app":
         return "App"
-    if prefix in ("frames", "watch", "compare") or prefix == "logs" and name not in ("down", "up", "top", "end"):
-        return "Runs" if name in _RUNS else "View"
-    if prefix == "run" and name in ("pause", "cancel", "delete", "clone"):
-        return "Runs"
+    if prefix in ("frames", "watch", "compare", "logs", "metrics", "artifacts") and name not in _NAVIGATION:
+        # keys of a view: the frames' pause is not a run's; evaluating a checkpoint starts one
+        return "Runs" if (prefix, name) == ("artifacts", "eval") else "View"
     if name in _NAVIGATION or prefix == "table":
         return "Navigation"
     if name in _RUNS:
