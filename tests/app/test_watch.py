@@ -138,3 +138,20 @@ async def test_watch_a_live_run_shows_what_came_before(daemon, mosaic):
             await pilot.press("q")
     finally:
         mosaic.run("cancel", rid)
+
+
+async def test_the_second_plot_is_a_loss_not_a_timing(home):
+    # CleanRL's tags: alphabetically charts/SPS (a speed) came first
+    events = [{"v": 1, "type": "scalar", "t": FIXED_NOW - 100 + k, "tag": tag, "value": float(k), "step": 128 * k}
+              for k in range(1, 5) for tag in ("charts/SPS", "charts/learning_rate", "losses/approx_kl",
+                                                "losses/policy_loss", "losses/value_loss")]
+    events += [{"v": 1, "type": "episode", "t": FIXED_NOW - 50, "step": 300, "return": 20.0, "length": 20}]
+    app = watch_app(home, "bravo")
+    async with app.run_test(size=(80, 12)) as pilot:
+        app.link.load(fixed_runs(), rev=20)
+        app.link.feed_events(RUN_IDS[1], events)
+        app.link.flush()
+        await pilot.pause(0.2)
+        app.refresh_view()
+        await pilot.pause(0.2)
+        assert [p.tag for p in app.query("MetricPlot")] == ["episode/return", "losses/policy_loss"]
