@@ -33,6 +33,18 @@ def header_text(run: dict | None, now: float) -> Text:
     return text
 
 
+class RunTabs(TabbedContent):
+    """The run's tabs. Keys and clicks choose the tab, and the screen then
+    focuses what is in it; Textual's TabbedContent would also switch to the
+    pane of any widget focused from code. A focus asked for before a key
+    (opening the screen focuses the first tab's widget) then lands after it,
+    and takes the tab back: `2` pressed as a run opens showed Metrics."""
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        event.stop()
+        event.prevent_default()
+
+
 class RunScreen(Screen):
     DEFAULT_CSS = """
     RunScreen TabbedContent {
@@ -80,7 +92,7 @@ class RunScreen(Screen):
         yield ConnectionBanner()
         if self.initial_tab == "frames" and not self.has_frames:
             self.initial_tab = "metrics"
-        with TabbedContent(initial=self.initial_tab):
+        with RunTabs(initial=self.initial_tab):
             with TabPane("Metrics", id="metrics"):
                 yield MetricsPane(self.run_id)
             with TabPane("Logs", id="logs"):

@@ -153,19 +153,24 @@ class ArtifactsView(Vertical, can_focus=False):
     def compose(self) -> ComposeResult:
         yield Static(Text("c copy the path   E evaluate a checkpoint with frames", style="dim"),
                      id="artifacts-help")
-        table = DataTable(cursor_type="row", zebra_stripes=True, id="artifacts-table")
-        table.add_columns("kind", "size", "modified", "path")
-        yield table
         # the highlighted path in full, wrapped: the table's column may be cut at the edge
         yield Static("", id="artifact-path")
         yield Static("", id="artifacts-none")
 
-    def on_mount(self) -> None:
-        self._timer = self.set_interval(SCAN_SECONDS, self.scan, name="artifacts", pause=True)
-        self.scan()
+    @property
+    def table(self) -> DataTable | None:
+        """The listing, built when the tab is first shown (opening a run stays quick)."""
+        tables = self.query(DataTable)
+        return tables.first() if tables else None
 
-    def on_show(self) -> None:
-        if self._timer is not None:
+    async def on_show(self) -> None:
+        if self.table is None:
+            table = DataTable(cursor_type="row", zebra_stripes=True, id="artifacts-table")
+            table.add_columns("kind", "size", "modified", "path")
+            await self.mount(table, after="#artifacts-help")
+            table.focus()       # shown means its tab was chosen: the tab's focus went nowhere before
+            self._timer = self.set_interval(SCAN_SECONDS, self.scan, name="artifacts")
+        elif self._timer is not None:
             self._timer.resume()
         self.scan()
 
@@ -174,18 +179,21 @@ class ArtifactsView(Vertical, can_focus=False):
             self._timer.pause()
 
     def focus(self, scroll_visible: bool = True):
-        return self.query_one(DataTable).focus(scroll_visible)
+        table = self.table
+        return table.focus(scroll_visible) if table is not None else self
 
     @property
     def run(self) -> dict[str, Any] | None:
         return self.app.link.runs.get(self.run_id)
 
     def scan(self) -> None:
+        table = self.table
+        if table is None:
+            return
         found = collect(self.run, self.app.home.run_dir(self.run_id))
         if [(a.kind, a.path) for a in found] == [(a.kind, a.path) for a in self.artifacts]:
             return
         self.artifacts = found
-        table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear()
         for i, a in enumerate(found):
@@ -213,14 +221,15 @@ class ArtifactsView(Vertical, can_focus=False):
 
     @property
     def selected(self) -> Artifact | None:
-        table = self.query_one(DataTable)
-        if not self.artifacts or not 0 <= table.cursor_row < len(self.artifacts):
+        table = self.table
+        if table is None or not self.artifacts or not 0 <= table.cursor_row < len(self.artifacts):
             return None
         return self.artifacts[table.cursor_row]
 
     def action_move(self, rows: int) -> None:
-        table = self.query_one(DataTable)
-        table.move_cursor(row=max(0, table.cursor_row + rows))
+        table = self.table
+        if table is not None:
+            table.move_cursor(row=max(0, table.cursor_row + rows))
 
     def action_copy(self) -> None:
         artifact = self.selected
