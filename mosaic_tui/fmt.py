@@ -193,3 +193,47 @@ def sparkline(values: Sequence[Any], width: int = 16) -> str:
 
 def short_id(run_id: str) -> str:
     return run_id[:10]
+
+
+_SUFFIXES = {1: "k", 2: "M", 3: "G", 4: "T"}
+
+
+def eng(value: float, digits: int = 3) -> str:
+    """A number in at most 8 columns for an axis: 35.6k, -2.1M, 0.25, 1.2e-4.
+
+    At most ``digits`` significant digits (fewer when they are zeros); k/M/G/T
+    from a thousand up, scientific notation below 0.01.
+    """
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    a = abs(value)
+    if a < 0.01 or a >= 1e15:
+        mantissa, _, exponent = f"{value:.{digits - 1}e}".partition("e")
+        if "." in mantissa:
+            mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{int(exponent)}"
+    group = max(0, min(4, int(math.floor(math.log10(a) / 3))))
+    scaled = value / 1000 ** group
+    text = _fixed(scaled, digits)
+    if abs(float(text)) >= 1000 and group < 4:      # 999.96k rounds to 1000k: 1M
+        group += 1
+        text = _fixed(value / 1000 ** group, digits)
+    return text + _SUFFIXES.get(group, "")
+
+
+def _fixed(value: float, digits: int) -> str:
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(value))))) if value else 0
+    text = f"{value:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def eng_value(text: str) -> float:
+    """The number an eng() text stands for (axis labels are checked against their ticks)."""
+    for group, suffix in _SUFFIXES.items():
+        if text.endswith(suffix):
+            return float(text[:-1]) * 1000 ** group
+    return float(text)

@@ -83,6 +83,7 @@ class Link:
         self._stopping = False
         self._sub_lock: asyncio.Lock | None = None
         self._resub_needed = False
+        self._resynced: set[str] = set()         # the watched runs the last _resync subscribed
         self.frame_listeners: dict[tuple[str, int], Callable[[dict[str, Any]], None]] = {}
         self._absorb_queue: collections.deque = collections.deque()   # (run id, events) or (None, synced params)
         self._absorber: asyncio.Task | None = None
@@ -145,6 +146,12 @@ class Link:
             self.attempts = 0
             self.error = None
             self.connected = True
+            # A view that started watching while _resync awaited the daemon (the
+            # first run list reaches the views before the subscribe returns) was
+            # neither in that subscribe nor able to send its own: take it now.
+            late = [r for r in self.watched if r not in self._resynced]
+            if late:
+                asyncio.get_running_loop().create_task(self._subscribe_more(late))
             self._notify_connection()
             await client.closed.wait()
             self.client = None
@@ -159,6 +166,7 @@ class Link:
             self._load(listing["runs"], listing["rev"])
         params: dict[str, Any] = {"runs": True, "rev": self.rev}
         watched = [r for r in self.watched if r in self.runs]
+        self._resynced = set(watched)
         if watched:
             params["events"] = watched
             params["cursors"] = {r: self.cursors.get(r, 0) for r in watched}

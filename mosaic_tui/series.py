@@ -32,7 +32,7 @@ class Series:
     """One tag: step, value and wall time columns, amortised O(1) appends."""
 
     __slots__ = ("_step", "_value", "_wall", "n", "version", "_ema_key", "_ema", "_ema_state", "_sorted_upto",
-                 "_sorted")
+                 "_sorted", "_spread", "_spread_version", "_spread_done")
 
     def __init__(self, capacity: int = 256):
         self._step = np.empty(capacity, dtype=np.float64)
@@ -45,6 +45,9 @@ class Series:
         self._ema_state: tuple[float, int, int] = (0.0, 0, 0)  # last, count, points done
         self._sorted_upto = 0     # steps[:_sorted_upto] checked to be non-decreasing
         self._sorted = True
+        self._spread: np.ndarray | None = None
+        self._spread_version = -1
+        self._spread_done = 0      # points whose x is final (before the last group of equal steps)
 
     def _grow(self, need: int) -> None:
         cap = len(self._step)
@@ -128,6 +131,69 @@ class Series:
                 self._sorted = False
             self._sorted_upto = self.n
         return self._sorted
+
+
+    def plot_steps(self) -> np.ndarray:
+        """The x of each point on a step axis: ``spread_steps(steps)``, cached per version.
+
+        Extended as points arrive: only the last group of equal steps (which
+        new points may join) and the new points are placed again."""
+        if self._spread_version == self.version:
+            return self._spread
+        steps = self.steps
+        if not self.steps_sorted:
+            self._spread, self._spread_done = steps, 0
+        elif self._spread is None or self._spread_done == 0 or self._spread_done > self.n:
+            self._spread = spread_steps(steps)
+        else:
+            done = self._spread_done
+            tail = spread_steps(steps[done:], previous=float(steps[done - 1]))
+            self._spread = np.concatenate([self._spread[:done], tail])
+        if self.steps_sorted and self.n:
+            # the last group may still grow: from its start on, place again next time
+            self._spread_done = int(np.searchsorted(steps, steps[-1], side="left"))
+        self._spread_version = self.version
+        return self._spread
+
+
+def spread_steps(steps: np.ndarray, previous: float | None = None) -> np.ndarray:
+    """Where to draw points reported at these (non-decreasing) steps.
+
+    A value reported at step x stands for the steps since the series' previous
+    step p: RLlib reports each metric once per training iteration, at the
+    iteration's last step, and hands over the iteration's episodes together,
+    all at that step. Drawn at x, a mean over an iteration leads its data by
+    half an iteration and an iteration's episodes make a vertical stripe. So a
+    group of k points at x is drawn evenly over (p, x], at p + (x - p)(i + 1/2)/k:
+    one point lands at the interval's middle, and dense series move by half
+    their spacing. The first group's p is ``previous`` (the step before these),
+    else 0, or one group gap back for a series that starts late (a resumed run).
+    """
+    x = np.asarray(steps, dtype=np.float64)
+    n = len(x)
+    if n == 0:
+        return x
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    np.not_equal(x[1:], x[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    group_x = x[starts]
+    if previous is not None:
+        first_prev = previous
+    elif group_x[0] <= 0:
+        first_prev = group_x[0]
+    elif len(group_x) > 1:
+        first_prev = max(0.0, group_x[0] - (group_x[1] - group_x[0]))
+    else:
+        first_prev = 0.0
+    prev = np.empty(len(group_x))
+    prev[0] = first_prev
+    prev[1:] = group_x[:-1]
+    if len(starts) == n:        # one point a step, the usual case: the middle of each interval
+        return (prev + x) * 0.5
+    counts = np.diff(np.append(starts, n))
+    index_in_group = np.arange(n) - np.repeat(starts, counts)
+    return np.repeat(prev, counts) + np.repeat(group_x - prev, counts) * (index_in_group + 0.5) / np.repeat(counts, counts)
 
 
 def ema(values: np.ndarray, weight: float, last: float = 0.0, count: int = 0, with_state: bool = False):

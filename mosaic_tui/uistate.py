@@ -3,8 +3,9 @@
 Both are small JSON files in the daemon home, next to the runs they describe:
 
 - ``<home>/ui-state.json``: the screen the user left (runs, a run's detail and
-  its tab, compare, workers), the highlighted run, the table's sort and the
-  theme. Written on every screen change and at exit, atomically.
+  its tab, compare, workers), the highlighted run, the table's sort, the
+  theme and the pinned metric tags. Written on every screen change and at
+  exit, atomically.
 - ``<home>/keymap.json`` (and ``<config dir>/mosaic-tui/keymap.json`` for
   every home, the home's file winning): ``{"binding id": "key[,key...]"}``,
   e.g. ``{"runs.new": "N", "app.quit": "ctrl+d"}``. Binding ids are listed by

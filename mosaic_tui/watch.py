@@ -1,7 +1,7 @@
 """`mosaic watch [RUN]`: a compact pane for a tmux split, down to 80x12 and smaller.
 
-A state line, one or two plots (the episode return and the first other
-scalar), and the last lines of the run's stderr. Without RUN it follows the
+A state line, one or two plots (the episode return and another scalar, a
+loss first), and the last lines of the run's stderr. Without RUN it follows the
 newest run, switching when a newer one is submitted. ``q`` leaves; the run
 goes on.
 """
@@ -185,10 +185,13 @@ class WatchApp(App):
         self.sync_frames()
 
     def sync_frames(self) -> None:
-        """Show a frames pane when the followed run has frames enabled (and `f` did not hide it)."""
+        """Show a frames pane while the followed run publishes frames (and `f` did not hide it).
+
+        A finished run's ring is gone with it: its second plot comes back."""
+        from daemon import protocol as P
         from mosaic_tui.widgets.frames_view import FramesView, frames_enabled
         run = self.link.runs.get(self.run_id) if self.run_id else None
-        has = frames_enabled(run)
+        has = frames_enabled(run) and run.get("state") in (P.QUEUED, *P.ACTIVE_STATES)
         pane = self.query_one("#frames-pane")
         if has and self.frames_run != self.run_id:
             pane.remove_children()
@@ -225,6 +228,9 @@ class WatchApp(App):
             first = "episode/return" if "episode/return" in series.tags else tags[0]
             others = [t for t in tags if t != first and not t.startswith("episode/")] or \
                 [t for t in tags if t != first]
+            # the second plot: a loss before other scalars, more returns, and timings last
+            from mosaic_tui.widgets.metrics_pane import tag_group
+            others.sort(key=lambda t: ((1, 2, 0, 3).index(tag_group(t)), "loss" not in t.rsplit("/", 1)[-1].lower(), t))
             for plot, tag in zip(self.query("MetricPlot"), [first] + others[:1]):
                 ser = series.tags[tag]
                 if not plot.lines or plot.lines[0].series is not ser:

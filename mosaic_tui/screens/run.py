@@ -1,4 +1,4 @@
-"""A run's detail: Metrics, Logs and Config tabs, live; and Frames for a run that publishes frames."""
+"""A run's detail: Metrics, Logs, Config and Artifacts tabs, live; and Frames for a run that publishes frames."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -12,7 +12,7 @@ from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 
-TABS = ("metrics", "logs", "config", "frames")
+TABS = ("metrics", "logs", "config", "frames", "artifacts")
 PLOT_REFRESH_SECONDS = 1.0
 
 
@@ -44,6 +44,18 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
     return text
 
 
+class RunTabs(TabbedContent):
+    """The run's tabs. Keys and clicks choose the tab, and the screen then
+    focuses what is in it; Textual's TabbedContent would also switch to the
+    pane of any widget focused from code. A focus asked for before a key
+    (opening the screen focuses the first tab's widget) then lands after it,
+    and takes the tab back: `2` pressed as a run opens showed Metrics."""
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        event.stop()
+        event.prevent_default()
+
+
 class RunScreen(Screen):
     DEFAULT_CSS = """
     RunScreen TabbedContent {
@@ -60,6 +72,7 @@ class RunScreen(Screen):
         Binding("2", "tab('logs')", "Logs", id="run.logs"),
         Binding("3", "tab('config')", "Config", id="run.config"),
         Binding("4", "tab('frames')", "Frames", show=False, id="run.frames"),
+        Binding("5", "tab('artifacts')", "Artifacts", show=False, id="run.artifacts"),
         Binding("p", "pause", "Pause/resume", show=False, id="run.pause"),
         Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
         Binding("D", "delete", "Delete", show=False, id="run.delete"),
@@ -82,6 +95,7 @@ class RunScreen(Screen):
         return frames_enabled(self.run)
 
     def compose(self) -> ComposeResult:
+        from mosaic_tui.widgets.artifacts_view import ArtifactsView
         from mosaic_tui.widgets.config_view import ConfigView
         from mosaic_tui.widgets.logs_pane import LogsPane
         from mosaic_tui.widgets.metrics_pane import MetricsPane
@@ -89,13 +103,15 @@ class RunScreen(Screen):
         yield ConnectionBanner()
         if self.initial_tab == "frames" and not self.has_frames:
             self.initial_tab = "metrics"
-        with TabbedContent(initial=self.initial_tab):
+        with RunTabs(initial=self.initial_tab):
             with TabPane("Metrics", id="metrics"):
                 yield MetricsPane(self.run_id)
             with TabPane("Logs", id="logs"):
                 yield LogsPane(self.run_id)
             with TabPane("Config", id="config"):
                 yield ConfigView(self.run)
+            with TabPane("Artifacts", id="artifacts"):
+                yield ArtifactsView(self.run_id)
             if self.has_frames:
                 from mosaic_tui.widgets.frames_view import FramesView
                 with TabPane("Frames", id="frames"):
@@ -117,7 +133,8 @@ class RunScreen(Screen):
         from mosaic_tui.widgets.config_view import ConfigView
         from mosaic_tui.widgets.log_view import LogView
         from mosaic_tui.widgets.metrics_pane import MetricsPane
-        target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView}.get(tab)
+        from mosaic_tui.widgets.artifacts_view import ArtifactsView
+        target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView, "artifacts": ArtifactsView}.get(tab)
         if tab == "frames":
             from mosaic_tui.widgets.frames_view import FramesView
             target = FramesView

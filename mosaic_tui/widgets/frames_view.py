@@ -261,6 +261,10 @@ class FrameCanvas(Widget):
         if driver is not None:
             driver.write(kitty.delete(self.KITTY_IMAGE_ID, self.in_tmux).decode("ascii"))
 
+    def render(self):
+        # before the first frame: blank (Widget.render would write the class name)
+        return ""
+
     def render_lines(self, crop: Region) -> list[Strip]:
         if self.frame is None or not self.size.area:
             return super().render_lines(crop)      # blank, in the widget's background

@@ -9,6 +9,12 @@ Unix socket), so the run directory's files are read directly.
 Follow mode keeps the view at the end as lines arrive; search (``/``, ``n``,
 ``N``) scans the file from the current line, case-insensitively unless the
 query has a capital letter.
+
+Long lines scroll sideways (``h``/``l``, arrows), or wrap (``w``). Wrapped,
+the view still scrolls by file line: the screen is laid out from its top line
+down (from the last line up at the end of the file, so the end shows whole),
+wrapping only the lines on screen, so wrapping costs nothing per line of the
+file.
 """
 from __future__ import annotations
 
@@ -59,7 +65,8 @@ class LogView(ScrollView, can_focus=True):
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("left,h", "scroll_left", "Left", show=False, id="logs.left"),
-        Binding("right", "scroll_right", "Right", show=False, id="logs.right"),
+        Binding("right,l", "scroll_right", "Right", show=False, id="logs.right"),
+        Binding("w", "wrap", "Wrap", id="logs.wrap"),
     ]
 
     class StatusChanged(Message):
@@ -80,6 +87,9 @@ class LogView(ScrollView, can_focus=True):
         self.search_text = ""
         self.match_line: int | None = None
         self._cache: OrderedDict[int, Text] = OrderedDict()
+        self.wrap = False
+        self._layout_key: tuple | None = None
+        self._layout: list[Text] = []
 
     # -- file --------------------------------------------------------------------
     def open(self, path: Path) -> None:
@@ -166,7 +176,9 @@ class LogView(ScrollView, can_focus=True):
         return True
 
     def _update_virtual_size(self) -> None:
-        self.virtual_size = Size(max(self._max_width + 1, 1), self.line_count)
+        # wrapped: nothing to scroll sideways
+        width = 1 if self.wrap else max(self._max_width + 1, 1)
+        self.virtual_size = Size(width, self.line_count)
 
     def read_line(self, index: int) -> str:
         if self._fd is None or index < 0 or index >= self.line_count:
@@ -191,17 +203,67 @@ class LogView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
         width = self.size.width
         base = self.rich_style
-        if index >= self.line_count:
-            return Strip.blank(width, base)
-        text = self._line_text(index).copy()
-        if self.search_text:
-            self._highlight(text, index)
+        if self.wrap:
+            rows = self._wrapped_rows()
+            if y >= len(rows):
+                return Strip.blank(width, base)
+            text, scroll_x = rows[y], 0
+        else:
+            index = scroll_y + y
+            if index >= self.line_count:
+                return Strip.blank(width, base)
+            text = self._styled_line(index)
         segments = [Segment(s.text, base + s.style if s.style else base) for s in text.render(self.app.console)]
         strip = Strip(segments)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
+
+    def _styled_line(self, index: int) -> Text:
+        text = self._line_text(index).copy()
+        if self.search_text:
+            self._highlight(text, index)
+        return text
+
+    def _wrapped(self, index: int, width: int) -> list[Text]:
+        text = self._styled_line(index)
+        text.no_wrap = False
+        return list(text.wrap(self.app.console, width, overflow="fold")) or [Text("")]
+
+    def _wrapped_rows(self) -> list[Text]:
+        """The screen's rows when wrapping: from the top line down, or at the end from the last line up."""
+        top = int(self.scroll_offset.y)
+        width, height = self.size
+        total = self.line_count
+        at_end = total > 0 and top >= self.max_scroll_y
+        key = (top, width, height, total, self._indexed, at_end, self.search_text, self.match_line)
+        if key == self._layout_key:
+            return self._layout
+        rows: list[Text] = []
+        width = max(1, width)
+        if at_end:
+            index = total - 1
+            while index >= 0 and len(rows) < height:
+                rows[:0] = self._wrapped(index, width)
+                index -= 1
+            rows = rows[-height:] if height else []
+        else:
+            index = top
+            while index < total and len(rows) < height:
+                rows.extend(self._wrapped(index, width))
+                index += 1
+            rows = rows[:height]
+        self._layout_key, self._layout = key, rows
+        return rows
+
+    def action_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self._layout_key = None
+        self.scroll_to(x=0, animate=False, immediate=True)
+        self._update_virtual_size()
+        self._follow_end()
+        self.refresh()
+        self.post_message(self.StatusChanged(self))
 
     def _highlight(self, text: Text, index: int) -> None:
         q = self.search_text

@@ -73,7 +73,8 @@ class LogsPane(Vertical):
     def update_bar(self) -> None:
         v = self.view
         parts = [f"[b]{self.stream}[/b] (s)", fmt.plural(v.line_count, "line"),
-                 "following (f)" if v.follow else "paused (f: follow)"]
+                 "following (f)" if v.follow else "paused (f: follow)",
+                 "wrapped (w)" if v.wrap else "h/l scroll, w wraps"]
         if v.search_text:
             where = f" at line {v.match_line + 1}" if v.match_line is not None else " (no match)"
             parts.append(f"search {v.search_text!r}{where} (n/N)")

@@ -8,6 +8,7 @@ few tens of milliseconds, and a redraw without news costs nothing.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,7 @@ class MetricPlot(PlotextPlot):
         multi = len(self.lines) > 1
         drawn = 0
         lo, hi = float("inf"), float("-inf")
+        x_lo, x_hi = float("inf"), float("-inf")
         for i, line in enumerate(self.lines):
             s = line.series
             if not len(s):
@@ -164,7 +166,7 @@ class MetricPlot(PlotextPlot):
                 x = s.walls - origin
                 x_sorted = None
             else:
-                x = s.steps
+                x = s.plot_steps()      # per-iteration values at their iteration's middle (series.spread_steps)
                 x_sorted = s.steps_sorted
             y_raw = s.values
             y_smooth = s.smoothed(opts.smoothing) if opts.smoothing > 0 else None
@@ -189,20 +191,71 @@ class MetricPlot(PlotextPlot):
                     continue
                 plt.plot(xs.tolist(), ys.tolist(), marker="braille", color=col, label=label)
                 lo, hi = min(lo, float(ys.min())), max(hi, float(ys.max()))
+                x_lo, x_hi = min(x_lo, float(xs[0])), max(x_hi, float(xs[-1]))
                 drawn += 1
-        if drawn and hi - lo <= 1e-9 * max(1.0, abs(hi)):
-            # a constant: give plotext a range, or its tick labels go haywire
-            if opts.logy:
-                plt.ylim(lo / 2, hi * 2)
-            else:
-                pad = max(abs(hi) * 0.1, 1.0)
-                plt.ylim(lo - pad, hi + pad)
-        if opts.logy and drawn:
-            plt.yscale("log")
         if not drawn:
             return Text("no points yet" if not opts.logy else "no positive values for log-y",
                         style="dim", justify="center")
+        if hi - lo <= 1e-9 * max(1e-300, abs(hi)):
+            # a constant: give plotext a range around it, of its own size (a
+            # timer of 6e-4 s in a range of -1..1 would read as zero)
+            if opts.logy:
+                lo, hi = lo / 2, hi * 2
+            else:
+                pad = abs(hi) * 0.1 if hi else 1.0
+                lo, hi = lo - pad, hi + pad
+        plt.ylim(lo, hi)
+        if opts.logy:
+            plt.yscale("log")
+            y_ticks = log_ticks(lo, hi, max(2, (height - 3) // 2))
+        else:
+            y_ticks = nice_ticks(lo, hi, max(2, (height - 3) // 2))
+        plt.yticks(y_ticks, tick_labels(y_ticks))
+        if x_hi > x_lo:
+            plt.xlim(x_lo, x_hi)
+            x_ticks = nice_ticks(x_lo, x_hi, max(2, (width - 10) // 10))
+            plt.xticks(x_ticks, tick_labels(x_ticks))
         return plt.build()
+
+
+def nice_ticks(lo: float, hi: float, count: int) -> list[float]:
+    """Round ticks inside [lo, hi], about ``count`` of them: steps of 1, 2 or 5 times a power of ten."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [lo] if math.isfinite(lo) else []
+    raw = (hi - lo) / max(1, count)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = min((m * power for m in (1, 2, 5, 10)), key=lambda candidate: abs(math.log(candidate / raw)))
+    first = math.ceil(lo / step - 1e-9)
+    ticks = []
+    k = first
+    while k * step <= hi + 1e-9 * step and len(ticks) <= 2 * count + 2:
+        ticks.append(0.0 if abs(k * step) < 1e-12 * step else k * step)
+        k += 1
+    return ticks
+
+
+def log_ticks(lo: float, hi: float, count: int) -> list[float]:
+    """Ticks for a log axis: powers of ten, with 2 and 5 times them when the range is short."""
+    if lo <= 0 or hi <= lo:
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in mantissas if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 2:
+            break
+    step = max(1, math.ceil(len(ticks) / max(1, count)))
+    return ticks[::step] if len(ticks) >= 2 else nice_ticks(lo, hi, count)
+
+
+def tick_labels(ticks: list[float]) -> list[str]:
+    """fmt.eng labels with the fewest digits that still say each tick exactly and tell them apart."""
+    from mosaic_tui import fmt
+    for digits in (1, 2, 3, 4):
+        labels = [fmt.eng(t, digits) for t in ticks]
+        exact = all(abs(fmt.eng_value(text) - t) <= 1e-9 * max(abs(t), 1e-300) for text, t in zip(labels, ticks))
+        if exact and len(set(labels)) == len(labels) and all(len(text) <= 8 for text in labels):
+            return labels
+    return [fmt.eng(t, 3) for t in ticks]
 
 
 def summary_of(series: Series) -> str:

@@ -443,8 +443,7 @@ async def test_workers_screen_lists_capabilities(home, fake_daemon):
         assert isinstance(app.screen, WorkersScreen)
         table = app.screen.query_one(DataTable)
         assert str(table.get_row_at(0)[0]) == "synthetic"
-        assert '"pause": true' in str(app.screen.query_one("#caps-text").render()).replace("\n", " ") or \
-            "pause" in str(app.screen.query_one("#caps-text").render())
+        assert "pause" in screen_text(app)     # the capabilities table (tests/app/test_reading.py)
         await pilot.press("escape")
         assert not isinstance(app.screen, WorkersScreen)
 

@@ -6,7 +6,7 @@ import pytest
 import time
 
 from daemon import protocol as P
-from tests.app.conftest import FIXED_NOW, RUN_IDS, fixed_events, fixed_runs, screen_text
+from tests.app.conftest import FIXED_NOW, RUN_IDS, fixed_events, fixed_runs, screen_text, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +91,67 @@ async def test_watch_against_the_daemon(daemon, mosaic):
         assert "second succeeded" in screen_text(app).splitlines()[0]
         assert sum(len(s) for t, s in app.link.series[second].tags.items() if not t.startswith("episode/")) == 300
         await pilot.press("q")
+
+
+def _submit_json(mosaic, tmp_path, config) -> str:
+    import json
+    path = tmp_path / f"{config['name']}.json"
+    path.write_text(json.dumps(config))
+    return mosaic.submit(str(path))
+
+
+async def test_watch_a_finished_run_shows_its_history(daemon, mosaic, tmp_path):
+    # Issue 14: `mosaic watch RUN` of a finished run with 419 episodes stayed at
+    # "no points yet", and its frames pane (the run had frames) drew "FrameCanvas".
+    from mosaic_tui.watch import WatchApp
+    rid = _submit_json(mosaic, tmp_path, {
+        "worker": "synthetic", "algo": "emit", "env": "none", "steps": 41900, "name": "done",
+        "params": {"rate": 0, "episode_every": 100}, "frames": {"enabled": True, "fps": 15, "max_dim": 64}})
+    mosaic.run("wait", rid, check=True)
+    app = WatchApp(daemon, "done")
+    async with app.run_test(size=(80, 12)) as pilot:
+        await wait_until(pilot, lambda: rid in app.link.synced_runs, what="the run's history")
+        await pilot.pause(1.2)      # the once-a-second refresh
+        text = screen_text(app)
+        assert "no points yet" not in text and "FrameCanvas" not in text
+        assert "n 419" in text      # the episode/return plot's border: every episode
+        assert [p.tag for p in app.query("MetricPlot")] == ["episode/return", "synthetic/value_0"]
+        assert app.query_one("#plot-1").display and not app.screen.has_class("-frames")
+        await pilot.press("q")
+
+
+async def test_watch_a_live_run_shows_what_came_before(daemon, mosaic):
+    from mosaic_tui.watch import WatchApp
+    rid = mosaic.synthetic(1_000_000, "rate=400", "episode_every=20", name="live")
+    try:
+        from tests.conftest import wait_for
+        wait_for(lambda: (mosaic.show(rid)["summary"].get("episodes") or 0) >= 10, what="ten episodes")
+        app = WatchApp(daemon, "live")
+        async with app.run_test(size=(80, 12)) as pilot:
+            await wait_until(pilot, lambda: rid in app.link.synced_runs, what="the run's history")
+            series = app.link.series[rid]
+            assert len(series.tags["episode/return"]) >= 10
+            await pilot.pause(1.2)
+            assert "no points yet" not in screen_text(app)
+            before = len(series.tags["episode/return"])
+            await wait_until(pilot, lambda: len(series.tags["episode/return"]) > before, what="live episodes")
+            await pilot.press("q")
+    finally:
+        mosaic.run("cancel", rid)
+
+
+async def test_the_second_plot_is_a_loss_not_a_timing(home):
+    # CleanRL's tags: alphabetically charts/SPS (a speed) came first
+    events = [{"v": 1, "type": "scalar", "t": FIXED_NOW - 100 + k, "tag": tag, "value": float(k), "step": 128 * k}
+              for k in range(1, 5) for tag in ("charts/SPS", "charts/learning_rate", "losses/approx_kl",
+                                                "losses/policy_loss", "losses/value_loss")]
+    events += [{"v": 1, "type": "episode", "t": FIXED_NOW - 50, "step": 300, "return": 20.0, "length": 20}]
+    app = watch_app(home, "bravo")
+    async with app.run_test(size=(80, 12)) as pilot:
+        app.link.load(fixed_runs(), rev=20)
+        app.link.feed_events(RUN_IDS[1], events)
+        app.link.flush()
+        await pilot.pause(0.2)
+        app.refresh_view()
+        await pilot.pause(0.2)
+        assert [p.tag for p in app.query("MetricPlot")] == ["episode/return", "losses/policy_loss"]
