@@ -19,7 +19,7 @@ from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
                             failure_reason, plural, progress_text, run_label, smoothed_return)
-from workers.sdk.config import ConfigError, coerce_text, did_you_mean, param_name
+from workers.sdk.config import ConfigError, coerce_text, did_you_mean, eval_config, param_name
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -268,11 +268,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             checkpoint = f"run:{trained['id']}"
         elif not checkpoint.startswith("run:") and not os.path.isabs(checkpoint) and os.path.exists(checkpoint):
             checkpoint = os.path.abspath(checkpoint)  # a path typed here means here, not the home
-        source = trained["config"]
-        config = {key: source[key] for key in ("worker", "algo", "env", "seed", "device", "params") if key in source}
-        config.update(mode="eval", checkpoint=checkpoint)
-        if args.episodes is not None:
-            config["eval_episodes"] = args.episodes
+        config = eval_config(trained["config"], checkpoint, args.episodes)
         if args.name:
             config["name"] = args.name
         _set_frames(args, config)

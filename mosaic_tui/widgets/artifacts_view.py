@@ -10,7 +10,6 @@ starts an evaluation run of it with frames on and opens it.
 """
 from __future__ import annotations
 
-import copy
 import os
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from daemon import protocol as P
+from workers.sdk.config import eval_config
 
 CHECKPOINT, VIDEO, TENSORBOARD = "checkpoint", "video", "tensorboard"
 SCAN_SECONDS = 2.0          # a shown tab rescans this often (new checkpoints, videos)
@@ -101,14 +101,11 @@ def unique_name(base: str, taken: set[str]) -> str:
     return name
 
 
-def eval_config(run: dict[str, Any], checkpoint: Path, taken: set[str]) -> dict[str, Any]:
-    """The run's own config turned into an evaluation of one of its checkpoints, with frames."""
-    config = copy.deepcopy(run.get("config") or {})
-    config.pop("run_id", None)
+def evaluation(run: dict[str, Any], checkpoint: Path, taken: set[str]) -> dict[str, Any]:
+    """The run turned into an evaluation of one of its checkpoints, with frames, named after it."""
+    config = eval_config(run.get("config") or {}, str(checkpoint))
     config["name"] = unique_name(f"{run.get('name') or 'run'}-eval", taken)
-    config["mode"] = "eval"
-    config["checkpoint"] = str(checkpoint)
-    config["frames"] = {**(config.get("frames") or {}), "enabled": True}
+    config["frames"] = {**((run.get("config") or {}).get("frames") or {}), "enabled": True}
     return config
 
 
@@ -247,7 +244,7 @@ class ArtifactsView(Vertical, can_focus=False):
         if run is None:
             return
         link = self.app.link
-        config = eval_config(run, artifact.path, {r.get("name") for r in link.runs.values()})
+        config = evaluation(run, artifact.path, {r.get("name") for r in link.runs.values()})
         try:
             new = await link.call(P.SUBMIT, config=config)
         except P.RPCError as exc:

@@ -128,6 +128,17 @@ def parse_run_config(data: Any) -> RunConfig:
     return config
 
 
+def eval_config(trained: dict[str, Any], checkpoint: str, episodes: int | None = None) -> dict[str, Any]:
+    """A trained run's config as an evaluation of a checkpoint (``mosaic eval``, the
+    app's Artifacts tab): the same worker, algorithm, env, params, seed and device;
+    not its training steps, limits or frames, which the caller sets."""
+    config = {key: trained[key] for key in ("worker", "algo", "env", "seed", "device", "params") if key in trained}
+    config.update(mode="eval", checkpoint=checkpoint)
+    if episodes is not None:
+        config["eval_episodes"] = episodes
+    return config
+
+
 # -- params against a JSON schema ------------------------------------------
 _TYPES = {
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
