@@ -319,6 +319,15 @@ class NewRunScreen(Screen):
             schema, error = None, str(exc)
         if (worker, algo, env) != self._schema_key:
             return   # the user chose something else meanwhile
+        # The fields are rebuilt by the screen itself, one rebuild at a time and
+        # never cut short: this worker is cancelled whenever the user types on
+        # (exclusive), and cancelling it inside remove/mount wedged the screen.
+        self.call_later(self._show_schema, (worker, algo, env), schema, error)
+
+    async def _show_schema(self, key: tuple, schema: dict[str, Any] | None, error: str | None) -> None:
+        if key != self._schema_key:
+            return   # superseded while it waited
+        worker, algo, env = key
         self._remember_typed()
         params = self.query_one("#params", VerticalScroll)
         await params.remove_children()

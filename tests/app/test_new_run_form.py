@@ -209,3 +209,27 @@ async def test_clone_copies_the_whole_config_and_submits_it(daemon, mosaic):
     assert cfg["seed"] == 7 and cfg["steps"] == 300 and cfg["mode"] == "train"
     assert cfg["params"]["rate"] == 3000.0 and cfg["params"]["tags"] == 5
     assert cfg["params"]["frame_pattern"] == "cartpole"
+
+
+async def test_typing_an_env_fast_rebuilds_the_form_once_it_settles(daemon):
+    """Every key of an env id asks for a schema (most fail: "s", "si"...); the form must
+    neither wedge nor lose keys, and end with the schema of the whole id."""
+    from textual import events
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await choose(pilot, screen, "worker", "xuance")
+        await wait_until(pilot, lambda: shows_schema(screen, "xuance", screen.common_value("algo")),
+                         what="xuance's schema")
+        await choose(pilot, screen, "algo", "mappo")
+        await wait_until(pilot, lambda: shows_schema(screen, "xuance", "mappo"), what="mappo's schema")
+        screen.set_focus(screen.field("env").editor)
+        screen.field("env").editor.value = ""
+        await pilot.pause()
+        for ch in "simple_spread_v3":
+            app.post_message(events.Key(ch, ch))
+        await wait_until(pilot, lambda: screen.common_value("env") == "simple_spread_v3"
+                         and shows_schema(screen, "xuance", "mappo"), what="the whole id and its schema")
+        assert screen.shown_key == ("xuance", "mappo", "simple_spread_v3")
+        config, errors = screen.collect()
+        assert errors == [] and config["env"] == "simple_spread_v3"
