@@ -210,12 +210,27 @@ class MetricPlot(PlotextPlot):
             y_ticks = log_ticks(lo, hi, max(2, (height - 3) // 2))
         else:
             y_ticks = nice_ticks(lo, hi, max(2, (height - 3) // 2))
+        y_ticks = apart(y_ticks, lo, hi, max(2, height - 4))
         plt.yticks(y_ticks, tick_labels(y_ticks))
         if x_hi > x_lo:
             plt.xlim(x_lo, x_hi)
             x_ticks = nice_ticks(x_lo, x_hi, max(2, (width - 10) // 10))
             plt.xticks(x_ticks, tick_labels(x_ticks))
         return plt.build()
+
+
+def apart(ticks: list[float], lo: float, hi: float, rows: int) -> list[float]:
+    """The ticks that get a canvas row of their own, top down. Two ticks on one row
+    are both handed to plotext, which keeps one of them by set order, so the
+    label changed with PYTHONHASHSEED from one run of the app to the next."""
+    if hi <= lo or len(ticks) < 2:
+        return ticks
+    kept: list[float] = []
+    for tick in sorted(ticks, reverse=True):
+        row = (tick - lo) / (hi - lo) * (rows - 1)
+        if not kept or (kept[-1] - lo) / (hi - lo) * (rows - 1) - row >= 1:
+            kept.append(tick)
+    return sorted(kept)
 
 
 def nice_ticks(lo: float, hi: float, count: int) -> list[float]:

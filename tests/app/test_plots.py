@@ -166,3 +166,11 @@ def test_plot_steps_grow_like_a_full_pass():
     # two episodes at 200 share (0, 200], three at 400 share (200, 400], one at 600 sits at 500
     assert np.allclose(spread_steps(np.array([200.0, 200, 400, 400, 400, 600])),
                        [50, 150, 200 + 200 / 6, 300, 400 - 200 / 6, 500])
+
+
+def test_ticks_that_would_share_a_row_are_thinned_top_down():
+    """plotext keeps one of two labels on a row by set order (PYTHONHASHSEED): never hand it two."""
+    from mosaic_tui.widgets.metric_plot import apart
+    assert apart([50.0, 100.0], 2.4, 133.4, 2) == [100.0]
+    assert apart([0.0, 50.0, 100.0], 0.0, 100.0, 9) == [0.0, 50.0, 100.0]
+    assert apart([0.0, 25.0, 50.0, 75.0, 100.0], 0.0, 100.0, 3) == [0.0, 50.0, 100.0]

@@ -133,6 +133,18 @@ async def load_watch(pilot):
     await pilot.pause(0.3)
     app.refresh_view()
     await pilot.pause(0.2)
+    # a plot drawn moments before the last points waits out its redraw budget
+    # (metric_plot.py) before it shows them: draw every plot now, with all its data
+    import time
+    plots = [plot for plot in app.query("MetricPlot") if plot.display and plot.lines]
+    for plot in plots:
+        plot._next_draw_at = 0.0
+        plot.refresh()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            plot._cache_key is None or plot._cache_key[-1] != plot.data_key() for plot in plots):
+        await pilot.pause(0.05)
+    await pilot.pause(0.1)
 
 
 def test_watch_80x12(home, snap_compare):
