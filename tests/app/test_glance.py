@@ -280,6 +280,7 @@ async def test_reattach_shows_what_changed_while_away(daemon, mosaic):
     again = live_app(daemon, restore=True, remember=True)
     async with again.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: isinstance(again.screen, AwayScreen), what="the away summary")
+        await wait_until(pilot, lambda: "fresh" in screen_text(again), what="the summary drawn")
         text = screen_text(again)
         lines = [line for line in text.splitlines() if any(n in line for n in ("finishing", "failing", "fresh"))]
         assert any("cancelled" in l and "finishing" in l for l in lines)
