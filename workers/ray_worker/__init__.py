@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from workers.ray_worker import catalog
-from workers.sdk.config import ConfigError, RunConfig, check_params, check_value, parse_run_config
+from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version
 
 CHECKPOINT_META = "mosaic_checkpoint.json"
@@ -64,25 +64,7 @@ class RayDescriptor(WorkerDescriptor):
                                       f"choose from {', '.join(catalog.ALGORITHMS)}")
         return catalog.schema(algo, env)
 
-    # -- validation ------------------------------------------------------------
-    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
-        parsed = parse_run_config(config)
-        if parsed.worker != self.name:
-            raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
-        if parsed.algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker 'ray'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
-        self.check_env(parsed)
-        schema = self.schema(parsed.algo, parsed.env)
-        raw = dict(parsed.params)
-        parsed.params = check_params(schema, parsed.params)
-        for index, width in enumerate(parsed.params["fcnet_hiddens"]):  # check_params leaves items to us
-            check_value(f"params.fcnet_hiddens[{index}]", schema["properties"]["fcnet_hiddens"]["items"], width)
-        for key, amount in parsed.params["custom_resources_per_env_runner"].items():
-            check_value(f"params.custom_resources_per_env_runner.{key}", {"type": "number", "minimum": 0}, amount)
-        self._check_params(parsed, raw)
-        return parsed.model_dump()
-
+    # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----
     def check_env(self, config: RunConfig) -> None:
         info = catalog.env_info(config.env)
         if info is None:
@@ -97,8 +79,13 @@ class RayDescriptor(WorkerDescriptor):
         if config.device != "cpu" and not _torch_has_gpu_build():
             raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
 
-    def _check_params(self, config: RunConfig, raw: dict[str, Any]) -> None:
+    def check_run(self, config: RunConfig) -> None:
         p = config.params
+        items = self.schema(config.algo, config.env)["properties"]["fcnet_hiddens"]["items"]
+        for index, width in enumerate(p["fcnet_hiddens"]):  # check_params leaves items to us
+            check_value(f"params.fcnet_hiddens[{index}]", items, width)
+        for key, amount in p["custom_resources_per_env_runner"].items():
+            check_value(f"params.custom_resources_per_env_runner.{key}", {"type": "number", "minimum": 0}, amount)
         info = catalog.env_info(config.env)
         multi = info["kind"] != "gym"
         policy = p["policy"]

@@ -1,7 +1,9 @@
 """What a worker package tells the daemon about itself.
 
 Each worker registers an entry point in the group ``mosaic.workers`` that
-resolves to a ``WorkerDescriptor`` instance. The daemon loads descriptors to
+resolves to an object satisfying the contract ``workers.sdk.contract.Worker``;
+``WorkerDescriptor`` is the optional helper base class the bundled workers use
+(metadata from the installed distributions, algorithm names, validation). The daemon loads descriptors to
 list workers, serve schemas, validate configs at submit time and build the
 worker's command line. Descriptor modules must stay light: loading one never
 imports torch, ray or xuance (a test checks ``sys.modules``).
@@ -109,7 +111,13 @@ class WorkerDescriptor:
         raise NotImplementedError
 
     def check_env(self, config: RunConfig) -> None:
-        """Refuse an env the algorithm cannot run; override per worker."""
+        """Refuse what the run's fields ask that the algorithm cannot run (its env,
+        steps, device, checkpoint; params as given), before the params are checked
+        against the schema; override per worker."""
+
+    def check_run(self, config: RunConfig) -> None:
+        """Refuse combinations the schema cannot express, with the params checked
+        and given their defaults; override per worker."""
 
     def validate(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check a whole run config; return it normalised, or raise ConfigError."""
@@ -121,6 +129,7 @@ class WorkerDescriptor:
                                       f"choose from {', '.join(self.algorithms())}")
         self.check_env(parsed)
         parsed.params = check_params(self.schema(parsed.algo, parsed.env), parsed.params)
+        self.check_run(parsed)
         return parsed.model_dump()
 
     def command(self, config: dict[str, Any]) -> list[str]:

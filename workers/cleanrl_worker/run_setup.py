@@ -1,0 +1,31 @@
+"""What both modes of the CleanRL worker process share (training in ``cli``,
+eval in ``evaluate``): where a run's files go, the algorithm's short name, the
+frames request and the upstream version, in one module both import.
+"""
+from __future__ import annotations
+
+import os
+
+from workers.sdk.descriptor import dist_version
+from workers.cleanrl_worker import catalog
+
+CHECKPOINT_DIR = "checkpoints"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def upstream() -> str:
+    return f"cleanrl=={dist_version('cleanrl') or '?'}"
+
+
+def algo_name(algo: str) -> str:
+    """Short name of the algorithm: the script's file name without .py."""
+    return os.path.basename(algo)[:-3] if catalog.is_script_path(algo) else algo
+
+
+def frames_request(config: dict) -> dict | None:
+    """What patches.install(frames=...) needs, if frames are on and the run has an id."""
+    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
+    frames = config["frames"]
+    if not frames["enabled"] or not run_id:
+        return None
+    return {"run_id": run_id, "fps": frames["fps"], "max_dim": frames["max_dim"], "grid": frames["grid"]}
