@@ -15,15 +15,9 @@ import os
 from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
-from workers.sdk.descriptor import WorkerDescriptor, dist_version
+from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
 from workers.cleanrl_worker import catalog
 from workers.cleanrl_worker.argparse_schema import property_schema
-
-
-def torch_has_gpu_build() -> bool:
-    """False for the CPU build of torch (version "2.x+cpu"), read from its metadata."""
-    version = dist_version("torch")
-    return version is not None and "+cpu" not in version
 
 
 class CleanRLDescriptor(WorkerDescriptor):

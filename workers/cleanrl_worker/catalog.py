@@ -6,11 +6,11 @@ are found with ``importlib.util.find_spec`` and read as text, never imported.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from typing import Any
 
+from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
 from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
@@ -91,25 +91,9 @@ for _name in ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidS
         ENVS[f"{_name}-{_version}"] = ("mujoco", "continuous", ("gymnasium",))
 
 
-def module_available(name: str | None) -> bool:
-    """True if ``name`` could be imported (found on the path; not imported)."""
-    if name is None:
-        return True
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def cleanrl_dir() -> str | None:
     """Directory of the installed ``cleanrl`` package (a namespace package: no __init__)."""
-    try:
-        spec = importlib.util.find_spec("cleanrl")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
+    for location in package_dirs("cleanrl"):
         if os.path.isfile(os.path.join(location, "ppo.py")):
             return location
     return None

@@ -12,14 +12,9 @@ from typing import Any
 
 from workers.ray_worker import catalog
 from workers.sdk.config import ConfigError, RunConfig, check_value
-from workers.sdk.descriptor import WorkerDescriptor, dist_version
+from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
 
 CHECKPOINT_META = "mosaic_checkpoint.json"
-
-
-def _torch_has_gpu_build() -> bool:
-    version = dist_version("torch") or ""
-    return bool(version) and "+cpu" not in version
 
 
 class RayDescriptor(WorkerDescriptor):
@@ -53,7 +48,7 @@ class RayDescriptor(WorkerDescriptor):
             "pause": True,
             "checkpoints": True,
             "resume": True,
-            "gpu": _torch_has_gpu_build(),
+            "gpu": torch_has_gpu_build(),
             "frames": True,
             "schema_version": catalog.SCHEMA_VERSION,
         }
@@ -76,10 +71,10 @@ class RayDescriptor(WorkerDescriptor):
                                      f"not all installed")
         if config.mode == "train" and config.steps is None:
             raise ConfigError("steps", "is required to train (env steps sampled, all env runners together)")
-        if config.device != "cpu" and not _torch_has_gpu_build():
+        if config.device != "cpu" and not torch_has_gpu_build():
             raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
 
-    def check_run(self, config: RunConfig) -> None:
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         p = config.params
         items = self.schema(config.algo, config.env)["properties"]["fcnet_hiddens"]["items"]
         for index, width in enumerate(p["fcnet_hiddens"]):  # check_params leaves items to us
@@ -118,7 +113,7 @@ class RayDescriptor(WorkerDescriptor):
                                   f"{p['env_runners']} env runners x {p['cpus_per_env_runner']:g} CPUs need "
                                   f"{needed:g} CPUs; the private Ray has params.num_cpus = {p['num_cpus']}: "
                                   f"they would wait forever")
-            if p["num_gpus"] > 0 and not _torch_has_gpu_build():
+            if p["num_gpus"] > 0 and not torch_has_gpu_build():
                 raise ConfigError("params.num_gpus", f"the installed torch ({dist_version('torch')}) is a "
                                                      f"CPU-only build")
             if p["custom_resources_per_env_runner"] and p["env_runners"]:

@@ -11,6 +11,7 @@ imports torch, ray or xuance (a test checks ``sys.modules``).
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
 from typing import Any
 
@@ -24,6 +25,34 @@ def dist_version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def module_available(name: str | None) -> bool:
+    """Could ``name`` be imported? Found on the path, not imported (None: nothing needed)."""
+    if name is None:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def package_dirs(name: str) -> list[str]:
+    """The folders of an installed package, found without importing it (a
+    namespace package such as cleanrl may have several); [] if not installed."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return list(spec.submodule_search_locations)
+
+
+def torch_has_gpu_build() -> bool:
+    """False for the CPU build of torch (version "2.x+cpu") or none, read from its metadata."""
+    version = dist_version("torch")
+    return version is not None and "+cpu" not in version
 
 
 def resolve_algorithm(typed: str, names: list[str], worker: str) -> str:
@@ -115,9 +144,10 @@ class WorkerDescriptor:
         steps, device, checkpoint; params as given), before the params are checked
         against the schema; override per worker."""
 
-    def check_run(self, config: RunConfig) -> None:
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         """Refuse combinations the schema cannot express, with the params checked
-        and given their defaults; override per worker."""
+        and given their defaults (``given``: the params as the config gave them);
+        override per worker."""
 
     def validate(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check a whole run config; return it normalised, or raise ConfigError."""
@@ -128,8 +158,9 @@ class WorkerDescriptor:
             raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker {self.name!r}; "
                                       f"choose from {', '.join(self.algorithms())}")
         self.check_env(parsed)
+        given = dict(parsed.params)
         parsed.params = check_params(self.schema(parsed.algo, parsed.env), parsed.params)
-        self.check_run(parsed)
+        self.check_run(parsed, given)
         return parsed.model_dump()
 
     def command(self, config: dict[str, Any]) -> list[str]:

@@ -9,12 +9,12 @@ package directory, which ``importlib.util.find_spec`` finds without importing it
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from typing import Any
 
 from workers.sdk.config import ConfigError
+from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
@@ -119,23 +119,13 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 
 
 # -- the installed package ----------------------------------------------------
-def module_available(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 @functools.lru_cache(maxsize=1)
 def configs_dir() -> str | None:
     """xuance/configs of the installed package (found, not imported)."""
-    try:
-        spec = importlib.util.find_spec("xuance")
-    except (ImportError, ValueError):
+    folders = package_dirs("xuance")
+    if not folders:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], "configs")
+    path = os.path.join(folders[0], "configs")
     return path if os.path.isdir(path) else None
 
 
@@ -179,13 +169,10 @@ def yaml_comments(path: str) -> dict[str, str]:
 # -- environments -------------------------------------------------------------
 def mpe_scenarios() -> list[str]:
     """Scenario modules of the installed mpe2 (``simple_spread_v3``...), found without importing them."""
-    try:
-        spec = importlib.util.find_spec("mpe2")
-    except (ImportError, ValueError):
+    folders = package_dirs("mpe2")
+    if not folders:
         return []
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    folder = list(spec.submodule_search_locations)[0]
+    folder = folders[0]
     return sorted(name[:-3] for name in os.listdir(folder) if re.fullmatch(r"[a-z_]+_v\d+\.py", name))
 
 
