@@ -13,6 +13,7 @@ from typing import Any
 from workers.ray_worker import catalog
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.envs import unknown_env
 
 CHECKPOINT_META = "mosaic_checkpoint.json"
 
@@ -63,8 +64,7 @@ class RayDescriptor(WorkerDescriptor):
     def check_env(self, config: RunConfig) -> None:
         info = catalog.env_info(config.env)
         if info is None:
-            raise ConfigError("env", f"unknown environment {config.env!r} for worker 'ray'; "
-                                     f"choose from {', '.join(catalog.known_envs())}")
+            raise unknown_env(config.env, catalog.known_envs(), self.name)
         if not catalog.family_available(info["family"]):
             needs = ", ".join(catalog.FAMILIES[info["family"]]["needs"])
             raise ConfigError("env", f"{config.env} is a {info['family']} environment, which needs {needs}: "
