@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from workers.sdk.descriptor import dist_version
+from workers.sdk.frames import frames_request  # noqa: F401  (cli and evaluate import it from here)
 from workers.cleanrl_worker import catalog
 
 CHECKPOINT_DIR = "checkpoints"
@@ -20,12 +21,3 @@ def upstream() -> str:
 def algo_name(algo: str) -> str:
     """Short name of the algorithm: the script's file name without .py."""
     return os.path.basename(algo)[:-3] if catalog.is_script_path(algo) else algo
-
-
-def frames_request(config: dict) -> dict | None:
-    """What patches.install(frames=...) needs, if frames are on and the run has an id."""
-    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
-    frames = config["frames"]
-    if not frames["enabled"] or not run_id:
-        return None
-    return {"run_id": run_id, "fps": frames["fps"], "max_dim": frames["max_dim"], "grid": frames["grid"]}

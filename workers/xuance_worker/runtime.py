@@ -33,6 +33,7 @@ from typing import Any
 
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import dist_version
+from workers.sdk.frames import env_frames
 from workers.sdk.telemetry import Emitter
 from workers.xuance_worker import CHECKPOINT_META, agent_count_mismatch, catalog, checkpoint_dir, \
     read_checkpoint_meta
@@ -199,7 +200,7 @@ class Hooks:
                 self.last_beat = now
                 self.emitter.heartbeat(at)
             if self.frames is not None:
-                self.frames.maybe_publish(envs)
+                self.frames.maybe_publish(envs.render, "rgb_array")
             return result
 
         envs.step = step_and_report
@@ -250,38 +251,6 @@ class Hooks:
 
     def on_test_end(self, *args, **kwargs):
         return
-
-
-class Frames:
-    """Rendered frames of the first ``grid`` environments into FastLane, at most ``fps`` a second."""
-
-    def __init__(self, run_id: str, frames_config: dict[str, Any]):
-        from workers.fastlane.writer import FrameWriter
-        self.writer = FrameWriter(run_id, max_dim=frames_config["max_dim"], max_fps=frames_config["fps"])
-        self.grid = frames_config["grid"]
-        self.failed = False
-
-    def maybe_publish(self, envs) -> None:
-        if self.failed or envs is None or not self.writer.due():
-            return
-        from workers.fastlane.writer import tile
-        try:
-            images = [image for image in envs.render("rgb_array")[:self.grid] if image is not None]
-            if images:
-                self.writer.publish(tile(images) if len(images) > 1 else images[0])
-        except Exception as exc:  # an env that cannot render must not stop training
-            self.failed = True
-            sys.stderr.write(f"mosaic: frames disabled: {exc!r}\n")
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-def make_frames(config: dict[str, Any]) -> Frames | None:
-    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
-    if not config["frames"]["enabled"] or not run_id:
-        return None
-    return Frames(run_id, config["frames"])
 
 
 # -- environments ---------------------------------------------------------------
@@ -429,7 +398,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     agent = runner.agent
     checkpoints = Checkpoints(emitter, config, agent, family, multi_agent)
     checkpoints.phase = phases[0]
-    frames = make_frames(config)
+    frames = env_frames(config)
     train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
     hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None,
                   checkpoint_every=params["checkpoint_interval"], last_step=sum(train_steps) * runner.n_envs,
@@ -504,7 +473,7 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
         if meta is not None:
             check_fits(meta, agent, runner.envs, env_id, multi_agent)
         agent.load_model(folder, model_name or model_in(folder))
-        frames = make_frames(config)
+        frames = env_frames(config)
         hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None, frames=frames)
         install_hooks(agent, hooks)
         hooks.watch(runner.envs)
