@@ -22,6 +22,7 @@ import stat
 import subprocess
 import sys
 
+from workers.sdk.stop import die_of
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import start
 from workers.cleanrl_worker import WORKER, catalog
@@ -155,9 +156,7 @@ def train(config: dict, emitter: Emitter) -> int:
     emitter.run_failed(failure_reason(name, returncode, received, stderr_tail(offset)))
     emitter.close()
     if returncode < 0:
-        # die of the same signal, so our own exit status tells the supervisor what happened
-        signal.signal(-returncode, signal.SIG_DFL)
-        os.kill(os.getpid(), -returncode)
+        die_of(-returncode)  # of the same signal: our exit status tells the supervisor what happened
     return returncode if returncode > 0 else 1
 
 

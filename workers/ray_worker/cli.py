@@ -22,6 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
+from workers.sdk.stop import StopSignals
 from workers.sdk.telemetry import Emitter, take_stdout
 
 # Ray reports usage statistics by default; a run must not phone anywhere.
@@ -34,28 +35,10 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 SHUTDOWN_SECONDS = 8.0
 
 
-class Cancelled(BaseException):
-    """Raised in the main thread by SIGTERM/SIGINT: unwinds training to the cleanup."""
-
-
 # The signal that stopped the run, once one came. Raising Cancelled inside Ray's
 # Cython code surfaces as a SystemError, so the cleanup and the exit status go
-# by this rather than by the exception's type.
-stopped_by: str | None = None
-
-
-def _on_signal(signum, frame):
-    global stopped_by
-    # Only once: a second signal during cleanup must not interrupt the cleanup.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stopped_by = signal.Signals(signum).name
-    raise Cancelled(stopped_by)
-
-
-def install_signal_handlers() -> None:
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+# by STOP.received rather than by the exception's type.
+STOP = StopSignals()
 
 
 def _watchdog(seconds: float, emitter: Emitter, ray_rt) -> threading.Timer:
@@ -101,7 +84,7 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
         emitter.phase("ray_init", step=0)
         ray_rt.start()
         # ray.init installs its own SIGTERM handler (sys.exit) in the driver: ours again.
-        install_signal_handlers()
+        STOP.install()
         setup = runtime.Setup(config)
         emitter.phase("build", step=0)
         algo = setup.config.build_algo()
@@ -159,13 +142,13 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
         try:
             # On a cancel the supervisor has sent SIGTERM to Ray's processes too:
             # the env-runner actors are going, and algo.stop() would wait on them.
-            if algo is not None and stopped_by is None:
+            if algo is not None and STOP.received is None:
                 try:
                     algo.stop()
                 except Exception as exc:
                     sys.stderr.write(f"mosaic ray worker: algo.stop(): {exc!r}\n")
             started = time.monotonic()
-            ray_rt.stop(cancelled=stopped_by is not None)
+            ray_rt.stop(cancelled=STOP.received is not None)
             sys.stderr.write(f"mosaic ray worker: Ray stopped in {time.monotonic() - started:.1f}s\n")
         finally:
             timer.cancel()
@@ -178,7 +161,7 @@ def main() -> int:
     emitter = take_stdout()
     with open(args.config) as f:
         config = json.load(f)
-    install_signal_handlers()
+    STOP.install()
     run_dir = Path.cwd()
     emitter.run_started(worker="ray", algo=config["algo"], env=config["env"],
                         total_steps=config.get("steps") if config.get("mode", "train") == "train" else None,
@@ -190,8 +173,8 @@ def main() -> int:
             return evaluate.run(config, emitter)
         return train(config, emitter, run_dir)
     except BaseException as exc:
-        if stopped_by is not None:  # Cancelled, or what Ray made of it
-            sys.stderr.write(f"mosaic ray worker: stopped by {stopped_by}\n")
+        if STOP.received is not None:  # Cancelled, or what Ray made of it
+            sys.stderr.write(f"mosaic ray worker: stopped by {STOP.name}\n")
             emitter.close()
             sys.stderr.flush()
             # Ray's atexit hook would disconnect from the raylet just killed and

@@ -24,7 +24,6 @@ import copy
 import json
 import multiprocessing
 import os
-import signal
 import sys
 import time
 import traceback
@@ -34,6 +33,7 @@ from typing import Any
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import env_frames
+from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
 from workers.xuance_worker import CHECKPOINT_META, agent_count_mismatch, catalog, checkpoint_dir, \
     read_checkpoint_meta
@@ -46,14 +46,6 @@ FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
 HEARTBEAT_SECONDS = 10.0
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
-
-
-class Cancelled(BaseException):
-    """SIGTERM/SIGINT arrived: unwind out of XuanCe's loop, report, and die of the signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 # -- process setup ------------------------------------------------------------
@@ -517,17 +509,7 @@ def check_fits(meta: dict[str, Any], agent, envs, env_id: str, multi_agent: bool
 # -- entry ---------------------------------------------------------------------------
 def run(config: dict[str, Any], emitter: Emitter) -> int:
     """Train or evaluate; report the outcome on the wire; return the exit code."""
-    received: list[int] = []
-
-    def cancel(signum, frame):
-        # once: the cleanup below must not be interrupted by the next signal of the same cancel
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        received.append(signum)
-        raise Cancelled(signum)
-
-    signal.signal(signal.SIGTERM, cancel)
-    signal.signal(signal.SIGINT, cancel)
+    stop = StopSignals().install()
     prepare_process(config["params"]["torch_threads"])
     try:
         try:
@@ -538,10 +520,10 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
             emitter.run_failed(f"invalid config: {exc}")
             return 2
         except Exception as exc:
-            if received:
+            if stop.received is not None:
                 # the daemon signals the whole process group: XuanCe's env processes may die
                 # first, and a broken pipe reach us before our own SIGTERM does
-                raise Cancelled(received[0]) from None
+                raise Cancelled(stop.received) from None
             tail = traceback.format_exc()
             traceback.print_exc()
             emitter.run_failed(f"{type(exc).__name__}: {exc}\n\n{tail[-3000:]}")
@@ -551,7 +533,5 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
         emitter.close()
         for child in multiprocessing.active_children():  # XuanCe's env processes
             child.terminate()
-        # die of the signal, so the exit status says what happened
-        signal.signal(exc.signum, signal.SIG_DFL)
-        os.kill(os.getpid(), exc.signum)
+        die_of(exc.signum)  # the exit status says what happened
         return 128 + exc.signum
