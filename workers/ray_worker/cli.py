@@ -12,7 +12,6 @@ before the process exits.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -22,8 +21,10 @@ import time
 import traceback
 from pathlib import Path
 
+from workers.ray_worker import WORKER
 from workers.sdk.stop import StopSignals
-from workers.sdk.telemetry import Emitter, take_stdout
+from workers.sdk.telemetry import Emitter
+from workers.sdk.worker_cli import start
 
 # Ray reports usage statistics by default; a run must not phone anywhere.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -154,13 +155,11 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
             timer.cancel()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args()
-    emitter = take_stdout()
-    with open(args.config) as f:
-        config = json.load(f)
+def main(argv: list[str] | None = None) -> int:
+    # validated again, as every worker does: the file may have been edited since the daemon took it
+    emitter, config = start("python -m workers.ray_worker.cli", argv, WORKER)
+    if config is None:
+        return 2
     STOP.install()
     run_dir = Path.cwd()
     emitter.run_started(worker="ray", algo=config["algo"], env=config["env"],
