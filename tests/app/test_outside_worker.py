@@ -101,8 +101,10 @@ def test_outside_workers_are_listed_and_the_example_runs(outside, daemon, mosaic
     # ... without disturbing the others
     for name in ("synthetic", "cleanrl"):
         assert by_name[name]["available"] and "error" not in by_name[name], by_name[name]
-    # the plain `mosaic workers` table names it too
-    assert "example" in mosaic.run("workers", check=True).stdout
+    # the plain `mosaic workers` table: the example with its upstream, the broken ones with their errors
+    table = {line.split()[0]: line for line in mosaic.run("workers", check=True).stdout.splitlines()[1:]}
+    assert "gymnasium 1." in table["example"] and " yes " in table["example"]
+    assert "does not satisfy" in table["bad_descriptor"] and " no " in table["bad_descriptor"]
 
     schema = json.loads(mosaic.run("schema", "example", "random", check=True).stdout)
     assert set(schema["properties"]) == {"episodes_per_log", "push_left"}

@@ -3,6 +3,7 @@
 Any object with these members satisfies workers.sdk.contract.Worker.
 """
 import sys
+from importlib.metadata import version
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, check_params, parse_run_config
 
@@ -18,7 +19,8 @@ class ExampleWorker:
     name = "example"
 
     def metadata(self):
-        return {"name": self.name, "version": "0.1.0", "upstream": "gymnasium", "available": True,
+        return {"name": self.name, "version": "0.1.0", "upstream": "gymnasium",  # read without importing it
+                "upstream_version": version("gymnasium"), "available": True,
                 "description": "A random agent on gymnasium's CartPole (docs/workers/README.md)"}
 
     def capabilities(self):
