@@ -153,3 +153,22 @@ async def test_the_app_form_shows_the_outside_workers_schema(outside, daemon):
         await wait_until(pilot, lambda: shows_schema(screen, "example", "random"), what="the example's schema")
         assert params(screen) == {"episodes_per_log": "5", "push_left": "0.5"}
         assert screen.field("algo").choices() == ["random"]
+
+
+@pytest.mark.anyio
+async def test_the_app_workers_screen_lists_the_broken_packages_with_their_errors(outside, daemon):
+    from textual.widgets import DataTable
+
+    from mosaic_tui.screens.workers import WorkersScreen
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.link.connected, what="connected")
+        await pilot.press("w")
+        await wait_until(pilot, lambda: isinstance(app.screen, WorkersScreen) and app.screen.worker_list,
+                         what="the workers screen and its list")
+        table = app.screen.query_one(DataTable)
+        rows = {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
+        assert rows["example"][3] == "yes" and rows["example"][4] == "random"
+        assert rows["bad_descriptor"][3] == "no" and "does not satisfy" in rows["bad_descriptor"][4]
+        assert rows["broken_import"][3] == "no" and "not_a_module_anywhere_42" in rows["broken_import"][4]
+        assert rows["cleanrl"][3] == "yes"
