@@ -43,12 +43,12 @@ import os
 import sys
 from typing import Any, Callable
 
-from workers.sdk import telemetry
+from workers.sdk import rundir, telemetry
 
 # Set by install().
 _emitter: telemetry.Emitter | None = None
-CHECKPOINT_DIR = "checkpoints"
-TENSORBOARD_DIR = "tensorboard"
+CHECKPOINT_DIR = rundir.CHECKPOINT_DIR
+TENSORBOARD_DIR = rundir.TENSORBOARD_DIR
 ALGO = "cleanrl"
 
 # The first vector env created in this process: the script's training env.
@@ -410,8 +410,9 @@ POST_IMPORT_PATCHES: dict[str, Callable[[Any], None]] = {
 _installed = False
 
 
-def install(algo: str = "cleanrl", checkpoint_dir: str = "checkpoints", tensorboard_dir: str = "tensorboard",
-            save_model_at_exit: bool = False, frames: dict[str, Any] | None = None) -> None:
+def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
+            tensorboard_dir: str = rundir.TENSORBOARD_DIR, save_model_at_exit: bool = False,
+            frames: dict[str, Any] | None = None) -> None:
     """Arm the patches in this process (once). Modules imported already are patched now.
 
     ``frames``: {"run_id", "fps", "max_dim", "grid"} to publish frames to FastLane.
@@ -443,8 +444,8 @@ def install_from_environ() -> bool:
     if os.environ.get("MOSAIC_CLEANRL_PATCH") != "1":
         return False
     install(algo=os.environ.get("MOSAIC_CLEANRL_ALGO", "cleanrl"),
-            checkpoint_dir=os.environ.get("MOSAIC_CLEANRL_CHECKPOINT_DIR", "checkpoints"),
-            tensorboard_dir=os.environ.get("MOSAIC_CLEANRL_TENSORBOARD_DIR", "tensorboard"),
+            checkpoint_dir=os.environ.get("MOSAIC_CLEANRL_CHECKPOINT_DIR", rundir.CHECKPOINT_DIR),
+            tensorboard_dir=os.environ.get("MOSAIC_CLEANRL_TENSORBOARD_DIR", rundir.TENSORBOARD_DIR),
             save_model_at_exit=os.environ.get("MOSAIC_CLEANRL_SAVE_MODEL") == "1",
             frames=json.loads(os.environ.get("MOSAIC_CLEANRL_FRAMES") or "null"))
     return True

@@ -10,8 +10,7 @@ from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import frames_request  # noqa: F401  (cli and evaluate import it from here)
 from workers.cleanrl_worker import catalog
 
-CHECKPOINT_DIR = "checkpoints"
-TENSORBOARD_DIR = "tensorboard"
+from workers.sdk.rundir import CHECKPOINT_DIR, TENSORBOARD_DIR  # noqa: F401  (cli and evaluate import them from here)
 
 
 def upstream() -> str:

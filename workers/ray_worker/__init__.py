@@ -14,9 +14,7 @@ from workers.ray_worker import catalog
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
 from workers.sdk.envs import unknown_env
-
-CHECKPOINT_META = "mosaic_checkpoint.json"
-
+from workers.sdk.rundir import CHECKPOINT_META
 
 class RayDescriptor(WorkerDescriptor):
     name = "ray"

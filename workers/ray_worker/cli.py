@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 
 from workers.ray_worker import WORKER
+from workers.sdk.rundir import CHECKPOINT_DIR
 from workers.sdk.stop import StopSignals
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import start
@@ -77,7 +78,7 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
 
     torch.set_num_threads(params["torch_threads"])
     total = int(config["steps"])
-    checkpoints = run_dir / "checkpoints"
+    checkpoints = run_dir / CHECKPOINT_DIR
     ray_rt = runtime.RayRuntime(params, run_dir, config.get("run_id") or run_dir.name)
     algo = None
     steps = 0

@@ -23,6 +23,7 @@ import torch
 
 from workers.ray_worker import catalog, envs, runtime
 from workers.sdk.frames import env_frames
+from workers.sdk.rundir import CHECKPOINT_META
 from workers.sdk.telemetry import Emitter
 
 
@@ -73,7 +74,7 @@ def act(module, obs, action_space) -> Any:
 def run(config: dict[str, Any], emitter: Emitter) -> int:
     torch.set_num_threads(config["params"]["torch_threads"])
     checkpoint = runtime.checkpoint_root(config["checkpoint"])
-    meta_file = checkpoint / runtime.CHECKPOINT_META
+    meta_file = checkpoint / CHECKPOINT_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     env_id = meta.get("env", config["env"])
     policy = meta.get("policy", "shared")

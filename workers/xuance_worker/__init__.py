@@ -24,9 +24,9 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.rundir import CHECKPOINT_META
 from workers.xuance_worker import catalog
 
-CHECKPOINT_META = "mosaic_checkpoint.json"
 
 _CURRICULUM_PHASE = {
     "type": "object",

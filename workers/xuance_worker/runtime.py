@@ -33,15 +33,14 @@ from typing import Any
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import env_frames
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
 from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
-from workers.xuance_worker import CHECKPOINT_META, agent_count_mismatch, catalog, checkpoint_dir, \
+from workers.xuance_worker import agent_count_mismatch, catalog, checkpoint_dir, \
     read_checkpoint_meta
 from workers.xuance_worker import mpe_alias
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
-TENSORBOARD_DIR = "tensorboard"
-CHECKPOINT_DIR = "checkpoints"
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
 HEARTBEAT_SECONDS = 10.0
 # params that are mosaic's, not keys of XuanCe's config
