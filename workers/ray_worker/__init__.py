@@ -16,6 +16,7 @@ from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu
 from workers.sdk.envs import unknown_env
 from workers.sdk.rundir import CHECKPOINT_META
 
+
 class RayDescriptor(WorkerDescriptor):
     name = "ray"
     package = "workers.ray_worker"

@@ -3,9 +3,9 @@
 Each worker registers an entry point in the group ``mosaic.workers`` that
 resolves to an object satisfying the contract ``workers.sdk.contract.Worker``;
 ``WorkerDescriptor`` is the optional helper base class the bundled workers use
-(metadata from the installed distributions, algorithm names, validation). The daemon loads descriptors to
-list workers, serve schemas, validate configs at submit time and build the
-worker's command line. Descriptor modules must stay light: loading one never
+(metadata from the installed distributions, algorithm names, validation). The
+daemon loads descriptors to list workers, serve schemas, validate configs at
+submit time and build the worker's command line. Descriptor modules must stay light: loading one never
 imports torch, ray or xuance (a test checks ``sys.modules``).
 """
 from __future__ import annotations
