@@ -24,7 +24,6 @@ import copy
 import json
 import multiprocessing
 import os
-import sys
 import time
 import traceback
 from argparse import Namespace
