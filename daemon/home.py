@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.sdk.rundir import CHECKPOINT_DIR, TENSORBOARD_DIR  # noqa: F401  (the run directory's names)
+
 # sun_path is 108 bytes including the trailing NUL.
 MAX_SOCKET_PATH = 107
 
@@ -116,5 +118,4 @@ STDERR_FILE = "stderr.log"           # worker stderr
 STDOUT_FILE = "stdout.log"           # stray prints of libraries (see workers.sdk.telemetry.take_stdout)
 SUPERVISOR_FILE = "supervisor.json"  # pids and start times, written by the per-run supervisor
 EXIT_FILE = "exit.json"              # exit status, written by the per-run supervisor
-CHECKPOINTS_DIR = "checkpoints"
-TENSORBOARD_DIR = "tensorboard"
+CHECKPOINTS_DIR = CHECKPOINT_DIR    # the names the workers use (workers/sdk/rundir.py)

@@ -32,3 +32,21 @@ def test_workers_command_lists_capabilities(daemon, mosaic):
     synthetic = next(w for w in workers if w["name"] == "synthetic")
     assert synthetic["available"] and synthetic["capabilities"]["algorithms"] == ["emit"]
     assert {"name", "version", "upstream", "upstream_version", "capabilities"} <= set(synthetic)
+
+
+def test_no_worker_module_imports_a_module_that_imports_it_back():
+    """Circles (CleanRL's cli and evaluate imported each other) make the import order matter;
+    lazy imports inside functions count too."""
+    import ast
+    graph: dict[str, set[str]] = {}
+    for path in (ROOT / "workers").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("workers"):
+                names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names if a.name.startswith("workers")}
+        graph[module] = names - {module}
+    circles = sorted((a, b) for a, names in graph.items() for b in names if b in graph and a in graph[b] and a < b)
+    assert circles == []

@@ -680,3 +680,17 @@ def test_two_node_cluster(daemon, mosaic, two_node_cluster):
     assert cluster["dead_actors"].count("SingleAgentEnvRunner") == 2
     # a cluster's Ray keeps its own temp dir: nothing of it in the run dir
     assert not (mosaic.home.run_dir(run_id) / "ray").exists()
+
+
+def test_invalid_config_file_fails_before_starting_ray(tmp_path):
+    """The worker validates its config.json again, as every worker does (workers/sdk/worker_cli.start):
+    an edited file is refused with one run_failed naming the field, before any Ray process starts."""
+    (tmp_path / "config.json").write_text(json.dumps(_config(env="CartPol-v1")))
+    proc = subprocess.run([sys.executable, "-m", "workers.ray_worker.cli", "--config", "config.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert [e["type"] for e in events] == ["run_failed"]
+    assert "env: unknown environment 'CartPol-v1'" in events[0]["reason"] and "'CartPole-v1'" in events[0]["reason"]
+    assert not (tmp_path / "ray").exists() and "ray" not in proc.stderr.lower()

@@ -14,16 +14,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_params, check_value, parse_run_config
-from workers.sdk.descriptor import WorkerDescriptor, dist_version
+from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
+from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
 from workers.cleanrl_worker import catalog
 from workers.cleanrl_worker.argparse_schema import property_schema
-
-
-def torch_has_gpu_build() -> bool:
-    """False for the CPU build of torch (version "2.x+cpu"), read from its metadata."""
-    version = dist_version("torch")
-    return version is not None and "+cpu" not in version
 
 
 class CleanRLDescriptor(WorkerDescriptor):
@@ -102,17 +96,20 @@ class CleanRLDescriptor(WorkerDescriptor):
                     pass
             properties[arg.name] = prop
         owned = ", ".join(f"--{flag} from '{field}'" for flag, field in catalog.OWNED_ARGS.items())
+        # an installed script by its place in the package (where it is on this machine says nothing
+        # in a form); a user's own script by the path they gave
+        shown = path if catalog.is_script_path(algo) else f"cleanrl/{os.path.basename(path)}"
         return {
             "$schema": SCHEMA_DIALECT,
             "title": f"cleanrl {os.path.basename(path)[:-3] if catalog.is_script_path(algo) else algo}",
-            "description": f"Options of {path} (its argparse parser). Set by the run config instead: {owned}.",
+            "description": f"Options of {shown} (its argparse parser). Set by the run config instead: {owned}.",
             "type": "object",
             "properties": properties,
             "additionalProperties": False,
         }
 
     def check_env(self, config: RunConfig) -> None:
-        path = self.script_for(config.algo)
+        path = self.script_for(config.algo)  # a script path that is no CleanRL-style script says why here
         wanted, library = self.script_traits(config.algo)
         known = catalog.ENVS.get(config.env)
         if known is not None:
@@ -139,20 +136,10 @@ class CleanRLDescriptor(WorkerDescriptor):
         if config.mode == "eval" and os.path.isabs(config.checkpoint or "") \
                 and not os.path.isfile(config.checkpoint):
             raise ConfigError("checkpoint", f"no such file: {config.checkpoint}")
-
-    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
-        """As WorkerDescriptor.validate, but ``algo`` may be a script path."""
-        parsed = parse_run_config(config)
-        if parsed.worker != self.name:
-            raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
-        self.script_for(parsed.algo)
-        self.check_env(parsed)
-        for key in parsed.params:
+        for key in config.params:  # before the schema, which has no such key, says less
             if key in catalog.OWNED_ARGS:
                 raise ConfigError(f"params.{key}", f"is set by the run config's "
                                                    f"'{catalog.OWNED_ARGS[key]}' field")
-        parsed.params = check_params(self.schema(parsed.algo, parsed.env), parsed.params)
-        return parsed.model_dump()
 
 
 WORKER = CleanRLDescriptor()

@@ -6,11 +6,12 @@ are found with ``importlib.util.find_spec`` and read as text, never imported.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from typing import Any
 
+from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
+from workers.sdk.envs import GYMNASIUM_ENVS
 from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
@@ -71,45 +72,20 @@ BOUNDS: dict[str, dict[str, float]] = {
 # family -> module that must be importable for the family to run.
 ENV_FAMILIES = {"classic_control": None, "box2d": "Box2D", "mujoco": "mujoco"}
 BOTH = ("gym", "gymnasium")
+GYMNASIUM_ONLY = ("LunarLander-v3", "LunarLanderContinuous-v3")  # and MuJoCo: CleanRL's gym 0.23 scripts use none
 ENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "CartPole-v0": ("classic_control", "discrete", BOTH),
-    "CartPole-v1": ("classic_control", "discrete", BOTH),
-    "Acrobot-v1": ("classic_control", "discrete", BOTH),
-    "MountainCar-v0": ("classic_control", "discrete", BOTH),
-    "Pendulum-v1": ("classic_control", "continuous", BOTH),
-    "MountainCarContinuous-v0": ("classic_control", "continuous", BOTH),
-    "LunarLander-v2": ("box2d", "discrete", ("gym",)),
-    "LunarLanderContinuous-v2": ("box2d", "continuous", ("gym",)),
-    "LunarLander-v3": ("box2d", "discrete", ("gymnasium",)),
-    "LunarLanderContinuous-v3": ("box2d", "continuous", ("gymnasium",)),
-    "BipedalWalker-v3": ("box2d", "continuous", BOTH),
-    "BipedalWalkerHardcore-v3": ("box2d", "continuous", BOTH),
+    env: (info["family"], info["actions"],
+          ("gymnasium",) if info["family"] == "mujoco" or env in GYMNASIUM_ONLY else BOTH)
+    for env, info in GYMNASIUM_ENVS.items()
 }
-for _name in ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "InvertedPendulum",
-              "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher"):
-    for _version in ("v4", "v5"):
-        ENVS[f"{_name}-{_version}"] = ("mujoco", "continuous", ("gymnasium",))
-
-
-def module_available(name: str | None) -> bool:
-    """True if ``name`` could be imported (found on the path; not imported)."""
-    if name is None:
-        return True
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+# gym 0.23's LunarLander (gymnasium's is v3)
+ENVS["LunarLander-v2"] = ("box2d", "discrete", ("gym",))
+ENVS["LunarLanderContinuous-v2"] = ("box2d", "continuous", ("gym",))
 
 
 def cleanrl_dir() -> str | None:
     """Directory of the installed ``cleanrl`` package (a namespace package: no __init__)."""
-    try:
-        spec = importlib.util.find_spec("cleanrl")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
+    for location in package_dirs("cleanrl"):
         if os.path.isfile(os.path.join(location, "ppo.py")):
             return location
     return None

@@ -22,24 +22,14 @@ import stat
 import subprocess
 import sys
 
-from workers.sdk.descriptor import dist_version
+from workers.sdk.stop import die_of
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import start
 from workers.cleanrl_worker import WORKER, catalog
+from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 HEARTBEAT_SECONDS = 10.0
-CHECKPOINT_DIR = "checkpoints"
-TENSORBOARD_DIR = "tensorboard"
-
-
-def upstream() -> str:
-    return f"cleanrl=={dist_version('cleanrl') or '?'}"
-
-
-def algo_name(algo: str) -> str:
-    """Short name of the algorithm: the script's file name without .py."""
-    return os.path.basename(algo)[:-3] if catalog.is_script_path(algo) else algo
 
 
 def script_argv(config: dict, path: str) -> list[str]:
@@ -57,15 +47,6 @@ def script_argv(config: dict, path: str) -> list[str]:
         words += by_name["cuda"].to_argv(config["device"] != "cpu")
     words += catalog.flags_for(path, config["params"])
     return [sys.executable, path] + words
-
-
-def frames_request(config: dict) -> dict | None:
-    """What patches.install(frames=...) needs, if frames are on and the run has an id."""
-    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
-    frames = config["frames"]
-    if not frames["enabled"] or not run_id:
-        return None
-    return {"run_id": run_id, "fps": frames["fps"], "max_dim": frames["max_dim"], "grid": frames["grid"]}
 
 
 def child_environment(config: dict, path: str) -> dict[str, str]:
@@ -175,9 +156,7 @@ def train(config: dict, emitter: Emitter) -> int:
     emitter.run_failed(failure_reason(name, returncode, received, stderr_tail(offset)))
     emitter.close()
     if returncode < 0:
-        # die of the same signal, so our own exit status tells the supervisor what happened
-        signal.signal(-returncode, signal.SIG_DFL)
-        os.kill(os.getpid(), -returncode)
+        die_of(-returncode)  # of the same signal: our exit status tells the supervisor what happened
     return returncode if returncode > 0 else 1
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from workers.sdk.telemetry import Emitter
 from workers.cleanrl_worker import WORKER, patches
-from workers.cleanrl_worker.cli import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
+from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
 
 EPSILON = 0.05  # cleanrl_utils/evals' default for DQN and C51
 

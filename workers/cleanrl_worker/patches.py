@@ -43,12 +43,12 @@ import os
 import sys
 from typing import Any, Callable
 
-from workers.sdk import telemetry
+from workers.sdk import rundir, telemetry
 
 # Set by install().
 _emitter: telemetry.Emitter | None = None
-CHECKPOINT_DIR = "checkpoints"
-TENSORBOARD_DIR = "tensorboard"
+CHECKPOINT_DIR = rundir.CHECKPOINT_DIR
+TENSORBOARD_DIR = rundir.TENSORBOARD_DIR
 ALGO = "cleanrl"
 
 # The first vector env created in this process: the script's training env.
@@ -59,7 +59,7 @@ env_steps = 0  # env steps taken in TRAINING_ENV (all its sub-envs)
 
 _uncaught_exception = False
 _original_torch_save: Callable | None = None
-FRAMES: "Frames | None" = None  # set by install() when frames are on
+FRAMES: "EnvFrames | None" = None  # set by install() when frames are on
 
 
 # -- running a patch after a module is imported ---------------------------
@@ -157,7 +157,7 @@ def _training_step_gym(env, step: Callable) -> Callable:
                 if episode is not None:
                     _emit_episode(episode["r"], episode["l"], i)
         if FRAMES is not None:
-            FRAMES.maybe_publish(env)
+            FRAMES.maybe_publish(render_sub_envs, env, FRAMES.grid)
         return result
 
     return training_step
@@ -204,7 +204,7 @@ def _patch_gymnasium_vector_class(cls, signature, same_step) -> None:
                 for i in final["_episode"].nonzero()[0]:
                     _emit_episode(returns[i], lengths[i], i)
             if FRAMES is not None:
-                FRAMES.maybe_publish(self)
+                FRAMES.maybe_publish(render_sub_envs, self, FRAMES.grid)
         if "final_obs" in infos:
             _restore_final_keys(self.num_envs, infos)
         return obs, rewards, terminations, truncations, infos
@@ -268,34 +268,6 @@ def patch_gymnasium_make(module) -> None:
 
 
 # -- frames -------------------------------------------------------------------
-class Frames:
-    """Rendered frames of the training env's first ``grid`` sub-envs into FastLane, at most ``fps`` a second."""
-
-    def __init__(self, run_id: str, fps: float, max_dim: int, grid: int):
-        from workers.fastlane.writer import FrameWriter
-
-        self.writer = FrameWriter(run_id, max_dim=max_dim, max_fps=fps)
-        self.grid = grid
-
-    def maybe_publish(self, vector_env) -> None:
-        global FRAMES
-        if not self.writer.due():
-            return
-        try:
-            images = [image for image in render_sub_envs(vector_env, self.grid) if image is not None]
-            if images:
-                from workers.fastlane.writer import tile
-
-                self.writer.publish(tile(images) if len(images) > 1 else images[0])
-        except Exception as exc:  # noqa: BLE001 -- an env that cannot render must not stop training
-            FRAMES = None
-            self.close()
-            sys.stderr.write(f"mosaic: frames disabled: {exc!r}\n")
-
-    def close(self) -> None:
-        self.writer.close()
-
-
 def render_sub_envs(vector_env, count: int) -> list:
     """RGB arrays of the first ``count`` sub-envs of a gym 0.23 or gymnasium vector env."""
     gymnasium_api = type(vector_env).__module__.startswith("gymnasium")
@@ -438,8 +410,9 @@ POST_IMPORT_PATCHES: dict[str, Callable[[Any], None]] = {
 _installed = False
 
 
-def install(algo: str = "cleanrl", checkpoint_dir: str = "checkpoints", tensorboard_dir: str = "tensorboard",
-            save_model_at_exit: bool = False, frames: dict[str, Any] | None = None) -> None:
+def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
+            tensorboard_dir: str = rundir.TENSORBOARD_DIR, save_model_at_exit: bool = False,
+            frames: dict[str, Any] | None = None) -> None:
     """Arm the patches in this process (once). Modules imported already are patched now.
 
     ``frames``: {"run_id", "fps", "max_dim", "grid"} to publish frames to FastLane.
@@ -452,7 +425,9 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = "checkpoints", tensorbo
     _emitter = telemetry.get_emitter()  # before atexit.register below: runs after our exit hook
     pending = dict(POST_IMPORT_PATCHES)
     if frames:
-        FRAMES = Frames(frames["run_id"], frames["fps"], frames["max_dim"], frames["grid"])
+        from workers.sdk.frames import EnvFrames
+
+        FRAMES = EnvFrames(**frames)
         atexit.register(lambda: FRAMES is not None and FRAMES.close())
         pending["gymnasium.envs.registration"] = patch_gymnasium_make
     for name in list(pending):
@@ -469,8 +444,8 @@ def install_from_environ() -> bool:
     if os.environ.get("MOSAIC_CLEANRL_PATCH") != "1":
         return False
     install(algo=os.environ.get("MOSAIC_CLEANRL_ALGO", "cleanrl"),
-            checkpoint_dir=os.environ.get("MOSAIC_CLEANRL_CHECKPOINT_DIR", "checkpoints"),
-            tensorboard_dir=os.environ.get("MOSAIC_CLEANRL_TENSORBOARD_DIR", "tensorboard"),
+            checkpoint_dir=os.environ.get("MOSAIC_CLEANRL_CHECKPOINT_DIR", rundir.CHECKPOINT_DIR),
+            tensorboard_dir=os.environ.get("MOSAIC_CLEANRL_TENSORBOARD_DIR", rundir.TENSORBOARD_DIR),
             save_model_at_exit=os.environ.get("MOSAIC_CLEANRL_SAVE_MODEL") == "1",
             frames=json.loads(os.environ.get("MOSAIC_CLEANRL_FRAMES") or "null"))
     return True

@@ -11,15 +11,10 @@ import os
 from typing import Any
 
 from workers.ray_worker import catalog
-from workers.sdk.config import ConfigError, RunConfig, check_params, check_value, parse_run_config
-from workers.sdk.descriptor import WorkerDescriptor, dist_version
-
-CHECKPOINT_META = "mosaic_checkpoint.json"
-
-
-def _torch_has_gpu_build() -> bool:
-    version = dist_version("torch") or ""
-    return bool(version) and "+cpu" not in version
+from workers.sdk.config import ConfigError, RunConfig, check_value
+from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.envs import unknown_env
+from workers.sdk.rundir import CHECKPOINT_META
 
 
 class RayDescriptor(WorkerDescriptor):
@@ -53,7 +48,7 @@ class RayDescriptor(WorkerDescriptor):
             "pause": True,
             "checkpoints": True,
             "resume": True,
-            "gpu": _torch_has_gpu_build(),
+            "gpu": torch_has_gpu_build(),
             "frames": True,
             "schema_version": catalog.SCHEMA_VERSION,
         }
@@ -64,41 +59,27 @@ class RayDescriptor(WorkerDescriptor):
                                       f"choose from {', '.join(catalog.ALGORITHMS)}")
         return catalog.schema(algo, env)
 
-    # -- validation ------------------------------------------------------------
-    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
-        parsed = parse_run_config(config)
-        if parsed.worker != self.name:
-            raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
-        if parsed.algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker 'ray'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
-        self.check_env(parsed)
-        schema = self.schema(parsed.algo, parsed.env)
-        raw = dict(parsed.params)
-        parsed.params = check_params(schema, parsed.params)
-        for index, width in enumerate(parsed.params["fcnet_hiddens"]):  # check_params leaves items to us
-            check_value(f"params.fcnet_hiddens[{index}]", schema["properties"]["fcnet_hiddens"]["items"], width)
-        for key, amount in parsed.params["custom_resources_per_env_runner"].items():
-            check_value(f"params.custom_resources_per_env_runner.{key}", {"type": "number", "minimum": 0}, amount)
-        self._check_params(parsed, raw)
-        return parsed.model_dump()
-
+    # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----
     def check_env(self, config: RunConfig) -> None:
         info = catalog.env_info(config.env)
         if info is None:
-            raise ConfigError("env", f"unknown environment {config.env!r} for worker 'ray'; "
-                                     f"choose from {', '.join(catalog.known_envs())}")
+            raise unknown_env(config.env, catalog.known_envs(), self.name)
         if not catalog.family_available(info["family"]):
             needs = ", ".join(catalog.FAMILIES[info["family"]]["needs"])
             raise ConfigError("env", f"{config.env} is a {info['family']} environment, which needs {needs}: "
                                      f"not all installed")
         if config.mode == "train" and config.steps is None:
             raise ConfigError("steps", "is required to train (env steps sampled, all env runners together)")
-        if config.device != "cpu" and not _torch_has_gpu_build():
+        if config.device != "cpu" and not torch_has_gpu_build():
             raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
 
-    def _check_params(self, config: RunConfig, raw: dict[str, Any]) -> None:
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         p = config.params
+        items = self.schema(config.algo, config.env)["properties"]["fcnet_hiddens"]["items"]
+        for index, width in enumerate(p["fcnet_hiddens"]):  # check_params leaves items to us
+            check_value(f"params.fcnet_hiddens[{index}]", items, width)
+        for key, amount in p["custom_resources_per_env_runner"].items():
+            check_value(f"params.custom_resources_per_env_runner.{key}", {"type": "number", "minimum": 0}, amount)
         info = catalog.env_info(config.env)
         multi = info["kind"] != "gym"
         policy = p["policy"]
@@ -131,7 +112,7 @@ class RayDescriptor(WorkerDescriptor):
                                   f"{p['env_runners']} env runners x {p['cpus_per_env_runner']:g} CPUs need "
                                   f"{needed:g} CPUs; the private Ray has params.num_cpus = {p['num_cpus']}: "
                                   f"they would wait forever")
-            if p["num_gpus"] > 0 and not _torch_has_gpu_build():
+            if p["num_gpus"] > 0 and not torch_has_gpu_build():
                 raise ConfigError("params.num_gpus", f"the installed torch ({dist_version('torch')}) is a "
                                                      f"CPU-only build")
             if p["custom_resources_per_env_runner"] and p["env_runners"]:

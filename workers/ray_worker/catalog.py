@@ -14,6 +14,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT
 from workers.sdk.descriptor import dist_version
+from workers.sdk.envs import gymnasium_envs
 
 # Bumped when a param is renamed, removed or changes meaning: a saved config
 # names the version it was written for.
@@ -63,14 +64,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
 # the same observation and action space (parameter sharing over all of them).
 # "module": where the PettingZoo env lives.
 ENVS: dict[str, dict[str, Any]] = {
-    "CartPole-v1": {"family": "classic_control", "actions": "discrete"},
-    "Acrobot-v1": {"family": "classic_control", "actions": "discrete"},
-    "MountainCar-v0": {"family": "classic_control", "actions": "discrete"},
-    "Pendulum-v1": {"family": "classic_control", "actions": "continuous"},
-    "MountainCarContinuous-v0": {"family": "classic_control", "actions": "continuous"},
-    "LunarLander-v3": {"family": "box2d", "actions": "discrete"},
-    "LunarLanderContinuous-v3": {"family": "box2d", "actions": "continuous"},
-    "BipedalWalker-v3": {"family": "box2d", "actions": "continuous"},
+    **gymnasium_envs(["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0",
+                      "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3"]),
     "simple_spread_v3": {"family": "mpe", "module": "mpe2.simple_spread_v3", "actions": "discrete",
                          "alike": True, "agents": 3},
     "simple_adversary_v3": {"family": "mpe", "module": "mpe2.simple_adversary_v3", "actions": "discrete",

@@ -12,7 +12,6 @@ before the process exits.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -22,7 +21,11 @@ import time
 import traceback
 from pathlib import Path
 
-from workers.sdk.telemetry import Emitter, take_stdout
+from workers.ray_worker import WORKER
+from workers.sdk.rundir import CHECKPOINT_DIR
+from workers.sdk.stop import StopSignals
+from workers.sdk.telemetry import Emitter
+from workers.sdk.worker_cli import start
 
 # Ray reports usage statistics by default; a run must not phone anywhere.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -34,28 +37,10 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 SHUTDOWN_SECONDS = 8.0
 
 
-class Cancelled(BaseException):
-    """Raised in the main thread by SIGTERM/SIGINT: unwinds training to the cleanup."""
-
-
 # The signal that stopped the run, once one came. Raising Cancelled inside Ray's
 # Cython code surfaces as a SystemError, so the cleanup and the exit status go
-# by this rather than by the exception's type.
-stopped_by: str | None = None
-
-
-def _on_signal(signum, frame):
-    global stopped_by
-    # Only once: a second signal during cleanup must not interrupt the cleanup.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stopped_by = signal.Signals(signum).name
-    raise Cancelled(stopped_by)
-
-
-def install_signal_handlers() -> None:
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+# by STOP.received rather than by the exception's type.
+STOP = StopSignals()
 
 
 def _watchdog(seconds: float, emitter: Emitter, ray_rt) -> threading.Timer:
@@ -93,7 +78,7 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
 
     torch.set_num_threads(params["torch_threads"])
     total = int(config["steps"])
-    checkpoints = run_dir / "checkpoints"
+    checkpoints = run_dir / CHECKPOINT_DIR
     ray_rt = runtime.RayRuntime(params, run_dir, config.get("run_id") or run_dir.name)
     algo = None
     steps = 0
@@ -101,7 +86,7 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
         emitter.phase("ray_init", step=0)
         ray_rt.start()
         # ray.init installs its own SIGTERM handler (sys.exit) in the driver: ours again.
-        install_signal_handlers()
+        STOP.install()
         setup = runtime.Setup(config)
         emitter.phase("build", step=0)
         algo = setup.config.build_algo()
@@ -159,26 +144,24 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
         try:
             # On a cancel the supervisor has sent SIGTERM to Ray's processes too:
             # the env-runner actors are going, and algo.stop() would wait on them.
-            if algo is not None and stopped_by is None:
+            if algo is not None and STOP.received is None:
                 try:
                     algo.stop()
                 except Exception as exc:
                     sys.stderr.write(f"mosaic ray worker: algo.stop(): {exc!r}\n")
             started = time.monotonic()
-            ray_rt.stop(cancelled=stopped_by is not None)
+            ray_rt.stop(cancelled=STOP.received is not None)
             sys.stderr.write(f"mosaic ray worker: Ray stopped in {time.monotonic() - started:.1f}s\n")
         finally:
             timer.cancel()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args()
-    emitter = take_stdout()
-    with open(args.config) as f:
-        config = json.load(f)
-    install_signal_handlers()
+def main(argv: list[str] | None = None) -> int:
+    # validated again, as every worker does: the file may have been edited since the daemon took it
+    emitter, config = start("python -m workers.ray_worker.cli", argv, WORKER)
+    if config is None:
+        return 2
+    STOP.install()
     run_dir = Path.cwd()
     emitter.run_started(worker="ray", algo=config["algo"], env=config["env"],
                         total_steps=config.get("steps") if config.get("mode", "train") == "train" else None,
@@ -190,8 +173,8 @@ def main() -> int:
             return evaluate.run(config, emitter)
         return train(config, emitter, run_dir)
     except BaseException as exc:
-        if stopped_by is not None:  # Cancelled, or what Ray made of it
-            sys.stderr.write(f"mosaic ray worker: stopped by {stopped_by}\n")
+        if STOP.received is not None:  # Cancelled, or what Ray made of it
+            sys.stderr.write(f"mosaic ray worker: stopped by {STOP.name}\n")
             emitter.close()
             sys.stderr.flush()
             # Ray's atexit hook would disconnect from the raylet just killed and

@@ -22,6 +22,8 @@ import numpy as np
 import torch
 
 from workers.ray_worker import catalog, envs, runtime
+from workers.sdk.frames import env_frames
+from workers.sdk.rundir import CHECKPOINT_META
 from workers.sdk.telemetry import Emitter
 
 
@@ -72,16 +74,12 @@ def act(module, obs, action_space) -> Any:
 def run(config: dict[str, Any], emitter: Emitter) -> int:
     torch.set_num_threads(config["params"]["torch_threads"])
     checkpoint = runtime.checkpoint_root(config["checkpoint"])
-    meta_file = checkpoint / runtime.CHECKPOINT_META
+    meta_file = checkpoint / CHECKPOINT_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     env_id = meta.get("env", config["env"])
     policy = meta.get("policy", "shared")
     modules = load_modules(checkpoint)
-    frames = None
-    if config["frames"]["enabled"]:
-        from workers.fastlane.writer import FrameWriter
-        frames = FrameWriter(config["run_id"] or Path.cwd().name, max_dim=config["frames"]["max_dim"],
-                             max_fps=config["frames"]["fps"])
+    frames = env_frames(config)
     env_config = {"env": env_id, "env_kwargs": meta.get("env_kwargs", config["params"]["env_kwargs"]),
                   "policy": policy, "render_mode": "rgb_array" if frames is not None else None}
     env = envs.make_env(env_config)
@@ -103,8 +101,8 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
             agent_returns: dict[str, float] = {}
             done = False
             while not done:
-                if frames is not None and frames.due():
-                    frames.publish(env.render())
+                if frames is not None:
+                    frames.maybe_publish(env.render)
                 if multi_agent:
                     actions = {aid: act(modules[mapping(aid, episode)], o, env.action_spaces[aid])
                                for aid, o in obs.items()}

@@ -23,11 +23,11 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LI
 from ray.tune.registry import register_env
 
 from workers.ray_worker import catalog, envs, modules
+from workers.sdk.rundir import CHECKPOINT_META
 
 EPISODES_KEY = "mosaic_episodes"          # per-episode records the callback logs (item_series)
 SELF_PLAY_WIN_KEY = "self_play_main_win_rate"
 MAIN = "main"
-CHECKPOINT_META = "mosaic_checkpoint.json"
 PLACEMENT_FILE = "ray_placement.json"
 # The longest path Ray binds a Unix socket to is <temp_dir>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store
 # (41 + 21 characters past the temp dir, with a 7-digit pid); sun_path holds 107 bytes.

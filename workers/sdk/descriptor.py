@@ -1,14 +1,17 @@
 """What a worker package tells the daemon about itself.
 
 Each worker registers an entry point in the group ``mosaic.workers`` that
-resolves to a ``WorkerDescriptor`` instance. The daemon loads descriptors to
-list workers, serve schemas, validate configs at submit time and build the
-worker's command line. Descriptor modules must stay light: loading one never
+resolves to an object satisfying the contract ``workers.sdk.contract.Worker``;
+``WorkerDescriptor`` is the optional helper base class the bundled workers use
+(metadata from the installed distributions, algorithm names, validation). The
+daemon loads descriptors to list workers, serve schemas, validate configs at
+submit time and build the worker's command line. Descriptor modules must stay light: loading one never
 imports torch, ray or xuance (a test checks ``sys.modules``).
 """
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
 from typing import Any
 
@@ -22,6 +25,34 @@ def dist_version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def module_available(name: str | None) -> bool:
+    """Could ``name`` be imported? Found on the path, not imported (None: nothing needed)."""
+    if name is None:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def package_dirs(name: str) -> list[str]:
+    """The folders of an installed package, found without importing it (a
+    namespace package such as cleanrl may have several); [] if not installed."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return list(spec.submodule_search_locations)
+
+
+def torch_has_gpu_build() -> bool:
+    """False for the CPU build of torch (version "2.x+cpu") or none, read from its metadata."""
+    version = dist_version("torch")
+    return version is not None and "+cpu" not in version
 
 
 def resolve_algorithm(typed: str, names: list[str], worker: str) -> str:
@@ -109,7 +140,14 @@ class WorkerDescriptor:
         raise NotImplementedError
 
     def check_env(self, config: RunConfig) -> None:
-        """Refuse an env the algorithm cannot run; override per worker."""
+        """Refuse what the run's fields ask that the algorithm cannot run (its env,
+        steps, device, checkpoint; params as given), before the params are checked
+        against the schema; override per worker."""
+
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
+        """Refuse combinations the schema cannot express, with the params checked
+        and given their defaults (``given``: the params as the config gave them);
+        override per worker."""
 
     def validate(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check a whole run config; return it normalised, or raise ConfigError."""
@@ -120,7 +158,9 @@ class WorkerDescriptor:
             raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker {self.name!r}; "
                                       f"choose from {', '.join(self.algorithms())}")
         self.check_env(parsed)
+        given = dict(parsed.params)
         parsed.params = check_params(self.schema(parsed.algo, parsed.env), parsed.params)
+        self.check_run(parsed, given)
         return parsed.model_dump()
 
     def command(self, config: dict[str, Any]) -> list[str]:

@@ -10,11 +10,11 @@ import argparse
 import json
 from typing import Any
 
-from workers.sdk.descriptor import WorkerDescriptor
+from workers.sdk.contract import Worker
 from workers.sdk.telemetry import Emitter, take_stdout
 
 
-def start(prog: str, argv: list[str] | None, descriptor: WorkerDescriptor) -> tuple[Emitter, dict[str, Any] | None]:
+def start(prog: str, argv: list[str] | None, descriptor: Worker) -> tuple[Emitter, dict[str, Any] | None]:
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--config", default="config.json", help="the run config (JSON)")
     args = parser.parse_args(argv)

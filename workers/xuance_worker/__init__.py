@@ -22,11 +22,11 @@ import json
 import os
 from typing import Any
 
-from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_params, check_value, parse_run_config
-from workers.sdk.descriptor import WorkerDescriptor, dist_version
+from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
+from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.rundir import CHECKPOINT_META
 from workers.xuance_worker import catalog
 
-CHECKPOINT_META = "mosaic_checkpoint.json"
 
 _CURRICULUM_PHASE = {
     "type": "object",
@@ -106,7 +106,7 @@ class XuanCeDescriptor(WorkerDescriptor):
             "curriculum": True,
             "pause": True,
             "checkpoints": True,
-            "gpu": _torch_has_gpu_build(),
+            "gpu": torch_has_gpu_build(),
             "frames": True,
         }
 
@@ -154,30 +154,11 @@ class XuanCeDescriptor(WorkerDescriptor):
             "additionalProperties": False,
         }
 
-    # -- validation ------------------------------------------------------
-    def validate(self, config: dict[str, Any]) -> dict[str, Any]:
-        parsed = parse_run_config(config)
-        if parsed.worker != self.name:
-            raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
-        if parsed.algo not in self.algorithms():
-            raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker 'xuance'; "
-                                      f"choose from {', '.join(self.algorithms())}")
-        for key in parsed.params:
+    # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----
+    def check_env(self, config: RunConfig) -> None:
+        for key in config.params:
             if key in catalog.OWNED_KEYS:
                 raise ConfigError(f"params.{key}", f"is set by {catalog.OWNED_KEYS[key]}, not a param")
-        raw_params = dict(parsed.params)
-        self.check_env(parsed)
-        schema = self.schema(parsed.algo, parsed.env)
-        parsed.params = check_params(schema, parsed.params)
-        for key, value in raw_params.items():  # check_params leaves list items to us
-            items = schema["properties"][key].get("items")
-            if items and items.get("type") != "object" and isinstance(value, list):
-                for index, item in enumerate(value):
-                    check_value(f"params.{key}[{index}]", items, item)
-        self._check_params(parsed, raw_params)
-        return parsed.model_dump()
-
-    def check_env(self, config: RunConfig) -> None:
         info = catalog.ALGORITHMS[config.algo]
         family, env_id = catalog.resolve_env(config.env)
         if family != info["family"]:
@@ -189,7 +170,7 @@ class XuanCeDescriptor(WorkerDescriptor):
             raise ConfigError("env", f"{config.algo} needs {' or '.join(info['actions'])} actions; "
                                      f"{env_id} has {kind} actions")
         self._config_file(config.algo, family, env_id)
-        if config.device != "cpu" and not _torch_has_gpu_build():
+        if config.device != "cpu" and not torch_has_gpu_build():
             raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
         if config.mode == "eval":
             # "run:NAME" and paths relative to the home are the daemon's to resolve (after this
@@ -198,8 +179,14 @@ class XuanCeDescriptor(WorkerDescriptor):
             if os.path.isabs(checkpoint) and not os.path.exists(checkpoint):
                 raise ConfigError("checkpoint", f"no such file: {checkpoint}")
 
-    def _check_params(self, config: RunConfig, raw: dict[str, Any]) -> None:
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         """Checks across fields, once params have their defaults."""
+        schema = self.schema(config.algo, config.env)
+        for key, value in given.items():  # check_params leaves list items to us
+            items = schema["properties"][key].get("items")
+            if items and items.get("type") != "object" and isinstance(value, list):
+                for index, item in enumerate(value):
+                    check_value(f"params.{key}[{index}]", items, item)
         params = config.params
         family, env_id = catalog.resolve_env(config.env)
         parallels = params.get("parallels", 1)
@@ -208,7 +195,7 @@ class XuanCeDescriptor(WorkerDescriptor):
                                        f"steps count all parallel environments together")
         self._check_batches(params)
         if family == catalog.MPE:
-            self._check_multi_agent(config, env_id, raw)
+            self._check_multi_agent(config, env_id, given)
         schedule = params.get("curriculum_schedule")
         if schedule is not None:
             self._check_curriculum(config, family, env_id, schedule)
@@ -357,11 +344,6 @@ def read_checkpoint_meta(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None
-
-
-def _torch_has_gpu_build() -> bool:
-    version = dist_version("torch")
-    return version is not None and "+cpu" not in version
 
 
 WORKER = XuanCeDescriptor()

@@ -9,12 +9,13 @@ package directory, which ``importlib.util.find_spec`` finds without importing it
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 from typing import Any
 
-from workers.sdk.config import ConfigError
+from workers.sdk.config import ConfigError, did_you_mean
+from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
+from workers.sdk.envs import gymnasium_envs, unknown_env
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
@@ -29,14 +30,8 @@ VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
 
 # Gymnasium's classic-control tasks: action kind, and the spaces (for
 # checking a curriculum at submit time; the worker checks again with the real envs).
-CLASSIC_CONTROL_ENVS: dict[str, dict[str, str]] = {
-    "CartPole-v0": {"actions": "discrete", "spaces": "Box(4,) / Discrete(2)"},
-    "CartPole-v1": {"actions": "discrete", "spaces": "Box(4,) / Discrete(2)"},
-    "Acrobot-v1": {"actions": "discrete", "spaces": "Box(6,) / Discrete(3)"},
-    "MountainCar-v0": {"actions": "discrete", "spaces": "Box(2,) / Discrete(3)"},
-    "Pendulum-v1": {"actions": "continuous", "spaces": "Box(3,) / Box(1,)"},
-    "MountainCarContinuous-v0": {"actions": "continuous", "spaces": "Box(2,) / Box(1,)"},
-}
+CLASSIC_CONTROL_ENVS: dict[str, dict[str, str]] = gymnasium_envs(family="classic_control",
+                                                                 fields=("actions", "spaces"))
 
 
 def _count(*terms: tuple[str, int], plus: int = 0):
@@ -119,23 +114,13 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 
 
 # -- the installed package ----------------------------------------------------
-def module_available(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 @functools.lru_cache(maxsize=1)
 def configs_dir() -> str | None:
     """xuance/configs of the installed package (found, not imported)."""
-    try:
-        spec = importlib.util.find_spec("xuance")
-    except (ImportError, ValueError):
+    folders = package_dirs("xuance")
+    if not folders:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = os.path.join(list(spec.submodule_search_locations)[0], "configs")
+    path = os.path.join(folders[0], "configs")
     return path if os.path.isdir(path) else None
 
 
@@ -179,13 +164,10 @@ def yaml_comments(path: str) -> dict[str, str]:
 # -- environments -------------------------------------------------------------
 def mpe_scenarios() -> list[str]:
     """Scenario modules of the installed mpe2 (``simple_spread_v3``...), found without importing them."""
-    try:
-        spec = importlib.util.find_spec("mpe2")
-    except (ImportError, ValueError):
+    folders = package_dirs("mpe2")
+    if not folders:
         return []
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    folder = list(spec.submodule_search_locations)[0]
+    folder = folders[0]
     return sorted(name[:-3] for name in os.listdir(folder) if re.fullmatch(r"[a-z_]+_v\d+\.py", name))
 
 
@@ -215,6 +197,9 @@ def resolve_env(env: str) -> tuple[str, str]:
     for family, ids in envs.items():
         if env in ids:
             return family, env
+    known = [env_id for ids in envs.values() for env_id in ids]
+    if did_you_mean(env, known):
+        raise unknown_env(env, known, "xuance")
     listing = "; ".join(f"{family}: {', '.join(ids)}" for family, ids in envs.items())
     raise ConfigError("env", f"unknown environment {env!r}; known: {listing} "
                              f"(or name the family: 'classic_control:<gymnasium id>')")

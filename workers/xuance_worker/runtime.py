@@ -24,8 +24,6 @@ import copy
 import json
 import multiprocessing
 import os
-import signal
-import sys
 import time
 import traceback
 from argparse import Namespace
@@ -33,26 +31,19 @@ from typing import Any
 
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import dist_version
+from workers.sdk.frames import env_frames
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
+from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
-from workers.xuance_worker import CHECKPOINT_META, agent_count_mismatch, catalog, checkpoint_dir, \
+from workers.xuance_worker import agent_count_mismatch, catalog, checkpoint_dir, \
     read_checkpoint_meta
 from workers.xuance_worker import mpe_alias
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
-TENSORBOARD_DIR = "tensorboard"
-CHECKPOINT_DIR = "checkpoints"
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
 HEARTBEAT_SECONDS = 10.0
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
-
-
-class Cancelled(BaseException):
-    """SIGTERM/SIGINT arrived: unwind out of XuanCe's loop, report, and die of the signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 # -- process setup ------------------------------------------------------------
@@ -199,7 +190,7 @@ class Hooks:
                 self.last_beat = now
                 self.emitter.heartbeat(at)
             if self.frames is not None:
-                self.frames.maybe_publish(envs)
+                self.frames.maybe_publish(envs.render, "rgb_array")
             return result
 
         envs.step = step_and_report
@@ -250,38 +241,6 @@ class Hooks:
 
     def on_test_end(self, *args, **kwargs):
         return
-
-
-class Frames:
-    """Rendered frames of the first ``grid`` environments into FastLane, at most ``fps`` a second."""
-
-    def __init__(self, run_id: str, frames_config: dict[str, Any]):
-        from workers.fastlane.writer import FrameWriter
-        self.writer = FrameWriter(run_id, max_dim=frames_config["max_dim"], max_fps=frames_config["fps"])
-        self.grid = frames_config["grid"]
-        self.failed = False
-
-    def maybe_publish(self, envs) -> None:
-        if self.failed or envs is None or not self.writer.due():
-            return
-        from workers.fastlane.writer import tile
-        try:
-            images = [image for image in envs.render("rgb_array")[:self.grid] if image is not None]
-            if images:
-                self.writer.publish(tile(images) if len(images) > 1 else images[0])
-        except Exception as exc:  # an env that cannot render must not stop training
-            self.failed = True
-            sys.stderr.write(f"mosaic: frames disabled: {exc!r}\n")
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-def make_frames(config: dict[str, Any]) -> Frames | None:
-    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
-    if not config["frames"]["enabled"] or not run_id:
-        return None
-    return Frames(run_id, config["frames"])
 
 
 # -- environments ---------------------------------------------------------------
@@ -429,7 +388,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     agent = runner.agent
     checkpoints = Checkpoints(emitter, config, agent, family, multi_agent)
     checkpoints.phase = phases[0]
-    frames = make_frames(config)
+    frames = env_frames(config)
     train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
     hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None,
                   checkpoint_every=params["checkpoint_interval"], last_step=sum(train_steps) * runner.n_envs,
@@ -504,7 +463,7 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
         if meta is not None:
             check_fits(meta, agent, runner.envs, env_id, multi_agent)
         agent.load_model(folder, model_name or model_in(folder))
-        frames = make_frames(config)
+        frames = env_frames(config)
         hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None, frames=frames)
         install_hooks(agent, hooks)
         hooks.watch(runner.envs)
@@ -548,17 +507,7 @@ def check_fits(meta: dict[str, Any], agent, envs, env_id: str, multi_agent: bool
 # -- entry ---------------------------------------------------------------------------
 def run(config: dict[str, Any], emitter: Emitter) -> int:
     """Train or evaluate; report the outcome on the wire; return the exit code."""
-    received: list[int] = []
-
-    def cancel(signum, frame):
-        # once: the cleanup below must not be interrupted by the next signal of the same cancel
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        received.append(signum)
-        raise Cancelled(signum)
-
-    signal.signal(signal.SIGTERM, cancel)
-    signal.signal(signal.SIGINT, cancel)
+    stop = StopSignals().install()
     prepare_process(config["params"]["torch_threads"])
     try:
         try:
@@ -569,10 +518,10 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
             emitter.run_failed(f"invalid config: {exc}")
             return 2
         except Exception as exc:
-            if received:
+            if stop.received is not None:
                 # the daemon signals the whole process group: XuanCe's env processes may die
                 # first, and a broken pipe reach us before our own SIGTERM does
-                raise Cancelled(received[0]) from None
+                raise Cancelled(stop.received) from None
             tail = traceback.format_exc()
             traceback.print_exc()
             emitter.run_failed(f"{type(exc).__name__}: {exc}\n\n{tail[-3000:]}")
@@ -582,7 +531,5 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
         emitter.close()
         for child in multiprocessing.active_children():  # XuanCe's env processes
             child.terminate()
-        # die of the signal, so the exit status says what happened
-        signal.signal(exc.signum, signal.SIG_DFL)
-        os.kill(os.getpid(), exc.signum)
+        die_of(exc.signum)  # the exit status says what happened
         return 128 + exc.signum

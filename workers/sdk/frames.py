@@ -1,0 +1,65 @@
+"""Live frames from a worker's env into FastLane: render, tile, scale, publish, rate-limited.
+
+    frames = env_frames(config)                  # None when the run has frames off
+    ...
+    if frames is not None:
+        frames.maybe_publish(env.render)         # renders only when a frame is due
+
+Every worker that renders a gymnasium-style env uses this: the rate limit is
+asked before rendering (rendering costs more than publishing), the first
+``grid`` images of a vector env are tiled into one frame, FrameWriter scales it
+to ``max_dim``, and an env that cannot render turns frames off with one line on
+stderr instead of stopping the training.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+
+class EnvFrames:
+    def __init__(self, run_id: str, fps: float, max_dim: int, grid: int = 1):
+        from workers.fastlane.writer import FrameWriter  # numpy: worker processes only
+
+        self.writer = FrameWriter(run_id, max_dim=max_dim, max_fps=fps)
+        self.grid = grid
+        self.failed = False
+
+    def maybe_publish(self, render: Callable[..., Any], *args: Any) -> None:
+        """Publish what ``render(*args)`` returns (an RGB array, or a list of them:
+        the first ``grid`` are tiled), if the rate limit lets a frame through."""
+        if self.failed or not self.writer.due():
+            return
+        try:
+            rendered = render(*args)
+            # one image (H, W, 3), or a list / stacked array of a vector env's
+            images = [rendered] if getattr(rendered, "ndim", None) == 3 else list(rendered)[:self.grid]
+            images = [image for image in images if image is not None]
+            if images:
+                from workers.fastlane.writer import tile
+
+                self.writer.publish(tile(images) if len(images) > 1 else images[0])
+        except Exception as exc:  # noqa: BLE001 -- an env that cannot render must not stop training
+            self.failed = True
+            self.close()
+            sys.stderr.write(f"mosaic: frames disabled: {exc!r}\n")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def frames_request(config: dict[str, Any]) -> dict[str, Any] | None:
+    """What EnvFrames needs, if frames are on and the run has an id (the daemon's
+    config.json has it; a child process finds it in MOSAIC_RUN_ID)."""
+    run_id = config.get("run_id") or os.environ.get("MOSAIC_RUN_ID")
+    frames = config["frames"]
+    if not frames["enabled"] or not run_id:
+        return None
+    return {"run_id": run_id, "fps": frames["fps"], "max_dim": frames["max_dim"], "grid": frames["grid"]}
+
+
+def env_frames(config: dict[str, Any]) -> EnvFrames | None:
+    """The run's EnvFrames, or None when it has frames off."""
+    request = frames_request(config)
+    return None if request is None else EnvFrames(**request)
