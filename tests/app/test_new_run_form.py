@@ -59,16 +59,23 @@ async def choose(pilot, screen, field: str, value) -> None:
     await pilot.pause()
 
 
+async def pick(pilot, screen, worker: str, algo: str | None = None) -> None:
+    """Choose a worker (and an algorithm) and wait until the form shows that schema."""
+    if screen.common_value("worker") != worker:
+        await choose(pilot, screen, "worker", worker)
+    await wait_until(pilot, lambda: shows_schema(screen, worker, screen.common_value("algo")),
+                     what=f"{worker}'s schema")
+    if algo is not None:
+        await choose(pilot, screen, "algo", algo)
+        await wait_until(pilot, lambda: shows_schema(screen, worker, algo), what=f"{algo}'s schema")
+
+
 async def test_xuance_ppo_to_mappo_takes_mappos_defaults(daemon):
     """The reported case: n → xuance → mappo → simple_spread_v3 kept PPO's policy and learner."""
     app = live_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_form(pilot, app)
-        await choose(pilot, screen, "worker", "xuance")
-        await wait_until(pilot, lambda: shows_schema(screen, "xuance", screen.common_value("algo")),
-                         what="xuance's schema")
-        await choose(pilot, screen, "algo", "ppo")
-        await wait_until(pilot, lambda: shows_schema(screen, "xuance", "ppo"), what="ppo's schema")
+        await pick(pilot, screen, "xuance", "ppo")
         ppo = params(screen)
         assert ppo["policy"] == "Categorical_AC"
         await choose(pilot, screen, "algo", "mappo")
@@ -98,11 +105,7 @@ async def test_cleanrl_ppo_to_dqn_carries_only_typed_values_and_marks_them(daemo
     app = live_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_form(pilot, app)
-        await choose(pilot, screen, "worker", "cleanrl")
-        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", screen.common_value("algo")),
-                         what="cleanrl's schema")
-        await choose(pilot, screen, "algo", "ppo")
-        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", "ppo"), what="ppo's schema")
+        await pick(pilot, screen, "cleanrl", "ppo")
         assert params(screen)["num-envs"] == "4" and params(screen)["exp-name"] == "ppo"
         # the user types a learning rate and a discount (both exist in DQN too) ...
         param_field(screen, "learning-rate").editor.value = "0.001"
@@ -135,13 +138,9 @@ async def test_changing_the_worker_rebuilds_everything(daemon):
     app = live_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_form(pilot, app)
-        await choose(pilot, screen, "worker", "cleanrl")
-        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", screen.common_value("algo")),
-                         what="cleanrl's schema")
+        await pick(pilot, screen, "cleanrl")
         algo = screen.common_value("algo")
-        await choose(pilot, screen, "worker", "xuance")
-        await wait_until(pilot, lambda: shows_schema(screen, "xuance", screen.common_value("algo")),
-                         what="xuance's schema")
+        await pick(pilot, screen, "xuance")
         xalgo = screen.common_value("algo")
         want = schema_defaults(daemon, "xuance", xalgo, screen.common_value("env"))
         assert set(params(screen)) == set(want)
@@ -159,11 +158,7 @@ async def test_no_submit_while_the_new_schema_loads(daemon):
     app = live_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_form(pilot, app)
-        await choose(pilot, screen, "worker", "cleanrl")
-        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", screen.common_value("algo")),
-                         what="cleanrl's schema")
-        await choose(pilot, screen, "algo", "ppo")
-        await wait_until(pilot, lambda: shows_schema(screen, "cleanrl", "ppo"), what="ppo's schema")
+        await pick(pilot, screen, "cleanrl", "ppo")
         screen.field("algo").set_value("dqn")
         # the same tick: the fields on screen are still PPO's
         config, errors = screen.collect()
@@ -218,11 +213,7 @@ async def test_typing_an_env_fast_rebuilds_the_form_once_it_settles(daemon):
     app = live_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_form(pilot, app)
-        await choose(pilot, screen, "worker", "xuance")
-        await wait_until(pilot, lambda: shows_schema(screen, "xuance", screen.common_value("algo")),
-                         what="xuance's schema")
-        await choose(pilot, screen, "algo", "mappo")
-        await wait_until(pilot, lambda: shows_schema(screen, "xuance", "mappo"), what="mappo's schema")
+        await pick(pilot, screen, "xuance", "mappo")
         screen.set_focus(screen.field("env").editor)
         screen.field("env").editor.value = ""
         await pilot.pause()
