@@ -342,8 +342,9 @@ class NewRunScreen(Screen):
         required = set(schema.get("required") or [])
         self.query_one("#params-title", Static).update(f"Parameters of {worker} {algo} ({len(props)})")
         self.query_one("#schema-desc", Static).update(schema.get("description") or "")
-        clone = self.clone_params if self.clone and (worker, algo) == (self.initial["worker"], self.initial["algo"]) \
-            else None
+        # a clone's own values fill the first form of its worker and algorithm, once
+        clone = self.clone_params if (worker, algo) == (self.initial["worker"], self.initial["algo"]) else None
+        self.clone_params = None
         fields = []
         for i, (name, spec) in enumerate(props.items()):
             value, note = None, None
@@ -357,7 +358,6 @@ class NewRunScreen(Screen):
             if note:
                 self.carried.append(name)
             fields.append(field)
-        self.clone_params = None if clone is not None else self.clone_params   # a clone's values: once
         await params.mount_all(fields)
         for f in fields:
             f.validate()
