@@ -31,6 +31,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt "torch==2.13.0+cpu"
 	$(PIP) install -q -c constraints.txt -e ".[all,dev]"
 	$(PIP) install -q --no-deps --ignore-requires-python cleanrl==1.2.0
+	# nle pins gymnasium==1.2.0 exactly and minihack wants old setuptools: their
+	# real needs are in the `llm` extra, so both go in without their metadata's pins
+	$(PIP) install -q -c constraints.txt --no-deps nle==1.3.0 minihack==1.0.2
 	touch $(STAMP)
 
 clean-venv:
