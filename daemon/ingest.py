@@ -48,14 +48,18 @@ def _split_well_formed(data: bytes) -> tuple[list[bytes], list[dict[str, Any]], 
     last = data.rfind(b"\n")
     if last < 0:
         return None
-    lines = data[:last].split(b"\n")
-    for line in lines:
-        if line[:1] != b"{" or line[-1:] != b"}":
-            return None
-    if max(map(len, lines)) > MAX_EVENT_LINE:
+    body = data[:last]
+    if body[:1] != b"{" or body[-1:] != b"}":
+        return None
+    lines = body.split(b"\n")
+    # every line starts with "{" and ends with "}": counted in C rather than
+    # looked at line by line (a per-line Python check cost a fifth of the ingest)
+    if body.count(b"}\n{") != len(lines) - 1:
+        return None
+    if len(body) > MAX_EVENT_LINE and max(map(len, lines)) > MAX_EVENT_LINE:
         return None
     try:
-        events = loads(b"[" + b",".join(lines) + b"]")
+        events = loads(b"[" + body.replace(b"\n", b",") + b"]")
     except ValueError:
         return None
     if len(events) != len(lines):
@@ -152,6 +156,12 @@ class RunTail:
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
         self.phase: str | None = s.get("phase")
+        # The offset of the first chunk whose bytes are not just its events'
+        # lines (an invalid, blank or partial line), None while there is none.
+        # Backlog reads below it split lines without parsing them again. A
+        # summary from before this field was kept: unknown, so irregular from 0.
+        self.irregular_from: int | None = s.get("irregular_from") if "irregular_from" in s else (
+            0 if s.get("lines") else None)
         self._rate_mark: tuple[float, int] | None = None
 
     def summary(self) -> dict[str, Any]:
@@ -162,6 +172,7 @@ class RunTail:
             "tags": sorted(self.tags), "sps": self.sps,
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
+            "irregular_from": self.irregular_from,
         }
 
     def _open(self) -> bool:
@@ -219,6 +230,8 @@ class RunTail:
             used = len(data)
         if used == 0 and not raws and not skipped:
             return None
+        if self.irregular_from is None and (skipped or not _is_verbatim(raws, data, used)):
+            self.irregular_from = start
         self.offset = start + skipped + used
         self._absorb(parsed)
         return start, self.offset, raws
@@ -284,6 +297,36 @@ class RunTail:
         if now - t0 >= 2.0:
             self.sps = round((self.steps - s0) / (now - t0), 1)
             self._rate_mark = (now, self.steps)
+
+
+def _is_verbatim(raws: list[bytes], data: bytes, used: int) -> bool:
+    """Are the first ``used`` bytes of data exactly these lines, each with its newline?"""
+    if not raws:
+        return used == 0
+    return len(data) >= used and data[used - 1:used] == b"\n" and b"\n".join(raws) == data[:used - 1]
+
+
+def read_verbatim_range(path: str, start: int, end: int, max_bytes: int) -> tuple[int, list[bytes]]:
+    """The lines between start and end of a range known to hold only valid events
+    (below the run's ``irregular_from``): split at newlines, not parsed again.
+
+    What read_range returns as raw lines, at the cost of a split: a client
+    catching up on a backlog is served without the daemon parsing it twice.
+    """
+    if start >= end:
+        return start, []
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return start, []
+    try:
+        data = os.pread(fd, min(max_bytes, end - start), start)
+    finally:
+        os.close(fd)
+    last = data.rfind(b"\n")
+    if last < 0:  # one line wider than the window: the careful reader widens it
+        return start, []
+    return start + last + 1, data[:last].split(b"\n")
 
 
 def read_range(path: str, start: int, end: int, max_bytes: int) -> tuple[int, list[bytes], list[dict[str, Any]]]:

@@ -566,6 +566,20 @@ class RunManager:
         active = self.active.get(run["id"])
         return active.tail.offset if active is not None else run["ingest_offset"]
 
+    def verbatim_until(self, run: dict[str, Any]) -> int:
+        """Up to where this run's file holds only valid events, each its own line
+        (served to clients as read, without parsing it again)."""
+        active = self.active.get(run["id"])
+        if active is not None:
+            irregular = active.tail.irregular_from
+            end = active.tail.offset
+        else:
+            summary = run.get("summary") or {}
+            # a summary from before irregular_from was kept: unknown, so nothing is taken on trust
+            irregular = summary.get("irregular_from", 0)
+            end = run["ingest_offset"]
+        return end if irregular is None else min(irregular, end)
+
     def tags_of(self, run: dict[str, Any]) -> set[str]:
         """The tags a run has so far; a live run's as ingested, ahead of its stored summary."""
         active = self.active.get(run["id"])

@@ -22,7 +22,7 @@ from typing import Any
 from daemon import discovery
 from daemon import protocol as P
 from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
-from daemon.ingest import read_range
+from daemon.ingest import read_range, read_verbatim_range
 from daemon.runs import RunManager
 from daemon.store import Store, StoreError
 from workers.sdk.config import ConfigError
@@ -511,8 +511,11 @@ class Daemon:
                     if cursor >= end:
                         client.behind.discard(run_id)
                         continue
-                    nxt, raws, _ = read_range(str(self.home.run_dir(run_id) / EVENTS_FILE), cursor, end,
-                                              BACKLOG_CHUNK)
+                    path = str(self.home.run_dir(run_id) / EVENTS_FILE)
+                    nxt, raws = read_verbatim_range(path, cursor, min(end, self.runs.verbatim_until(run)),
+                                                    BACKLOG_CHUNK)
+                    if nxt == cursor:  # an irregular stretch (or one line wider than a chunk): parse it
+                        nxt, raws, _ = read_range(path, cursor, end, BACKLOG_CHUNK)
                     if nxt > cursor:
                         client.write(P.events_notification(run_id, cursor, nxt, raws))
                         client.cursors[run_id] = nxt

@@ -49,6 +49,19 @@ def _all_events(client, run_id, types) -> list[dict]:
         offset = page["next"]
 
 
+def _subscribed_backlog(home, run_id) -> list[dict]:
+    """Every event of a finished run as a subscriber from offset 0 is sent it."""
+    events = []
+    with connect(home) as c:
+        c.call(P.SUBSCRIBE, events=[run_id])
+        for method, params in c.notifications(timeout=60):
+            if method == P.NOTIFY_EVENTS:
+                events += params["events"]
+            elif method == P.NOTIFY_SYNCED:
+                return events
+    raise AssertionError("no synced notification")
+
+
 def _scalar_steps(home, run_id) -> list[int]:
     steps = []
     with open(home.run_dir(run_id) / "events.jsonl", "rb") as f:
@@ -224,7 +237,14 @@ def test_garbage_and_over_long_lines_from_a_worker(daemon, mosaic):
     assert h["invalid"] == 3 and h["completed"]  # three 10 MB lines counted, the run went on
     with connect(daemon) as c:
         events = _all_events(c, huge, ["invalid", "run_completed"])
+        parsed = {run_id: _all_events(c, run_id, None) for run_id in (garbage, huge)}
     assert [e["type"] for e in events] == ["invalid"] * 3 + ["run_completed"]
+    # a subscriber served the backlog gets what read_events parses, invalid events
+    # and all: the stretches taken verbatim (not parsed twice) end where garbage begins
+    def same(events):  # an invalid event's time is when it was read, the rest is the file's
+        return [{k: v for k, v in e.items() if not (k == "t" and e["type"] == "invalid")} for e in events]
+    for run_id in (garbage, huge):
+        assert same(_subscribed_backlog(daemon, run_id)) == same(parsed[run_id])
     assert all("longer than" in e["error"] for e in events[:3])
     assert _rss_mb(pid) < 150
     report.record("worker output", "non-JSON lines, binary garbage, 10 MB lines",

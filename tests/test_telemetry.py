@@ -180,3 +180,33 @@ def test_split_events_fast_path_agrees_with_the_careful_path():
             else:
                 assert raw_got == raw_want and ev_got == ev_want
     assert 100 < fast_taken < 400          # both paths were exercised
+
+
+def test_backlog_is_taken_verbatim_only_before_the_first_irregular_line(tmp_path):
+    """RunTail.irregular_from marks where lines stop being plain events; below it a
+    backlog read splits lines without parsing them, and gets what read_range parses."""
+    from daemon.ingest import read_range, read_verbatim_range
+    ok = [tm.encode(tm.make_event(tm.SCALAR, tag="a", value=1.0, step=i)) for i in range(1, 201)]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(ok[:100]))
+    tail = RunTail("r", str(path))
+    tail.read_new()
+    clean_end = tail.offset
+    assert tail.irregular_from is None and tail.summary()["irregular_from"] is None
+    with open(path, "ab") as f:
+        f.write(b"a stray print\n" + b"".join(ok[100:]))
+    tail.read_new()
+    assert tail.irregular_from == clean_end
+    # verbatim up to the irregular chunk: exactly the careful reader's lines
+    nxt, raws = read_verbatim_range(str(path), 0, tail.irregular_from, 1 << 20)
+    assert nxt == clean_end
+    assert raws == read_range(str(path), 0, clean_end, 1 << 20)[1] == [line.rstrip(b"\n") for line in ok[:100]]
+    # a summary from before irregular_from existed trusts nothing; a fresh one everything
+    assert RunTail("r", str(path), summary={"lines": 5}).irregular_from == 0
+    assert RunTail("r", str(path), summary={}).irregular_from is None
+    # blank lines are not events either
+    blank = tmp_path / "blank.jsonl"
+    blank.write_bytes(ok[0] + b"\n" + ok[1])
+    t2 = RunTail("r", str(blank))
+    t2.read_new()
+    assert t2.irregular_from == 0
