@@ -82,6 +82,14 @@ try:  # orjson is ~5x faster than json for the daemon's hot path
         return _orjson.loads(data)
 
     JSONDecodeError: type[Exception] = _orjson.JSONDecodeError
+
+    def raw_json(text: str) -> Any:
+        """JSON text kept as it is inside what ``dumps`` writes (a stored run's config and
+        summary, sent without being parsed and encoded again). Text from before the store
+        wrote strict JSON may hold NaN or Infinity, which only a parse can turn into null."""
+        if "NaN" in text or "Infinity" in text:
+            return _orjson.loads(_orjson.dumps(json.loads(text)))
+        return _orjson.Fragment(text)
 except ImportError:  # pragma: no cover - orjson is a hard dependency; kept for socat-style scripts
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
@@ -90,6 +98,9 @@ except ImportError:  # pragma: no cover - orjson is a hard dependency; kept for 
         return json.loads(data)
 
     JSONDecodeError = json.JSONDecodeError
+
+    def raw_json(text: str) -> Any:
+        return json.loads(text)
 
 
 class RPCError(Exception):

@@ -230,9 +230,7 @@ class Daemon:
                 "home": str(self.home.root), "rev": self.store.rev}
 
     def m_status(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for run in self.store.list():
-            counts[run["state"]] = counts.get(run["state"], 0) + 1
+        counts = self.store.count_by_state()
         rss = 0
         try:
             with open("/proc/self/statm") as f:
@@ -262,7 +260,7 @@ class Daemon:
 
     def m_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         states = P.param(params, "states", list, None)
-        return {"rev": self.store.rev, "runs": self.store.list(states)}
+        return {"rev": self.store.rev, "runs": self.store.list(states, wire=True)}
 
     def m_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return self._run(params)
@@ -402,7 +400,7 @@ class Daemon:
             client.follow_runs = True
             since = P.param(params, "rev", int, None)
             if since is not None:
-                rows, tombs = self.store.changed_since(since)
+                rows, tombs = self.store.changed_since(since, wire=True)
                 items = [(r["rev"], r, r["id"]) for r in rows] + [(rev, None, rid) for rid, rev in tombs]
                 for rev, row, rid in sorted(items, key=lambda x: x[0]):
                     client.write(self._run_note(row, rid, rev))

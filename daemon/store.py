@@ -18,6 +18,8 @@ import sqlite3
 import time
 from typing import Any, Iterable
 
+from daemon.protocol import raw_json
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -115,12 +117,15 @@ class Store:
         return int(self.db.execute("SELECT value FROM meta WHERE key='rev'").fetchone()[0])
 
     @staticmethod
-    def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    def _row(row: sqlite3.Row | None, wire: bool = False) -> dict[str, Any] | None:
+        """A row as a dict; ``wire``: its JSON columns left as text for protocol.dumps
+        (an answer listing 10,000 runs is not parsed and encoded again on its way out)."""
         if row is None:
             return None
         out = dict(row)
         for col in _JSON_COLUMNS:
-            out[col] = json.loads(out[col]) if out[col] else {}
+            text = out[col]
+            out[col] = {} if not text else raw_json(text) if wire else json.loads(text)
         out["cancel_requested"] = bool(out["cancel_requested"])
         return out
 
@@ -190,20 +195,24 @@ class Store:
     def get(self, run_id: str) -> dict[str, Any] | None:
         return self._row(self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
 
-    def list(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    def list(self, states: Iterable[str] | None = None, wire: bool = False) -> list[dict[str, Any]]:
+        """Runs, oldest first; ``wire``: only to be sent (see _row)."""
         if states is None:
             rows = self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         else:
             states = list(states)
             marks = ",".join("?" for _ in states)
             rows = self.db.execute(f"SELECT * FROM runs WHERE state IN ({marks}) ORDER BY id", states).fetchall()
-        return [self._row(r) for r in rows]
+        return [self._row(r, wire) for r in rows]
 
-    def changed_since(self, rev: int) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
-        """Rows and tombstones with a revision above rev, oldest first."""
+    def count_by_state(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT state, COUNT(*) FROM runs GROUP BY state").fetchall())
+
+    def changed_since(self, rev: int, wire: bool = False) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
+        """Rows and tombstones with a revision above rev, oldest first; ``wire`` as in list."""
         rows = self.db.execute("SELECT * FROM runs WHERE rev > ? ORDER BY rev", (rev,)).fetchall()
         tombs = self.db.execute("SELECT id, rev FROM tombstones WHERE rev > ? ORDER BY rev", (rev,)).fetchall()
-        return [self._row(r) for r in rows], [(t[0], t[1]) for t in tombs]
+        return [self._row(r, wire) for r in rows], [(t[0], t[1]) for t in tombs]
 
     def resolve(self, ref: str) -> list[dict[str, Any]]:
         """Runs matching a name exactly, or an id (case-insensitive prefix)."""

@@ -61,13 +61,22 @@ class Client:
         self.close()
 
     def _read_message(self) -> dict[str, Any]:
+        # A large answer (the list of 10,000 runs is ~20 MB) arrives in many
+        # reads: its pieces are joined once, when its newline has come, not
+        # copied again at every read.
+        pieces = [self._partial]
         while not self._lines:
             data = self.sock.recv(1 << 20)
             if not data:
                 raise ConnectionError("the daemon closed the connection")
-            parts = (self._partial + data).split(b"\n")
-            self._partial = parts.pop()
+            if b"\n" not in data:
+                pieces.append(data)
+                continue
+            pieces.append(data)
+            parts = b"".join(pieces).split(b"\n")
+            pieces = [parts.pop()]
             self._lines.extend(parts)
+        self._partial = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         return P.loads(self._lines.popleft())
 
     def call(self, method: str, **params: Any) -> Any:

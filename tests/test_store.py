@@ -42,3 +42,22 @@ def test_resolve_by_name_and_prefix(tmp_path):
     assert len(store.resolve(ids[0][:3])) == 3  # ambiguous prefix: all of them
     assert store.resolve("nothing") == []
     assert store.resolve("%") == []
+
+
+def test_wire_rows_are_what_the_parsed_rows_encode_to(tmp_path):
+    """list(wire=True) leaves config and summary as stored text for the answer;
+    decoded, the answer equals the parsed rows -- also for a summary holding NaN,
+    which the store's JSON text keeps as a token no JSON parser takes."""
+    from daemon.protocol import dumps, loads
+    s = Store(tmp_path / "m.db")
+    a = s.create_run(_run(new_ulid(), "a"))
+    s.update_run(a["id"], summary={"last_return": float("nan"), "returns": [1.0, float("inf")], "steps": 3})
+    b = s.create_run(_run(new_ulid(), "b"))
+    s.update_run(b["id"], summary={"last_return": 2.5, "returns": [2.5], "steps": 7})
+    sent = loads(dumps({"runs": s.list(wire=True)}))["runs"]
+    by_name = {r["name"]: r for r in sent}
+    assert by_name["a"]["summary"] == {"last_return": None, "returns": [1.0, None], "steps": 3}
+    assert by_name["b"] == loads(dumps(s.get(b["id"])))
+    rows, _ = s.changed_since(0, wire=True)
+    assert loads(dumps(rows)) == loads(dumps(s.list()))
+    assert s.count_by_state() == {"queued": 2}
