@@ -151,6 +151,8 @@ class RunTail:
         self.failed_reason: str | None = s.get("failed_reason")
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
+        # the run's recorded offline dataset: {"path", "transitions", "episodes"} (dataset_saved)
+        self.dataset: dict[str, Any] | None = s.get("dataset")
         self.phase: str | None = s.get("phase")
         self._rate_mark: tuple[float, int] | None = None
 
@@ -162,6 +164,7 @@ class RunTail:
             "tags": sorted(self.tags), "sps": self.sps,
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
+            "dataset": self.dataset,
         }
 
     def _open(self) -> bool:
@@ -259,6 +262,9 @@ class RunTail:
             elif kind == tm.CHECKPOINT_SAVED:
                 self.checkpoints.append(ev.get("path", ""))
                 step = ev.get("step")
+            elif kind == tm.DATASET_SAVED:
+                self.dataset = {key: ev.get(key) for key in ("path", "transitions", "episodes")}
+                continue
             elif kind == tm.PHASE:
                 self.phase = ev.get("name")
                 step = ev.get("step")
