@@ -191,6 +191,9 @@ class RunManager:
         if not dataset or not os.path.isfile(dataset.get("path") or ""):
             raise ConfigError("dataset", f"run {source['name']} has recorded no dataset "
                                          f"(a run records one with \"record\": {{\"episodes\": N}})")
+        if not dataset.get("transitions"):
+            raise ConfigError("dataset", f"run {source['name']}'s dataset holds no transitions (no episode "
+                                         f"finished while it recorded)")
         if source["env"] != env:
             raise ConfigError("dataset", f"run {source['name']} recorded {source['env']}, not {env}")
         return dataset["path"]

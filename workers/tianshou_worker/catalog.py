@@ -97,10 +97,12 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
     "bc": {"cls": ("algorithm/imitation/imitation_base.py", "OfflineImitationLearning"),
            "policy": ("algorithm/imitation/imitation_base.py", "ImitationPolicy"), "kind": OFFLINE,
            "actions": "both", "nets": ("lr",)},
-    # GAIL: on-policy PPO whose reward comes from a discriminator trained against the dataset
+    # GAIL: on-policy PPO whose reward comes from a discriminator trained against the dataset.
+    # Continuous only: Tianshou 2.0.1's GAIL.disc concatenates obs with the raw action, and a
+    # discrete action (1-D) fails in torch.cat
     "gail": {"cls": ("algorithm/imitation/gail.py", "GAIL"),
              "policy": ("algorithm/modelfree/reinforce.py", "ProbabilisticActorPolicy"), "kind": ONLINE_ON,
-             "actions": "both", "nets": ("lr", "disc_lr"), "dataset": True},
+             "actions": "continuous", "nets": ("lr", "disc_lr"), "dataset": True},
 }
 
 # Tianshou's defaults that suit an Atari-sized run, replaced by ones a CartPole-sized

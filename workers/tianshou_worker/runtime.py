@@ -37,7 +37,7 @@ from tianshou.algorithm.optim import AdamOptimizerFactory, RMSpropOptimizerFacto
 from tianshou.data import ReplayBuffer
 from tianshou.exploration import GaussianNoise
 from tianshou.utils.logger.logger_base import BaseLogger
-from tianshou.utils.net.common import ActorCritic, EnsembleLinear, Net
+from tianshou.utils.net.common import MLP, ActorCritic, EnsembleLinear, Net
 from tianshou.utils.net.continuous import (VAE, ContinuousActorDeterministic, ContinuousActorProbabilistic,
                                            ContinuousCritic, Perturbation)
 from tianshou.utils.net.discrete import (DiscreteActor, DiscreteCritic, FractionProposalNetwork,
@@ -171,9 +171,8 @@ def build(algo: str, params: dict[str, Any], s: Spaces, expert: ReplayBuffer | N
             preprocess_net=critic_net)
         _orthogonal(ActorCritic(actor, critic))
         if algo == "gail":
-            disc = ContinuousCritic(preprocess_net=Net(state_shape=s.obs_shape, action_shape=s.action_dim if
-                                                       s.discrete else s.action_shape, hidden_sizes=hidden,
-                                                       activation=torch.nn.Tanh, concat=True))
+            disc = ContinuousCritic(preprocess_net=Net(state_shape=s.obs_shape, action_shape=s.action_shape,
+                                                       hidden_sizes=hidden, activation=torch.nn.Tanh, concat=True))
             _orthogonal(disc, gain=math.sqrt(2))
             return GAIL(policy=policy, critic=critic, optim=optim, expert_buffer=expert, disc_net=disc,
                         disc_optim=AdamOptimizerFactory(lr=params["disc_lr"]), **a)
@@ -195,6 +194,15 @@ def build(algo: str, params: dict[str, Any], s: Spaces, expert: ReplayBuffer | N
         return DiscreteSAC(policy=policy, policy_optim=AdamOptimizerFactory(lr=params["actor_lr"]),
                            critic=critics[0], critic_optim=AdamOptimizerFactory(lr=params["critic_lr"]),
                            critic2=critics[1], critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
+
+    if algo == "bc":
+        if s.discrete:
+            actor = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden)
+        else:
+            actor = ContinuousActorDeterministic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
+                                                 action_shape=s.action_shape, max_action=s.max_action)
+        policy = ImitationPolicy(actor=actor, **spaces, **p)
+        return OfflineImitationLearning(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
 
     # -- continuous control ---------------------------------------------------------
     actor_optim = AdamOptimizerFactory(lr=params["actor_lr"])
@@ -241,21 +249,14 @@ def build(algo: str, params: dict[str, Any], s: Spaces, expert: ReplayBuffer | N
                                                        action_shape=s.action_dim, hidden_sizes=hidden),
                                     max_action=s.max_action)
         critic = ContinuousCritic(preprocess_net=_critic_net(s, hidden))
-        encoder = Net(state_shape=s.obs_shape[0] + s.action_dim, action_shape=hidden[-1], hidden_sizes=hidden)
-        decoder = Net(state_shape=s.obs_shape[0] + latent, action_shape=s.action_dim, hidden_sizes=hidden)
+        # the VAE calls its encoder and decoder as plain modules (tensor in, tensor out): MLPs
+        encoder = MLP(input_dim=s.obs_shape[0] + s.action_dim, output_dim=hidden[-1], hidden_sizes=hidden)
+        decoder = MLP(input_dim=s.obs_shape[0] + latent, output_dim=s.action_dim, hidden_sizes=hidden)
         vae = VAE(encoder=encoder, decoder=decoder, hidden_dim=hidden[-1], latent_dim=latent,
                   max_action=s.max_action)
         policy = BCQPolicy(actor_perturbation=perturbation, critic=critic, vae=vae, **spaces, **p)
         return BCQ(policy=policy, actor_perturbation_optim=actor_optim, critic_optim=critic_optim,
                    vae_optim=AdamOptimizerFactory(lr=params["vae_lr"]), **a)
-    if algo == "bc":
-        if s.discrete:
-            actor = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden)
-        else:
-            actor = ContinuousActorDeterministic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                                 action_shape=s.action_shape, max_action=s.max_action)
-        policy = ImitationPolicy(actor=actor, **spaces, **p)
-        return OfflineImitationLearning(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
     raise ValueError(f"no builder for {algo}")
 
 
