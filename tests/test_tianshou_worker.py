@@ -134,15 +134,12 @@ SMALL = {"epoch_num_steps": 300, "test_envs": 1, "test_step_num_episodes": 2, "h
 
 
 def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic):
-    """DQN records a dataset; discrete CQL and BC learn from it by the run's name; PPO trains
-    and resumes from its checkpoint; an eval of the DQN checkpoint records 3 episodes and
-    publishes frames."""
+    """DQN records a dataset; discrete CQL learns from it by the run's name; DQN resumes from
+    its checkpoint; an eval of the checkpoint publishes frames and records the episodes it
+    finished before it was cancelled."""
     home = mosaic.home
     dqn = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 600,
                           "name": "dqn-rec", "record": {"episodes": 8}, "params": SMALL})
-    ppo = submit(mosaic, {"worker": "tianshou", "algo": "ppo", "env": "CartPole-v1", "steps": 400,
-                          "name": "ppo", "params": {**SMALL, "epoch_num_steps": 200,
-                                                    "collection_step_num_env_steps": 200}})
     run = finish(mosaic, dqn)
     summary = run["summary"]
     assert summary["dataset"]["episodes"] == 8 and summary["dataset"]["transitions"] >= 8 * 8
@@ -158,55 +155,88 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
         assert [d["name"] for d in offered] == ["dqn-rec"]
         assert c.call("datasets", env="Pendulum-v1") == []
 
-    offline = {}
-    for algo in ("discrete_cql", "bc"):
-        offline[algo] = submit(mosaic, {"worker": "tianshou", "algo": algo, "env": "CartPole-v1", "steps": 200,
-                                        "dataset": "dqn-rec", "params": {**SMALL, "epoch_num_steps": 100}})
+    # all at once: offline from the dataset, a resumed DQN, an eval with frames that records
+    offline = submit(mosaic, {"worker": "tianshou", "algo": "discrete_cql", "env": "CartPole-v1", "steps": 200,
+                              "name": "cql", "dataset": "dqn-rec", "params": {**SMALL, "epoch_num_steps": 100}})
+    resumed = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 900,
+                              "checkpoint": "run:dqn-rec", "params": SMALL})
+    watched = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "mode": "eval",
+                              "checkpoint": "run:dqn-rec", "eval_episodes": 100000, "params": SMALL,
+                              "record": {"episodes": 100000},
+                              "frames": {"enabled": True, "fps": 30, "max_dim": 120}})
     # refused at submit: a run without a dataset, a dataset of another env
     no_data = Path(home.root) / "no-data.json"
     no_data.write_text(json.dumps({"worker": "tianshou", "algo": "discrete_bcq", "env": "CartPole-v1",
-                                   "steps": 100, "dataset": "ppo"}))
+                                   "steps": 100, "dataset": "cql"}))
     out = mosaic.run("submit", str(no_data))
-    assert out.returncode != 0 and "dataset: run ppo has recorded no dataset" in out.stderr, out.stderr
+    assert out.returncode != 0 and "dataset: run cql has recorded no dataset" in out.stderr, out.stderr
     other_env = Path(home.root) / "other-env.json"
     other_env.write_text(json.dumps({"worker": "tianshou", "algo": "discrete_bcq", "env": "Acrobot-v1",
                                      "steps": 100, "dataset": "dqn-rec"}))
     out = mosaic.run("submit", str(other_env))
     assert out.returncode != 0 and "dataset: run dqn-rec recorded CartPole-v1, not Acrobot-v1" in out.stderr
 
-    for algo, run_id in offline.items():
-        run = finish(mosaic, run_id)
-        assert run["config"]["dataset"] == summary["dataset"]["path"]
-        events = events_of(home, run_id)
-        assert of_type(events, "scalar") and run["summary"]["steps"] == 200, algo
-        assert any(e["tag"].startswith("update/") for e in of_type(events, "scalar")), algo
-
-    # PPO resumes from its final checkpoint: the trainer's counters continue to the new total
-    run = finish(mosaic, ppo)
-    first_steps = run["summary"]["steps"]
-    resumed = submit(mosaic, {"worker": "tianshou", "algo": "ppo", "env": "CartPole-v1", "steps": 800,
-                              "checkpoint": "run:ppo", "params": {**SMALL, "epoch_num_steps": 200,
-                                                                  "collection_step_num_env_steps": 200}})
-    run = finish(mosaic, resumed)
-    episodes = of_type(events_of(home, resumed), "episode")
-    assert episodes and min(e["step"] for e in episodes) > first_steps >= 400
-    assert run["summary"]["steps"] >= 800
-
-    # eval of the DQN checkpoint: 3 episodes, recorded as a dataset, frames through FastLane
     from workers.fastlane import layout
     from workers.fastlane.reader import FrameReader
-    evaluation = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "mode": "eval",
-                                 "checkpoint": "run:dqn-rec", "eval_episodes": 3, "record": {"episodes": 3},
-                                 "params": SMALL})
-    run = finish(mosaic, evaluation)
-    assert run["summary"]["episodes"] == 3 and run["summary"]["dataset"]["episodes"] == 3
-    watched = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "mode": "eval",
-                              "checkpoint": "run:dqn-rec", "eval_episodes": 100000, "params": SMALL,
-                              "frames": {"enabled": True, "fps": 30, "max_dim": 120}})
-    wait_for(lambda: layout.run_files(watched), 120, what="the eval run's FastLane segment")
+    wait_for(lambda: layout.run_files(watched), 300, what="the eval run's FastLane segment")
     with FrameReader(watched) as reader:
-        number, frame = wait_for(reader.latest, 60, what="a frame")
+        number, frame = wait_for(reader.latest, 120, what="a frame")
     assert number >= 1 and frame.shape == (80, 120, 3) and frame.std() > 0
+    wait_for(lambda: mosaic.show(watched)["summary"]["episodes"] >= 2, 120, what="two eval episodes")
     mosaic.run("cancel", watched)
     run = finish(mosaic, watched, "cancelled")
-    assert any(e.get("reason", "").startswith("cancelled") for e in of_type(events_of(home, watched), "run_failed"))
+    assert run["summary"]["dataset"]["episodes"] >= 2  # what it finished before the cancel is kept
+    assert any(e["reason"].startswith("cancelled") for e in of_type(events_of(home, watched), "run_failed"))
+
+    run = finish(mosaic, offline)
+    assert run["config"]["dataset"] == summary["dataset"]["path"]
+    assert run["summary"]["steps"] == 200
+    assert any(e["tag"].startswith("update/") for e in of_type(events_of(home, offline), "scalar"))
+
+    # the resumed run's trainer counters continue from the checkpoint's to the new total
+    run = finish(mosaic, resumed)
+    episodes = of_type(events_of(home, resumed), "episode")
+    assert episodes and min(e["step"] for e in episodes) > 600
+    assert run["summary"]["steps"] >= 900
+
+
+@pytest.mark.slow
+def test_every_algorithm_through_the_daemon(daemon, mosaic):
+    """Every algorithm a few hundred steps (offline: 100 gradient steps on a dataset recorded
+    by a DQN run on CartPole and a SAC run on Pendulum), two at a time; the wall time of each
+    run goes to stderr (docs/workers/tianshou.md's table)."""
+    home = mosaic.home
+    tiny = {"epoch_num_steps": 300, "test_envs": 1, "test_step_num_episodes": 1, "hidden_sizes": [32, 32]}
+    recorders = {
+        "CartPole-v1": submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 600,
+                                       "name": "rec-cartpole", "record": {"episodes": 10}, "params": tiny}),
+        "Pendulum-v1": submit(mosaic, {"worker": "tianshou", "algo": "sac", "env": "Pendulum-v1", "steps": 400,
+                                       "name": "rec-pendulum", "record": {"episodes": 2},
+                                       "params": {**tiny, "training_envs": 1}}),
+    }
+    for run_id in recorders.values():
+        assert finish(mosaic, run_id)["summary"]["dataset"]["transitions"] > 0
+    runs = {}
+    for algo, info in catalog.ALGORITHMS.items():
+        env = "Pendulum-v1" if info["actions"] == "continuous" else "CartPole-v1"
+        params = dict(tiny)
+        config = {"worker": "tianshou", "algo": algo, "env": env, "steps": 300, "params": params}
+        if info["kind"] == catalog.ONLINE_ON:
+            params["collection_step_num_env_steps"] = 100
+        if info["kind"] == catalog.OFFLINE or info.get("dataset"):
+            config["dataset"] = f"rec-{env.split('-')[0].lower()}"
+        if info["kind"] == catalog.OFFLINE:
+            config["steps"], params["epoch_num_steps"] = 100, 100
+        runs[algo] = (env, submit(mosaic, config))
+    failed = {}
+    for algo, (env, run_id) in runs.items():
+        mosaic.run("wait", run_id, "--timeout", WAIT)
+        run = mosaic.show(run_id)
+        events = events_of(home, run_id)
+        ok = (run["state"] == "succeeded" and run["summary"]["steps"] >= run["config"]["steps"]
+              and any(e["tag"].startswith("update/") for e in of_type(events, "scalar"))
+              and of_type(events, "checkpoint_saved"))
+        if not ok:
+            failed[algo] = (run["state"], run.get("reason"), run["summary"]["steps"])
+        sys.stderr.write(f"| {algo} | {env} | {run['ended_at'] - run['started_at']:.1f} |\n")
+    assert not failed, failed

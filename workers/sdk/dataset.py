@@ -179,39 +179,35 @@ class RecordEnv(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-class RecordVectorEnv(gym.vector.VectorWrapper):
-    """A gymnasium vector env: each sub-env's episode is kept apart until it ends.
+class VectorEpisodes:
+    """A vector env's transitions into ``store``, each sub-env's episode kept apart until
+    it ends: what RecordVectorEnv does, for a worker that cannot wrap the env (CleanRL's
+    scripts hold their own; its patched ``step``/``reset`` call this).
 
     Both autoreset modes of gymnasium 1.x: NEXT_STEP (the default: the step after
     an episode's end is a reset, its action ignored, so it is not a transition) and
     SAME_STEP (the final observation is in ``info["final_obs"]``)."""
 
-    def __init__(self, env, store: TransitionStore):
-        super().__init__(env)
+    def __init__(self, store: TransitionStore, num_envs: int, same_step: bool):
         self.store = store
-        mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-        self._same_step = getattr(mode, "value", mode) == "SameStep"
-        self._episodes: list[list[tuple]] = [[] for _ in range(env.num_envs)]
+        self.num_envs = num_envs
+        self.same_step = same_step
+        self._episodes: list[list[tuple]] = [[] for _ in range(num_envs)]
         self._obs = None
-        self._was_done = [False] * env.num_envs
+        self._was_done = [False] * num_envs
 
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
+    def reset(self, obs: Any) -> None:
         self._episodes = [[] for _ in range(self.num_envs)]
         self._was_done = [False] * self.num_envs
         self._obs = obs
-        return obs, info
 
-    def step(self, actions):
-        obs, rewards, terminateds, truncateds, infos = self.env.step(actions)
+    def step(self, actions: Any, obs: Any, rewards: Any, terminateds: Any, truncateds: Any, infos: dict) -> None:
         if self._obs is not None and not self.store.full:
             for i in range(self.num_envs):
-                if self._was_done[i] and not self._same_step:
+                if self._was_done[i] and not self.same_step:
                     continue  # the reset step of NEXT_STEP autoreset: no transition
                 done = bool(terminateds[i] or truncateds[i])
-                next_obs = _index(obs, i)
-                if done and self._same_step:
-                    next_obs = _index(infos["final_obs"], i)
+                next_obs = _index(infos["final_obs"], i) if done and self.same_step else _index(obs, i)
                 self._episodes[i].append((_index(self._obs, i), _index(actions, i), float(rewards[i]),
                                           bool(terminateds[i]), bool(truncateds[i]), next_obs))
                 if done:
@@ -219,6 +215,28 @@ class RecordVectorEnv(gym.vector.VectorWrapper):
                     self._episodes[i] = []
         self._was_done = [bool(t or u) for t, u in zip(terminateds, truncateds)]
         self._obs = obs
+
+
+def same_step_autoreset(env: Any) -> bool:
+    mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    return getattr(mode, "value", mode) == "SameStep"
+
+
+class RecordVectorEnv(gym.vector.VectorWrapper):
+    """A gymnasium vector env whose sub-envs' finished episodes go into ``store``."""
+
+    def __init__(self, env, store: TransitionStore):
+        super().__init__(env)
+        self.episodes = VectorEpisodes(store, env.num_envs, same_step_autoreset(env))
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.episodes.reset(obs)
+        return obs, info
+
+    def step(self, actions):
+        obs, rewards, terminateds, truncateds, infos = self.env.step(actions)
+        self.episodes.step(actions, obs, rewards, terminateds, truncateds, infos)
         return obs, rewards, terminateds, truncateds, infos
 
 

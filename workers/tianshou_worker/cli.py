@@ -78,7 +78,7 @@ def build(config: dict[str, Any]):
     return algorithm, dataset, state
 
 
-def train(config: dict[str, Any], emitter: Emitter) -> int:
+def train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
     import numpy as np
     import torch
     from tianshou.data import Collector, CollectStats, VectorReplayBuffer
@@ -95,7 +95,6 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     algorithm, dataset, state = build(config)
     restored = (state["epoch"], state["env_step"], state["update_step"]) if state else (0, 0, 0)
     logger = runtime.TelemetryLogger(emitter, params["checkpoint_every"], restored, offline=kind == catalog.OFFLINE)
-    recorder = env_recorder(config)
     total = int(config["steps"])
     epoch_steps = min(params["epoch_num_steps"], total)
     _, _, trainer_params = runtime.split_params(algo, params)
@@ -141,7 +140,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     return 0
 
 
-def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
+def evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
     import torch
 
     torch.set_num_threads(config["params"]["torch_threads"])
@@ -149,7 +148,6 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     policy = algorithm.policy
     policy.eval()
     frames = env_frames(config)
-    recorder = env_recorder(config)
     env = make_env(config["env"], recorder, render=frames is not None)
     emitter.run_started("tianshou", config["algo"], config["env"], upstream="tianshou 2.0.1")
     emitter.phase("eval", step=0)
@@ -185,9 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     if config is None:
         return 2
     StopSignals().install()
+    recorder = env_recorder(config)
     try:
-        return evaluate(config, emitter) if config["mode"] == "eval" else train(config, emitter)
+        if config["mode"] == "eval":
+            return evaluate(config, emitter, recorder)
+        return train(config, emitter, recorder)
     except Cancelled as exc:
+        if recorder is not None:  # the episodes that finished are a dataset all the same
+            recorder.finish(emitter)
         emitter.run_failed(f"cancelled ({exc})")
         emitter.close()
         die_of(exc.signum)
