@@ -85,3 +85,22 @@ def test_record_config():
         with pytest.raises(ConfigError) as err:
             parse_run_config({"worker": "w", "algo": "a", "env": "e", "record": bad})
         assert err.value.field.startswith("record")
+
+
+def test_cleanrl_training_env_records_a_dataset(tmp_path):
+    """A CleanRL script's own vector env (SAME_STEP autoreset, patched in its process)
+    records through VectorEpisodes; the dataset is saved at the script's exit."""
+    from tests.test_cleanrl_worker import BASE, run_worker, stderr_of
+
+    run_dir = tmp_path / "run"
+    returncode, events = run_worker(run_dir, {**BASE, "steps": 1024, "record": {"episodes": 6}})
+    assert returncode == 0, stderr_of(run_dir)
+    saved = [e for e in events if e["type"] == "dataset_saved"]
+    assert len(saved) == 1 and saved[0]["episodes"] == 6
+    assert [e["type"] for e in events].index("dataset_saved") < [e["type"] for e in events].index("run_completed")
+    buf = ReplayBuffer.load_hdf5(saved[0]["path"])
+    _check_buffer(buf, saved[0]["transitions"], 6)
+    # the episodes are the ones the script reported: their lengths are among the episode events'
+    lengths = np.diff(np.concatenate([[-1], np.flatnonzero(buf.done)]))
+    reported = [e["length"] for e in events if e["type"] == "episode"]
+    assert all(int(n) in reported for n in lengths)
