@@ -155,6 +155,8 @@ class RunTail:
         self.failed_reason: str | None = s.get("failed_reason")
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
+        # the run's recorded offline dataset: {"path", "transitions", "episodes"} (dataset_saved)
+        self.dataset: dict[str, Any] | None = s.get("dataset")
         self.phase: str | None = s.get("phase")
         # The offset of the first chunk whose bytes are not just its events'
         # lines (an invalid, blank or partial line), None while there is none.
@@ -173,6 +175,7 @@ class RunTail:
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
             "irregular_from": self.irregular_from,
+            "dataset": self.dataset,
         }
 
     def _open(self) -> bool:
@@ -272,6 +275,9 @@ class RunTail:
             elif kind == tm.CHECKPOINT_SAVED:
                 self.checkpoints.append(ev.get("path", ""))
                 step = ev.get("step")
+            elif kind == tm.DATASET_SAVED:
+                self.dataset = {key: ev.get(key) for key in ("path", "transitions", "episodes")}
+                continue
             elif kind == tm.PHASE:
                 self.phase = ev.get("name")
                 step = ev.get("step")

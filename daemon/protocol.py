@@ -37,9 +37,10 @@ METRICS = "metrics"
 LOGS = "logs"
 EVENTS = "read_events"
 FRAMES = "frames"
+DATASETS = "datasets"
 SHUTDOWN = "shutdown"
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
-                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, SHUTDOWN})
+                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN})
 
 # -- notifications (server -> client) -----------------------------------
 NOTIFY_RUN = "run"          # a run record changed (params: {"rev", "run"} or {"rev", "deleted": id})

@@ -170,7 +170,43 @@ class RunManager:
         if isinstance(config.get("checkpoint"), str) and config["checkpoint"]:
             # resolved first, so every worker validates an absolute, existing path
             config = {**config, "checkpoint": self._checkpoint_path(config["checkpoint"])}
+        if isinstance(config.get("dataset"), str) and config["dataset"]:
+            config = {**config, "dataset": self._dataset_path(config["dataset"], config.get("env"))}
         return desc, desc.validate(config)
+
+    def _dataset_path(self, ref: str, env: Any) -> str:
+        """The absolute path of the dataset an offline run names: another run's recorded
+        dataset.hdf5, by run name or id (``run:`` in front is allowed), recorded on the
+        same env. An absolute path (a run already resolved, a clone) is taken as given."""
+        if os.path.isabs(ref):
+            if not os.path.isfile(ref):
+                raise ConfigError("dataset", f"no such file: {ref}")
+            return ref
+        name = ref[4:] if ref.startswith("run:") else ref
+        matches = self.store.resolve(name)
+        if len(matches) != 1:
+            raise ConfigError("dataset", f"{name!r} names {len(matches)} runs, not one")
+        source = matches[0]
+        dataset = (source["summary"] or {}).get("dataset")
+        if not dataset or not os.path.isfile(dataset.get("path") or ""):
+            raise ConfigError("dataset", f"run {source['name']} has recorded no dataset "
+                                         f"(a run records one with \"record\": {{\"episodes\": N}})")
+        if not dataset.get("transitions"):
+            raise ConfigError("dataset", f"run {source['name']}'s dataset holds no transitions (no episode "
+                                         f"finished while it recorded)")
+        if source["env"] != env:
+            raise ConfigError("dataset", f"run {source['name']} recorded {source['env']}, not {env}")
+        return dataset["path"]
+
+    def datasets(self, env: str | None = None) -> list[dict[str, Any]]:
+        """The runs that recorded a dataset (on ``env``), newest first: the form's choices."""
+        found = []
+        for run in reversed(self.store.list()):
+            dataset = (run["summary"] or {}).get("dataset")
+            if dataset and (env is None or run["env"] == env):
+                found.append({"run": run["id"], "name": run["name"], "worker": run["worker"], "algo": run["algo"],
+                              "env": run["env"], **dataset})
+        return found
 
     def _checkpoint_path(self, ref: str) -> str:
         """Where a config's checkpoint is, as an absolute path.

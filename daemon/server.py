@@ -258,6 +258,9 @@ class Daemon:
         config = P.param(params, "config", dict)
         return self.runs.submit(config)
 
+    def m_datasets(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.runs.datasets(P.param(params, "env", str, None))
+
     def m_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         states = P.param(params, "states", list, None)
         return {"rev": self.store.rev, "runs": self.store.list(states, wire=True)}

@@ -50,6 +50,13 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
 
 
+def dataset_text(dataset: dict[str, Any]) -> str:
+    """A run's recorded dataset (summary.dataset): "1,200 transitions, 10 episodes"."""
+    transitions, episodes = dataset.get("transitions") or 0, dataset.get("episodes") or 0
+    return f"{plural(transitions, 'transition').replace(str(transitions), f'{transitions:,}', 1)}, " \
+           f"{plural(episodes, 'episode')}"
+
+
 def duration(seconds: float | None) -> str:
     """1m05s style elapsed time."""
     if seconds is None or seconds < 0:

@@ -198,6 +198,7 @@ def _config(**over) -> dict:
     (_config(mode="eval"), "checkpoint"),
     (_config(mode="eval", checkpoint="relative/path"), "checkpoint"),
     (_config(mode="eval", checkpoint="/nonexistent/checkpoint"), "checkpoint"),
+    (_config(env="CartPole-v1", record={"episodes": 3}), "record"),   # training: the env runners' envs
 ])
 def test_bad_configs_are_refused_naming_the_field(config, field):
     with pytest.raises(ConfigError) as err:
@@ -364,13 +365,17 @@ def test_ppo_cartpole_two_iterations_checkpoint_resume_and_evaluation(daemon, mo
 
     # evaluation: the checkpoint (the daemon resolves run:NAME to the run's latest) plays 3 episodes
     config = {"worker": "ray", "algo": "PPO", "env": "CartPole-v1", "mode": "eval",
-              "checkpoint": f"run:{run['name']}", "eval_episodes": 3, "params": {}}
+              "checkpoint": f"run:{run['name']}", "eval_episodes": 3, "params": {}, "record": {"episodes": 3}}
     path.write_text(json.dumps(config))
     evaluation = mosaic.submit(str(path))
     finish(mosaic, evaluation)
     events = events_of(home, evaluation)
     episodes = of_type(events, "episode")
     assert len(episodes) == 3 and all(e["return"] == e["length"] >= 8 for e in episodes)
+    # it recorded them: the dataset's transitions are the episodes' steps (workers/sdk/dataset.py)
+    dataset = mosaic.show(evaluation)["summary"]["dataset"]
+    assert dataset["episodes"] == 3 and dataset["transitions"] == sum(e["length"] for e in episodes)
+    del config["record"]
     assert not of_type(events, "scalar") and not of_type(events, "checkpoint_saved")
     assert mosaic.show(evaluation)["config"]["checkpoint"] == str(final)
     config["checkpoint"] = str(final)

@@ -16,6 +16,7 @@ def _emit_all(em: tm.Emitter) -> None:
     em.scalar("losses/diverged", float("nan"), 11)
     em.episode(12, 200.0, 200, env_index=1, agents={"agent_0": 100.0})
     em.checkpoint_saved("checkpoints/model.pt", 50)
+    em.dataset_saved("/runs/x/dataset.hdf5", 5012, 20)
     em.heartbeat(60)
     em.phase("CartPole-v1", 70, index=1)
     em.run_failed("it broke", step=80)
@@ -33,7 +34,7 @@ def test_every_event_type_round_trips():
     raws, events, used, _ = split_events(data)
     assert used == len(data)
     assert [e["type"] for e in events] == [tm.RUN_STARTED, tm.SCALAR, tm.SCALAR, tm.EPISODE,
-                                           tm.CHECKPOINT_SAVED, tm.HEARTBEAT, tm.PHASE, tm.RUN_FAILED,
+                                           tm.CHECKPOINT_SAVED, tm.DATASET_SAVED, tm.HEARTBEAT, tm.PHASE, tm.RUN_FAILED,
                                            tm.RUN_COMPLETED]
     emitted_types = {e["type"] for e in events}
     assert emitted_types | {tm.INVALID} == tm.EVENT_TYPES  # the test covers every type
@@ -41,7 +42,7 @@ def test_every_event_type_round_trips():
         assert tm.check_event(event) is event
     assert events[2]["value"] == "nan"
     assert events[3]["return"] == 200.0 and events[3]["agents"] == {"agent_0": 100.0}
-    assert em.lines_written == 9
+    assert em.lines_written == 10
 
 
 @pytest.mark.parametrize("event, problem", [

@@ -57,17 +57,25 @@ def common_specs() -> dict[str, dict[str, Any]]:
         "eval_episodes": _field_spec(RunConfig, "eval_episodes", "eval: episodes to play"),
         "frames": _field_spec(FramesConfig, "enabled", "publish live frames (the Frames tab, `mosaic watch`)"),
         "fps": _field_spec(FramesConfig, "fps", "frames a second, at most"),
+        "record": {"type": ["integer", "null"], "minimum": 1,
+                   "description": "record this many finished episodes as an offline dataset in the run's "
+                                  "directory (dataset.hdf5, Tianshou's replay-buffer format; empty: none)"},
+        "dataset": {"type": "string", "enum": [], "description": "an offline algorithm's data: a run that "
+                                                                 "recorded a dataset on this env"},
         "wall_seconds": _field_spec(LimitsConfig, "wall_seconds", "stop the run after this many seconds"),
         "max_steps": _field_spec(LimitsConfig, "max_steps", "stop the run once it reports this step"),
         "memory_mb": _field_spec(LimitsConfig, "memory_mb", "memory limit of the worker, in MB"),
     }
 
 
+NO_DATASET = "(none recorded)"
+
 # the form's sections and their fields, in order
 SECTIONS = [
     ("Run", ["worker", "algo", "env", "name", "steps", "seed", "device"]),
     ("Mode", ["mode", "checkpoint", "eval_episodes"]),
     ("Frames", ["frames", "fps"]),
+    ("Data", ["record", "dataset"]),
     ("Limits", ["wall_seconds", "max_steps", "memory_mb"]),
 ]
 COMMON_FIELDS = [name for _, names in SECTIONS for name in names]
@@ -144,6 +152,7 @@ class NewRunScreen(Screen):
             **{k: cfg.get(k) for k in ("worker", "algo", "env", "steps", "seed", "device", "mode", "checkpoint",
                                        "eval_episodes")},
             "frames": frames.get("enabled"), "fps": frames.get("fps"),
+            "record": (cfg.get("record") or {}).get("episodes"), "dataset": cfg.get("dataset"),
             **{k: limits.get(k) for k in ("wall_seconds", "max_steps", "memory_mb")},
         }
         self.frames_extra = {k: v for k, v in frames.items() if k not in ("enabled", "fps")}
@@ -202,6 +211,9 @@ class NewRunScreen(Screen):
             extra = {"validator": self._check_name}
         elif name == "checkpoint":
             extra = {"validator": self._check_checkpoint}
+        elif name == "dataset":
+            spec = {**spec, "enum": [value] if value else [NO_DATASET]}
+            extra = {"validator": self._check_dataset}
         return SchemaField(name, spec, value, field_id=f"f-{name}", **extra)
 
     def on_mount(self) -> None:
@@ -247,6 +259,24 @@ class NewRunScreen(Screen):
     def _check_checkpoint(self, value: Any) -> None:
         if self.is_mounted and self.common_value("mode") == "eval" and not value:
             raise ConfigError("checkpoint", "is required when mode is 'eval'")
+
+    def _check_dataset(self, value: Any) -> None:
+        if self.is_mounted and self.field("dataset").display and value in (None, "", NO_DATASET):
+            raise ConfigError("dataset", f"no run recorded a dataset on {self.common_value('env')}: record one "
+                                         f"with an online algorithm first (Data: record)")
+
+    @work(exclusive=True, group="datasets")
+    async def load_datasets(self, env: str) -> None:
+        """The runs that recorded a dataset on ``env`` (the daemon's ``datasets``), as the dataset's choices."""
+        try:
+            found = await self.app.link.call(P.DATASETS, env=env)
+        except (ConnectionError, P.RPCError):
+            found = []
+        names = [d["name"] for d in found] or [NO_DATASET]
+        wanted = self.initial.get("dataset")
+        self.field("dataset").set_choices(names, wanted if wanted in names else names[0])
+        self.field("dataset").validate()
+        self.update_status()
 
     def field(self, name: str) -> SchemaField:
         return self.query_one(f"#f-{name}", SchemaField)
@@ -304,7 +334,11 @@ class NewRunScreen(Screen):
                 self.field(name).display = bool(caps.get("frames"))
             for name in ("mode", "checkpoint", "eval_episodes"):
                 self.field(name).display = bool(caps.get("checkpoints"))
+            self.field("record").display = bool(caps.get("record"))
+            self.field("dataset").display = algo in (caps.get("offline_algorithms") or [])
         key = self.chosen_key()
+        if key != self._schema_key and self.field("dataset").display and key[2]:
+            self.load_datasets(key[2])
         if key != self._schema_key and worker and algo:
             self._schema_key = key
             self.load_schema(*key)
@@ -400,6 +434,10 @@ class NewRunScreen(Screen):
             config["checkpoint"] = values["checkpoint"]
         if config["mode"] == "eval":
             config["eval_episodes"] = values["eval_episodes"]
+        if values.get("record"):
+            config["record"] = {"episodes": values["record"]}
+        if values.get("dataset") not in (None, "", NO_DATASET):
+            config["dataset"] = values["dataset"]
         if values.get("frames"):
             config["frames"] = {**self.frames_extra, "enabled": True, "fps": values["fps"]}
         limits = {k: values[k] for k in ("wall_seconds", "max_steps", "memory_mb") if values.get(k) is not None}

@@ -36,6 +36,8 @@ def record_table(run: dict[str, Any]) -> Table:
             table.add_row(key, fmt.num(s.get(key)))
     if s.get("checkpoints"):
         table.add_row("checkpoints", "\n".join(s["checkpoints"][-5:]))
+    if s.get("dataset"):
+        table.add_row("dataset", fmt.dataset_text(s["dataset"]))
     return table
 
 

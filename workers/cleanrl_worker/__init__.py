@@ -43,6 +43,7 @@ class CleanRLDescriptor(WorkerDescriptor):
             "checkpoints": True,
             "gpu": torch_has_gpu_build(),
             "frames": True,
+            "record": True,
             # algo may also be the absolute path of a CleanRL-style script
             "user_scripts": True,
         }

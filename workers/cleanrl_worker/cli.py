@@ -61,6 +61,9 @@ def child_environment(config: dict, path: str) -> dict[str, str]:
     env["MOSAIC_CLEANRL_SAVE_MODEL"] = "1" if config["params"].get("save-model") and not own_save else "0"
     if not config["params"].get("track"):
         env["WANDB_MODE"] = "disabled"
+    if config.get("record"):  # the training env's transitions into dataset.hdf5 (workers/sdk/dataset.py)
+        env["MOSAIC_CLEANRL_RECORD"] = json.dumps({"record": config["record"], "env": config["env"],
+                                                   "directory": os.path.abspath(".")})
     frames = frames_request(config)
     if frames is not None:
         env["MOSAIC_CLEANRL_FRAMES"] = json.dumps(frames)

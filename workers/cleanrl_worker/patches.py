@@ -60,6 +60,7 @@ env_steps = 0  # env steps taken in TRAINING_ENV (all its sub-envs)
 _uncaught_exception = False
 _original_torch_save: Callable | None = None
 FRAMES: "EnvFrames | None" = None  # set by install() when frames are on
+RECORDER: Any = None  # a workers.sdk.dataset.Recorder when the run records a dataset
 
 
 # -- running a patch after a module is imported ---------------------------
@@ -139,8 +140,31 @@ def patch_gym_vector(module) -> None:
             # An instance attribute: the script's envs.step(...) finds it first,
             # other vector envs keep the plain class method.
             self.step = _training_step_gym(self, self.step)
+            self.reset = _training_reset_gym(self, self.reset)
 
     cls.__init__ = __init__
+
+
+def _training_reset_gym(env, reset: Callable) -> Callable:
+    def training_reset(*args, **kwargs):
+        result = reset(*args, **kwargs)
+        if RECORDER is not None:  # gym 0.23: the observations, or (obs, info) with return_info
+            _recording(env, same_step=True).reset(result[0] if isinstance(result, tuple) else result)
+        return result
+
+    return training_reset
+
+
+def _record_gym(env, actions, result) -> None:
+    """gym 0.23's step as gymnasium's: a done split by TimeLimit.truncated, the final
+    observation (same-step autoreset) from info["terminal_observation"]."""
+    import numpy as np
+
+    obs, rewards, dones, infos = result
+    truncated = np.array([bool(d and info.get("TimeLimit.truncated", False)) for d, info in zip(dones, infos)])
+    terminated = np.logical_and(dones, ~truncated)
+    final = [info.get("terminal_observation", o) if d else o for o, d, info in zip(obs, dones, infos)]
+    _recording(env, same_step=True).step(actions, obs, rewards, terminated, truncated, {"final_obs": final})
 
 
 def _training_step_gym(env, step: Callable) -> Callable:
@@ -150,6 +174,8 @@ def _training_step_gym(env, step: Callable) -> Callable:
         global env_steps
         result = step(actions)
         env_steps += num_envs
+        if RECORDER is not None:
+            _record_gym(env, actions, result)
         dones = result[2]
         if dones.any():
             for i, info in enumerate(result[3]):
@@ -190,9 +216,19 @@ def _patch_gymnasium_vector_class(cls, signature, same_step) -> None:
         if TRAINING_ENV is None:
             TRAINING_ENV = self
 
+    original_reset = cls.reset
+
+    def reset(self, *args, **kwargs):
+        obs, infos = original_reset(self, *args, **kwargs)
+        if self._mosaic_training and RECORDER is not None:
+            _recording(self).reset(obs)
+        return obs, infos
+
     def step(self, actions):
         global env_steps
         obs, rewards, terminations, truncations, infos = original_step(self, actions)
+        if self._mosaic_training and RECORDER is not None:
+            _recording(self).step(actions, obs, rewards, terminations, truncations, infos)
         if self._mosaic_training:
             env_steps += self.num_envs
             # same-step autoreset: a finished episode's info is under final_info;
@@ -210,8 +246,22 @@ def _patch_gymnasium_vector_class(cls, signature, same_step) -> None:
         return obs, rewards, terminations, truncations, infos
 
     cls.__init__ = __init__
+    cls.reset = reset
     cls.step = step
     cls._mosaic_training = False  # instances made before the patch: not the training env
+
+
+def _recording(vector_env, same_step: bool | None = None) -> Any:
+    """The training env's VectorEpisodes (the script holds the env: it is fed from step/reset)."""
+    episodes = getattr(vector_env, "_mosaic_episodes", None)
+    if episodes is None:
+        from workers.sdk.dataset import VectorEpisodes, same_step_autoreset
+
+        if same_step is None:
+            same_step = same_step_autoreset(vector_env)
+        episodes = VectorEpisodes(RECORDER.store, vector_env.num_envs, same_step)
+        vector_env._mosaic_episodes = episodes
+    return episodes
 
 
 def _restore_final_keys(num_envs: int, infos: dict) -> None:
@@ -412,12 +462,14 @@ _installed = False
 
 def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
             tensorboard_dir: str = rundir.TENSORBOARD_DIR, save_model_at_exit: bool = False,
-            frames: dict[str, Any] | None = None) -> None:
+            frames: dict[str, Any] | None = None, record: dict[str, Any] | None = None) -> None:
     """Arm the patches in this process (once). Modules imported already are patched now.
 
     ``frames``: {"run_id", "fps", "max_dim", "grid"} to publish frames to FastLane.
+    ``record``: {"record": {"episodes": N} | {"steps": N}, "env", "directory"}: the training
+    env's transitions become the run's dataset, saved at exit (workers/sdk/dataset.py).
     """
-    global _installed, _emitter, ALGO, CHECKPOINT_DIR, TENSORBOARD_DIR, FRAMES
+    global _installed, _emitter, ALGO, CHECKPOINT_DIR, TENSORBOARD_DIR, FRAMES, RECORDER
     if _installed:
         return
     _installed = True
@@ -430,6 +482,11 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
         FRAMES = EnvFrames(**frames)
         atexit.register(lambda: FRAMES is not None and FRAMES.close())
         pending["gymnasium.envs.registration"] = patch_gymnasium_make
+    if record:
+        from workers.sdk.dataset import Recorder
+
+        RECORDER = Recorder(record["record"], record["env"], record["directory"])
+        atexit.register(lambda: RECORDER.finish(_emitter))
     for name in list(pending):
         if name in sys.modules:
             pending.pop(name)(sys.modules[name])
@@ -447,5 +504,6 @@ def install_from_environ() -> bool:
             checkpoint_dir=os.environ.get("MOSAIC_CLEANRL_CHECKPOINT_DIR", rundir.CHECKPOINT_DIR),
             tensorboard_dir=os.environ.get("MOSAIC_CLEANRL_TENSORBOARD_DIR", rundir.TENSORBOARD_DIR),
             save_model_at_exit=os.environ.get("MOSAIC_CLEANRL_SAVE_MODEL") == "1",
-            frames=json.loads(os.environ.get("MOSAIC_CLEANRL_FRAMES") or "null"))
+            frames=json.loads(os.environ.get("MOSAIC_CLEANRL_FRAMES") or "null"),
+            record=json.loads(os.environ.get("MOSAIC_CLEANRL_RECORD") or "null"))
     return True

@@ -50,6 +50,7 @@ class RayDescriptor(WorkerDescriptor):
             "resume": True,
             "gpu": torch_has_gpu_build(),
             "frames": True,
+            "record": True,
             "schema_version": catalog.SCHEMA_VERSION,
         }
 
@@ -118,6 +119,10 @@ class RayDescriptor(WorkerDescriptor):
             if p["custom_resources_per_env_runner"] and p["env_runners"]:
                 raise ConfigError("params.custom_resources_per_env_runner",
                                   "a private Ray has no custom resources; join a cluster with params.address")
+        if config.record and (config.mode == "train" or multi):
+            raise ConfigError("record", "RLlib's env runners make their own envs: a dataset is recorded by an "
+                                        "eval run of a single-agent checkpoint" if config.mode == "train" else
+                                        f"{config.env} is multi-agent: a dataset holds single-agent transitions")
         if config.checkpoint is not None:
             self._check_checkpoint(config)
         elif config.mode == "eval":

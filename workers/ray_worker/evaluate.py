@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from workers.ray_worker import catalog, envs, runtime
+from workers.sdk.dataset import env_recorder
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_META
 from workers.sdk.telemetry import Emitter
@@ -84,6 +85,9 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
                   "policy": policy, "render_mode": "rgb_array" if frames is not None else None}
     env = envs.make_env(env_config)
     multi_agent = catalog.is_multi_agent(env_id)
+    recorder = env_recorder(config)  # single-agent only: the descriptor refuses the rest
+    if recorder is not None:
+        env = recorder.wrap(env)
     if policy == "self_play":
         mapping = runtime.SelfPlayMapping(list(env.possible_agents), int(meta.get("league_size", 1)))
     elif multi_agent:
@@ -123,6 +127,8 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
                 extra["agents"] = agent_returns
             emitter.episode(steps, total, length, **extra)
             emitter.heartbeat(steps)
+        if recorder is not None:
+            recorder.finish(emitter)
         emitter.run_completed(step=steps)
     finally:
         env.close()

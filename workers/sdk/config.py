@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -51,6 +51,20 @@ class FramesConfig(BaseModel):
     grid: int = Field(default=1, ge=1, le=64)
 
 
+class RecordConfig(BaseModel):
+    """Record the run's transitions as an offline dataset (workers/sdk/dataset.py): whole
+    episodes, until ``episodes`` have finished or they hold at least ``steps`` transitions."""
+    model_config = ConfigDict(extra="forbid")
+    episodes: int | None = Field(default=None, ge=1, le=1000000, description="finished episodes to record")
+    steps: int | None = Field(default=None, ge=1, le=100000000, description="transitions to record, at least")
+
+    @model_validator(mode="after")
+    def _one(self) -> "RecordConfig":
+        if (self.episodes is None) == (self.steps is None):
+            raise ValueError("give one of episodes or steps")
+        return self
+
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -71,6 +85,11 @@ class RunConfig(BaseModel):
     checkpoint: str | None = None
     eval_episodes: int = Field(default=10, ge=1, le=100000)
     frames: FramesConfig = Field(default_factory=FramesConfig)
+    # record the run's transitions into its directory (dataset.hdf5); off when None
+    record: RecordConfig | None = None
+    # an offline algorithm's data: another run's recorded dataset, by run name or id
+    # (the daemon makes it the absolute path of that run's dataset.hdf5 at submit)
+    dataset: str | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # set by the daemon, not the user
     run_id: str | None = None

@@ -7,3 +7,6 @@ TENSORBOARD_DIR = "tensorboard"   # the library's own TensorBoard files, if it w
 # Beside a checkpoint: what it was trained with (env, algo, agents, policy ...),
 # read before loading it, so a mismatch is refused by name instead of by a shape error.
 CHECKPOINT_META = "mosaic_checkpoint.json"
+# A recorded offline dataset (workers/sdk/dataset.py): Tianshou's ReplayBuffer HDF5, and what it holds.
+DATASET_FILE = "dataset.hdf5"
+DATASET_META = "dataset.json"

@@ -32,6 +32,7 @@ RUN_STARTED = "run_started"
 SCALAR = "scalar"
 EPISODE = "episode"
 CHECKPOINT_SAVED = "checkpoint_saved"
+DATASET_SAVED = "dataset_saved"
 HEARTBEAT = "heartbeat"
 PHASE = "phase"
 RUN_COMPLETED = "run_completed"
@@ -70,6 +71,11 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     CHECKPOINT_SAVED: {
         "step": ((int,), True),
         "path": ((str,), True),
+    },
+    DATASET_SAVED: {
+        "path": ((str,), True),
+        "transitions": ((int,), True),
+        "episodes": ((int,), True),
     },
     HEARTBEAT: {
         "step": ((int,), False),
@@ -217,6 +223,10 @@ class Emitter:
 
     def checkpoint_saved(self, path: str, step: int) -> None:
         self.emit(make_event(CHECKPOINT_SAVED, path=str(path), step=int(step)), flush=True)
+
+    def dataset_saved(self, path: str, transitions: int, episodes: int) -> None:
+        self.emit(make_event(DATASET_SAVED, path=str(path), transitions=int(transitions),
+                             episodes=int(episodes)), flush=True)
 
     def heartbeat(self, step: int | None = None) -> None:
         fields = {} if step is None else {"step": int(step)}

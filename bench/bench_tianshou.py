@@ -1,0 +1,126 @@
+"""The Tianshou worker's overhead: DQN and PPO on CartPole through the daemon against a bare Tianshou script.
+
+    python -m bench.bench_tianshou
+
+A (managed): the run submitted to a daemon (bench.common.daemon_home): the
+trainer logs every collect step through the worker's TelemetryLogger (episode
+events, scalars), checkpoints every epoch, stray prints go to stdout.log.
+B (bare): a Python process building the same algorithm (the worker's
+``runtime.build``: the same networks, policy and params), the same
+DummyVectorEnvs and collectors, and calling ``algorithm.run_training`` with the
+same trainer params and no logger, as a Tianshou user's script does.
+
+Both are timed alike: from the moment the trainer starts (A: the ``train``
+phase event the worker emits just before ``run_training``; B: just before it)
+to the end of training (A: the final ``checkpoint_saved``; B: just after
+``run_training``), over the same env steps. Imports and the build are left
+out. Runs alternate A B A B ... and the figure is the ratio of the medians
+(goal: at least 0.97).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from bench.common import ROOT, daemon_home, figure, median, print_table
+
+PAIRS = 2
+RUNS = {
+    "dqn": {"steps": 5000, "params": {"epoch_num_steps": 1000, "test_envs": 2, "test_step_num_episodes": 2}},
+    "ppo": {"steps": 6000, "params": {"epoch_num_steps": 2000, "collection_step_num_env_steps": 1000,
+                                      "test_envs": 2, "test_step_num_episodes": 2}},
+}
+
+BARE = """
+import json, math, sys, time
+import numpy as np, torch, gymnasium as gym
+from tianshou.data import Collector, CollectStats, VectorReplayBuffer
+from tianshou.env import DummyVectorEnv
+from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
+from workers.tianshou_worker import WORKER, catalog, runtime
+config = WORKER.validate(json.loads(sys.argv[1]))
+algo, p = config["algo"], config["params"]
+torch.set_num_threads(p["torch_threads"]); np.random.seed(config["seed"]); torch.manual_seed(config["seed"])
+algorithm = runtime.build(algo, p, runtime.spaces_of(gym.make(config["env"])))
+make = lambda: gym.make(config["env"])
+n = p["training_envs"]
+off = catalog.ALGORITHMS[algo]["kind"] == catalog.ONLINE_OFF
+_, _, trainer_params = runtime.split_params(algo, p)
+size = p["buffer_size"] if off else math.ceil(trainer_params["collection_step_num_env_steps"] / n) * n + n
+training_envs = DummyVectorEnv([make for _ in range(n)]); training_envs.seed(config["seed"])
+test_envs = DummyVectorEnv([make for _ in range(p["test_envs"])]); test_envs.seed(config["seed"] + 1000)
+collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n), exploration_noise=True)
+cls = OffPolicyTrainerParams if off else OnPolicyTrainerParams
+params = cls(training_collector=collector, test_collector=Collector[CollectStats](algorithm, test_envs),
+             max_epochs=math.ceil(config["steps"] / p["epoch_num_steps"]), show_progress=False, **trainer_params)
+t0 = time.time()
+result = algorithm.run_training(params)
+print(json.dumps({"start": t0, "end": time.time(), "steps": result.train_step}))
+"""
+
+
+def config_of(algo: str) -> dict:
+    return {"worker": "tianshou", "algo": algo, "env": "CartPole-v1", "seed": 1, "steps": RUNS[algo]["steps"],
+            "params": dict(RUNS[algo]["params"])}
+
+
+def bare_run(algo: str) -> float:
+    out = subprocess.run([sys.executable, "-c", BARE, json.dumps(config_of(algo))], capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"bare run failed:\n{out.stderr[-3000:]}")
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    return data["steps"] / (data["end"] - data["start"])
+
+
+def managed_run(client, home, algo: str) -> float:
+    from daemon import protocol as P
+    run = client.call(P.SUBMIT, config=config_of(algo))
+    while True:
+        run = client.call(P.GET, run=run["id"])
+        if run["state"] in P.FINAL_STATES:
+            break
+        time.sleep(0.5)
+    if run["state"] != P.SUCCEEDED:
+        raise RuntimeError(f"managed run {run['id']} {run['state']}: {run.get('reason')}")
+    start = end = steps = None
+    with open(home.run_dir(run["id"]) / "events.jsonl") as f:
+        for line in f:
+            event = json.loads(line)
+            if event["type"] == "phase" and event["name"] == "train":
+                start = event["t"]
+            elif event["type"] == "checkpoint_saved":
+                end, steps = event["t"], event["step"]
+    return steps / (end - start)
+
+
+def run() -> list[dict]:
+    from mosaic_tui.client import Client
+    rows = []
+    with daemon_home(max_runs=1) as (home, _pid):
+        with Client(home, name="bench-tianshou") as client:
+            for algo in RUNS:
+                managed, bare = [], []
+                for _ in range(PAIRS):
+                    managed.append(managed_run(client, home, algo))
+                    bare.append(bare_run(algo))
+                ratio = median(managed) / median(bare)
+                rows += [
+                    figure(f"Tianshou {algo.upper()} CartPole env steps/s, managed / bare", ratio, "ratio", ">= 0.97",
+                           f"medians; {PAIRS} runs each, alternating", ratio >= 0.97),
+                    figure(f"  {algo.upper()} managed (daemon, telemetry logger, checkpoints)", median(managed),
+                           "env steps/s", "", f"runs: {', '.join(f'{r:.0f}' for r in managed)}", None),
+                    figure(f"  {algo.upper()} bare run_training", median(bare), "env steps/s", "",
+                           f"runs: {', '.join(f'{r:.0f}' for r in bare)}", None),
+                ]
+    return rows
+
+
+def main() -> None:
+    print_table(run())
+
+
+if __name__ == "__main__":
+    main()

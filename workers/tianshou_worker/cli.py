@@ -1,0 +1,207 @@
+"""python -m workers.tianshou_worker.cli --config config.json   (cwd: the run directory)
+
+Train: build the algorithm (runtime.build), its collectors on tianshou
+DummyVectorEnvs (or, offline, the recorded dataset as the trainer's buffer) and
+call ``algorithm.run_training`` with Tianshou's trainer params; the trainer
+logs through ``runtime.TelemetryLogger``, which also saves checkpoints.
+Eval: load a checkpoint and play ``eval_episodes`` episodes with the policy,
+with frames and, if the run records, a dataset.
+
+The trainer prints its epoch lines on stdout: ``start`` has made stdout the
+run's stdout.log, so they never reach the telemetry channel.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import traceback
+from typing import Any
+
+from workers.sdk.dataset import Recorder, env_recorder
+from workers.sdk.frames import env_frames
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
+from workers.sdk.stop import Cancelled, StopSignals, die_of
+from workers.sdk.telemetry import Emitter
+from workers.sdk.worker_cli import start
+from workers.tianshou_worker import WORKER, catalog
+
+
+def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False):
+    import gymnasium as gym
+
+    env = gym.make(env_id, render_mode="rgb_array" if render else None)
+    return recorder.wrap(env) if recorder is not None else env
+
+
+def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
+                    update_step: int, emitter: Emitter) -> str:
+    """checkpoints/<name>.pt: the algorithm's state_dict (networks and optimizers) and the
+    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on."""
+    import torch
+
+    os.makedirs(CHECKPOINT_DIR, exist_ok=True)
+    path = os.path.abspath(os.path.join(CHECKPOINT_DIR, f"{name}.pt"))
+    torch.save({"algorithm": algorithm.state_dict(), "epoch": epoch, "env_step": env_step,
+                "update_step": update_step}, path)
+    meta = {"worker": "tianshou", "algo": config["algo"], "env": config["env"],
+            "hidden_sizes": config["params"]["hidden_sizes"], "epoch": epoch, "env_step": env_step,
+            "update_step": update_step}
+    with open(os.path.join(CHECKPOINT_DIR, CHECKPOINT_META), "w") as f:
+        json.dump(meta, f, indent=1)
+    emitter.checkpoint_saved(path, env_step if config["algo"] not in _offline() else update_step)
+    return path
+
+
+def _offline() -> list[str]:
+    return [a for a, i in catalog.ALGORITHMS.items() if i["kind"] == catalog.OFFLINE]
+
+
+def build(config: dict[str, Any]):
+    """The run's algorithm, its env spaces and, for offline runs and GAIL, the dataset."""
+    import torch
+    from tianshou.data import ReplayBuffer
+
+    from workers.tianshou_worker import runtime
+
+    probe = make_env(config["env"])
+    spaces = runtime.spaces_of(probe)
+    probe.close()
+    dataset = ReplayBuffer.load_hdf5(config["dataset"]) if config.get("dataset") else None
+    algorithm = runtime.build(config["algo"], config["params"], spaces, dataset)
+    state = None
+    if config.get("checkpoint"):
+        state = torch.load(config["checkpoint"], map_location="cpu", weights_only=False)
+        algorithm.load_state_dict(state["algorithm"])
+        sys.stderr.write(f"mosaic tianshou worker: loaded {config['checkpoint']}\n")
+    return algorithm, dataset, state
+
+
+def train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
+    import numpy as np
+    import torch
+    from tianshou.data import Collector, CollectStats, VectorReplayBuffer
+    from tianshou.env import DummyVectorEnv
+    from tianshou.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
+
+    from workers.tianshou_worker import runtime
+
+    algo, params = config["algo"], config["params"]
+    kind = catalog.ALGORITHMS[algo]["kind"]
+    torch.set_num_threads(params["torch_threads"])
+    np.random.seed(config["seed"])
+    torch.manual_seed(config["seed"])
+    algorithm, dataset, state = build(config)
+    restored = (state["epoch"], state["env_step"], state["update_step"]) if state else (0, 0, 0)
+    logger = runtime.TelemetryLogger(emitter, params["checkpoint_every"], restored, offline=kind == catalog.OFFLINE)
+    total = int(config["steps"])
+    epoch_steps = min(params["epoch_num_steps"], total)
+    _, _, trainer_params = runtime.split_params(algo, params)
+    trainer_params["epoch_num_steps"] = epoch_steps
+    saved: list[str] = []
+
+    def save_fn(epoch: int, env_step: int, update_step: int) -> str:
+        saved.append(save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter))
+        return saved[-1]
+
+    test_collector = None
+    if params["test_envs"]:
+        test_envs = DummyVectorEnv([lambda: make_env(config["env"]) for _ in range(params["test_envs"])])
+        test_envs.seed(config["seed"] + 1000)
+        test_collector = Collector[CollectStats](algorithm, test_envs)
+    common = dict(max_epochs=math.ceil(total / epoch_steps), test_collector=test_collector, logger=logger,
+                  save_checkpoint_fn=save_fn, resume_from_log=state is not None, verbose=True, show_progress=False)
+    if not params["test_envs"]:
+        trainer_params.pop("test_step_num_episodes", None)
+    emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream="tianshou 2.0.1")
+    if kind == catalog.OFFLINE:
+        emitter.phase("offline", step=restored[2])
+        trainer = OfflineTrainerParams(buffer=dataset, **common, **trainer_params)
+    else:
+        n = params["training_envs"]
+        training_envs = DummyVectorEnv([lambda: make_env(config["env"], recorder) for _ in range(n)])
+        training_envs.seed(config["seed"])
+        if kind == catalog.ONLINE_OFF:
+            size = params["buffer_size"]
+        else:  # what one collection step gathers, in whole steps of every env
+            size = math.ceil(trainer_params["collection_step_num_env_steps"] / n) * n + n
+        collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n),
+                                            exploration_noise=True)
+        cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
+        emitter.phase("train", step=restored[1])
+        trainer = cls(training_collector=collector, **common, **trainer_params)
+    result = algorithm.run_training(trainer)
+    step = result.update_step if kind == catalog.OFFLINE else logger.env_step
+    save_checkpoint(algorithm, config, "final", logger.epoch, logger.env_step, result.update_step, emitter)
+    if recorder is not None:
+        recorder.finish(emitter)
+    emitter.run_completed(step=step)
+    return 0
+
+
+def evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
+    import torch
+
+    torch.set_num_threads(config["params"]["torch_threads"])
+    algorithm, _, _ = build(config)
+    policy = algorithm.policy
+    policy.eval()
+    frames = env_frames(config)
+    env = make_env(config["env"], recorder, render=frames is not None)
+    emitter.run_started("tianshou", config["algo"], config["env"], upstream="tianshou 2.0.1")
+    emitter.phase("eval", step=0)
+    steps = 0
+    try:
+        for index in range(config["eval_episodes"]):
+            obs, info = env.reset(seed=config["seed"] + index)
+            total, length, done = 0.0, 0, False
+            while not done:
+                if frames is not None:
+                    frames.maybe_publish(env.render)
+                with torch.no_grad():
+                    action = policy.compute_action(obs, info)
+                obs, reward, terminated, truncated, info = env.step(action)
+                total += float(reward)
+                length += 1
+                steps += 1
+                done = terminated or truncated
+            emitter.episode(steps, total, length)
+            emitter.heartbeat(steps)
+    finally:
+        env.close()
+        if frames is not None:
+            frames.close()
+    if recorder is not None:
+        recorder.finish(emitter)
+    emitter.run_completed(step=steps)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    emitter, config = start("python -m workers.tianshou_worker.cli", argv, WORKER)
+    if config is None:
+        return 2
+    StopSignals().install()
+    recorder = env_recorder(config)
+    try:
+        if config["mode"] == "eval":
+            return evaluate(config, emitter, recorder)
+        return train(config, emitter, recorder)
+    except Cancelled as exc:
+        if recorder is not None:  # the episodes that finished are a dataset all the same
+            recorder.finish(emitter)
+        emitter.run_failed(f"cancelled ({exc})")
+        emitter.close()
+        die_of(exc.signum)
+        return 1
+    except Exception as exc:  # noqa: BLE001 -- reported as the run's failure, traceback in stderr.log
+        traceback.print_exc()
+        emitter.run_failed(f"{type(exc).__name__}: {exc}")
+        return 1
+    finally:
+        emitter.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
