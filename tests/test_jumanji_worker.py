@@ -171,3 +171,37 @@ def test_a2c_on_tsp_binpack_and_2048(daemon, mosaic):
             for env in ("TSP-v1", "BinPack-v2", "Game2048-v1")}
     for env, run_id in runs.items():
         check_a2c_run(mosaic, run_id, epochs=2)
+
+
+# -- Jumanji envs for the other workers ------------------------------------------------
+def test_gymnasium_ids_flattened_with_frames():
+    code = textwrap.dedent("""
+        import gymnasium, numpy as np
+        from workers.sdk import jumanji_envs
+        from workers.sdk.envs import JUMANJI_GYM_ENVS
+        ids = jumanji_envs.register_gymnasium()
+        assert sorted(ids) == sorted(JUMANJI_GYM_ENVS), set(ids) ^ set(JUMANJI_GYM_ENVS)
+        env = gymnasium.make("jumanji/Snake-v1", render_mode="rgb_array")
+        obs, _ = env.reset(seed=3)
+        assert env.observation_space.shape == obs.shape and obs.ndim == 1 and env.action_space.n == 4
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        frame = env.render()
+        assert frame.shape == (1000, 1000, 3) and frame.dtype == np.uint8 and frame.std() > 0
+        print(type(env.action_space).__name__, env.spec.max_episode_steps)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["Discrete", "10000"]
+
+
+@pytest.mark.slow
+def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
+    """PPO of another worker (XuanCe) on Jumanji's TSP through gymnasium's jumanji/TSP-v1."""
+    run_id = mosaic.submit("--worker", "xuance", "--algo", "ppo", "--env", "classic_control:jumanji/TSP-v1",
+                           "--steps", "1024", "--set", "parallels=4", "--set", "horizon_size=128",
+                           "--set", "n_epochs=1")
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] == 1024 and run["summary"]["episodes"] > 0
+    episodes = of_type(events_of(mosaic.home, run_id), "episode")
+    # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
+    assert all(1 <= e["length"] <= 20 for e in episodes)

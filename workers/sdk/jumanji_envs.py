@@ -18,6 +18,10 @@ import os
 from typing import Any, Callable
 
 NAMESPACE = "jumanji"
+# Jumanji's envs end their episodes themselves (TSP after its cities, Snake at its 4000-step
+# time limit); gymnasium's TimeLimit is there too, as a cap above those, because libraries read
+# it (XuanCe reads env._max_episode_steps). gymnasium.make(..., max_episode_steps=N) overrides it.
+MAX_EPISODE_STEPS = 10_000
 
 
 def rgb_render(env) -> Callable[[Any], Any]:
@@ -48,7 +52,7 @@ def make_gymnasium(jumanji_id: str, render_mode: str | None = None, seed: int = 
     env = jumanji.make(jumanji_id, **kwargs)
     if getattr(env, "num_agents", 1) > 1:
         env = MultiToSingleWrapper(env)
-    frames = _frames_wrapper_class()(JumanjiToGymWrapper(env, seed=seed, backend="cpu"), render_mode)
+    frames = _frames_wrapper_class()(JumanjiToGymWrapper(env, seed=seed), render_mode)
     return gymnasium.wrappers.FlattenObservation(frames)
 
 
@@ -103,5 +107,13 @@ def register_gymnasium() -> list[str]:
     for gym_id in ids:
         if gym_id not in gymnasium.registry:
             gymnasium.register(id=gym_id, entry_point=make_gymnasium,
-                               kwargs={"jumanji_id": gym_id.split("/", 1)[1]}, disable_env_checker=True)
+                               kwargs={"jumanji_id": gym_id.split("/", 1)[1]}, disable_env_checker=True,
+                               max_episode_steps=MAX_EPISODE_STEPS)
     return ids
+
+
+def register_for(env_id: str) -> None:
+    """Register the ``jumanji/`` ids if ``env_id`` is one (a worker calls this with its run's
+    env id before making envs; for any other id it costs nothing and imports nothing)."""
+    if env_id.startswith(f"{NAMESPACE}/"):
+        register_gymnasium()
