@@ -21,7 +21,7 @@ from workers.jumanji_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
 
-WAIT = "400"
+WAIT = "600"  # a run is mostly JIT compilation; on two shared cores it can take minutes
 # a couple of epochs of a few A2C updates on 8 envs; evaluations of 4 episodes
 TINY = {"training.num_learner_steps_per_epoch": 4, "training.n_steps": 10, "training.total_batch_size": 8,
         "evaluation.eval_total_batch_size": 4, "evaluation.greedy_eval_total_batch_size": 4}
@@ -47,7 +47,7 @@ def tags(events: list[dict]) -> set[str]:
 
 
 def finish(mosaic, run_id: str, state: str = "succeeded") -> dict:
-    mosaic.run("wait", run_id, "--timeout", WAIT)
+    mosaic.run("wait", run_id, "--timeout", WAIT, timeout=float(WAIT) + 30)
     run = mosaic.show(run_id)
     if run["state"] != state:
         stderr = (mosaic.home.run_dir(run_id) / "stderr.log").read_text(errors="replace")[-4000:]
