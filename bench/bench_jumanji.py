@@ -1,6 +1,7 @@
 """The Jumanji worker's overhead: A2C on Snake through the daemon against jumanji's own train.py loop.
 
-    python -m bench.bench_jumanji
+    python -m bench.bench_jumanji          # the overhead figure
+    python -m bench.bench_jumanji --envs   # compile and epoch time of A2C on every env (docs/workers/jumanji.md)
 
 A (managed): the run submitted to a daemon (bench.common.daemon_home): the
 worker drives jumanji.training's setup_* and the pmapped ``agent.run_epoch``
@@ -123,7 +124,53 @@ def run() -> list[dict]:
     ]
 
 
+# --envs: each env once, through the worker process itself (no daemon), with the tests' tiny settings
+TINY = {"training.num_epochs": 3, "training.num_learner_steps_per_epoch": 4, "training.n_steps": 10,
+        "training.total_batch_size": 8, "evaluation.eval_total_batch_size": 4,
+        "evaluation.greedy_eval_total_batch_size": 4, "checkpoint_every": 0}
+
+
+def env_times(env: str) -> dict:
+    import tempfile
+    run_dir = tempfile.mkdtemp(prefix="mbj-", dir="/tmp")
+    try:
+        with open(os.path.join(run_dir, "config.json"), "w") as f:
+            json.dump({"worker": "jumanji", "algo": "a2c", "env": env, "params": TINY}, f)
+        with open(os.path.join(run_dir, "events.jsonl"), "w") as events:
+            code = subprocess.run([sys.executable, "-m", "workers.jumanji_worker.cli"], cwd=run_dir, stdout=events,
+                                  stderr=subprocess.DEVNULL, timeout=1200,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
+        values: dict[str, list[float]] = {}
+        reason = None
+        with open(os.path.join(run_dir, "events.jsonl")) as f:
+            for line in f:
+                event = json.loads(line)
+                if event["type"] == "scalar":
+                    values.setdefault(event["tag"], []).append(event["value"])
+                if event["type"] == "run_failed":
+                    reason = event["reason"].splitlines()[0][:200]
+        if code != 0:
+            return {"env": env, "failed": reason or f"exit {code}"}
+        return {"env": env, "setup_s": values["time/setup_s"][0], "compile_s": values["time/compile_s"][0],
+                "epoch_s": median(values["time/epoch_s"]), "steps_per_s": median(values["train/steps_per_second"])}
+    finally:
+        subprocess.run(["rm", "-rf", run_dir])
+
+
+def envs_main(out_path: str) -> None:
+    from workers.jumanji_worker import catalog
+    results = []
+    for env in catalog.known_envs():
+        results.append(env_times(env))
+        print(json.dumps(results[-1]), flush=True)
+        with open(out_path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
 def main() -> None:
+    if "--envs" in sys.argv:
+        envs_main(os.path.join(str(ROOT), "bench", "results", "jumanji_envs.json"))
+        return
     print_table(run())
 
 
