@@ -165,6 +165,7 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # three JIT compilations at once (BinPack's transformer: minutes on two busy cores)
 def test_a2c_on_tsp_binpack_and_2048(daemon, mosaic):
     runs = {env: mosaic.submit(config_file(mosaic, env.lower(), env=env,
                                            params={**TINY, "training.num_epochs": 2, "checkpoint_every": 0}))
@@ -195,6 +196,7 @@ def test_gymnasium_ids_flattened_with_frames():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     """PPO of another worker (XuanCe) on Jumanji's TSP through gymnasium's jumanji/TSP-v1."""
     run_id = mosaic.submit("--worker", "xuance", "--algo", "ppo", "--env", "classic_control:jumanji/TSP-v1",
