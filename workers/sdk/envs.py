@@ -44,3 +44,24 @@ def unknown_env(env: str, known: list[str], worker: str) -> ConfigError:
     """The error for an env id a worker does not know: the closest known ids, else all of them."""
     hint = did_you_mean(env, known) or f"; choose from {', '.join(known) or 'nothing: no env family is installed'}"
     return ConfigError("env", f"unknown environment {env!r} for worker {worker!r}{hint}")
+
+
+# Jumanji's envs through gymnasium (workers/sdk/jumanji_envs.py registers them in a worker's
+# process): id -> family "jumanji" and action kind (from each env's action_spec, single-agent
+# view; multi-agent envs are made single-agent with MultiToSingleWrapper, as jumanji.training does).
+# Observations are flattened to one Box. Sokoban-v0 downloads its levels (boxoban) from Hugging
+# Face when first made.
+JUMANJI_ACTIONS = {
+    "BinPack-v2": "multi_discrete", "CVRP-v1": "discrete", "Cleaner-v0": "multi_discrete",
+    "Connector-v3": "multi_discrete", "FlatPack-v0": "multi_discrete", "Game2048-v1": "discrete",
+    "GraphColoring-v1": "discrete", "JobShop-v0": "multi_discrete", "Knapsack-v1": "discrete",
+    "LevelBasedForaging-v0": "multi_discrete", "MMST-v0": "multi_discrete", "Maze-v0": "discrete",
+    "Minesweeper-v0": "multi_discrete", "MultiCVRP-v0": "continuous", "PacMan-v1": "discrete",
+    "RobotWarehouse-v0": "multi_discrete", "RubiksCube-partly-scrambled-v0": "multi_discrete",
+    "RubiksCube-v0": "multi_discrete", "SearchAndRescue-v0": "continuous", "SlidingTilePuzzle-v0": "discrete",
+    "Snake-v1": "discrete", "Sokoban-v0": "discrete", "Sudoku-v0": "multi_discrete",
+    "Sudoku-very-easy-v0": "multi_discrete", "TSP-v1": "discrete", "Tetris-v0": "multi_discrete",
+}
+JUMANJI_GYM_ENVS: dict[str, dict[str, str]] = {
+    f"jumanji/{env}": {"family": "jumanji", "actions": kind} for env, kind in JUMANJI_ACTIONS.items()
+}

@@ -15,7 +15,7 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, did_you_mean
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import gymnasium_envs, unknown_env
+from workers.sdk.envs import JUMANJI_GYM_ENVS, gymnasium_envs, unknown_env
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
@@ -215,8 +215,8 @@ def default_env(algo: str) -> str:
 
 def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) -> str | None:
     """'discrete' or 'continuous' (None when unknown)."""
-    if family == CLASSIC_CONTROL:
-        return CLASSIC_CONTROL_ENVS.get(env_id, {}).get("actions")
+    if family == CLASSIC_CONTROL:  # gymnasium's own ids, or Jumanji's through gymnasium (jumanji/<Env>)
+        return (CLASSIC_CONTROL_ENVS.get(env_id) or JUMANJI_GYM_ENVS.get(env_id) or {}).get("actions")
     if family == MPE:
         if params is None or "continuous_action" not in params:
             return None

@@ -31,6 +31,7 @@ from typing import Any
 
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import dist_version
+from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
 from workers.sdk.stop import Cancelled, StopSignals, die_of
@@ -509,6 +510,8 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
     """Train or evaluate; report the outcome on the wire; return the exit code."""
     stop = StopSignals().install()
     prepare_process(config["params"]["torch_threads"])
+    # gymnasium ids "jumanji/<Env>" (env "classic_control:jumanji/TSP-v1"): Jumanji's envs through its gym wrapper
+    jumanji_envs.register_for(config["env"].split(":", 1)[-1])
     try:
         try:
             if config["mode"] == "eval":

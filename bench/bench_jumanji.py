@@ -1,0 +1,181 @@
+"""The Jumanji worker's overhead: A2C on Snake through the daemon against jumanji's own train.py loop.
+
+    python -m bench.bench_jumanji          # the overhead figure
+    python -m bench.bench_jumanji --envs   # compile and epoch time of A2C on every env (docs/workers/jumanji.md)
+
+A (managed): the run submitted to a daemon (bench.common.daemon_home): the
+worker drives jumanji.training's setup_* and the pmapped ``agent.run_epoch``
+scan, turns each epoch's metrics and evaluations into telemetry, saves a
+checkpoint at the end.
+B (plain): jumanji's own ``jumanji.training.train.train(cfg)`` -- the function
+its hydra entry point wraps (hydra is not installed: ``hydra.main`` is made a
+plain decorator, sitedir/ shims the logger packages) -- with the same config
+(``runtime.jumanji_config``) and jumanji's ListLogger in place of its
+terminal logger.
+
+Both measure an epoch alike: env steps of the epoch / wall seconds of the
+jitted epoch call up to ``block_until_ready`` (jumanji's Timer in B, the
+worker's own clock in A). A run's figure is the median over its epochs but
+the first (B's first epoch includes the JIT compilation; A compiles ahead of
+time). Runs alternate A B A B...; the figure is the ratio of the medians (goal:
+at least 0.97). Compile time is reported apart: A's "compiling" phase
+(``time/compile_s``: the epoch function compiled ahead of time and the first
+evaluations) and B's first epoch minus its median epoch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from bench.common import ROOT, daemon_home, figure, median, print_table
+
+PAIRS = 3
+EPOCHS = 6
+CONFIG = {"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "seed": 1,
+          "params": {"training.num_epochs": EPOCHS, "training.num_learner_steps_per_epoch": 20,
+                     "training.n_steps": 20, "training.total_batch_size": 32,
+                     "evaluation.eval_total_batch_size": 32, "evaluation.greedy_eval_total_batch_size": 32,
+                     "checkpoint_every": 0}}
+WORKER_NICE = 10
+SITEDIR = os.path.join(str(ROOT), "workers", "jumanji_worker", "sitedir")
+
+PLAIN = """
+import json, sys, time, types
+config = json.loads(sys.argv[1])
+hydra = types.ModuleType("hydra")
+hydra.main = lambda **kwargs: (lambda function: function)  # train.py's @hydra.main, without hydra
+sys.modules["hydra"] = hydra
+from workers.jumanji_worker import WORKER, runtime
+config = WORKER.validate(config)
+cfg = runtime.jumanji_config(config)
+import jumanji.training.train as jumanji_train
+from jumanji.training.loggers import ListLogger
+logger = ListLogger()
+jumanji_train.setup_logger = lambda cfg: logger
+jumanji_train.train(cfg)
+print(json.dumps({"steps_per_second": logger.history["steps_per_second"], "time": logger.history["time"]}))
+"""
+
+
+def plain_run() -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SITEDIR, str(ROOT)]), "MPLBACKEND": "Agg",
+           "JAX_PLATFORMS": "cpu"}
+    # at the niceness the daemon gives its workers (daemon/runs.py worker_nice), so both sides share
+    # the machine's cores with the other processes alike
+    out = subprocess.run([sys.executable, "-c", PLAIN, json.dumps(CONFIG)], capture_output=True, text=True,
+                         cwd=str(ROOT), env=env, timeout=1200, preexec_fn=lambda: os.nice(WORKER_NICE))
+    if out.returncode != 0:
+        raise RuntimeError(f"plain run failed:\n{out.stderr[-3000:]}")
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    rates = data["steps_per_second"]
+    steps = CONFIG["params"]["training.num_learner_steps_per_epoch"] * CONFIG["params"]["training.n_steps"] * \
+        CONFIG["params"]["training.total_batch_size"]
+    # the first epoch's time, less what an epoch takes once compiled
+    first_epoch = steps / rates[0] - steps / median(rates[1:])
+    return median(rates[1:]), first_epoch
+
+
+def managed_run(client, home) -> tuple[float, float]:
+    from daemon import protocol as P
+    run = client.call(P.SUBMIT, config=json.loads(json.dumps(CONFIG)))
+    while True:
+        run = client.call(P.GET, run=run["id"])
+        if run["state"] in P.FINAL_STATES:
+            break
+        time.sleep(0.5)
+    if run["state"] != P.SUCCEEDED:
+        raise RuntimeError(f"managed run {run['id']} {run['state']}: {run.get('reason')}")
+    rates, compile_s = [], None
+    with open(home.run_dir(run["id"]) / "events.jsonl") as f:
+        for line in f:
+            event = json.loads(line)
+            if event["type"] == "scalar" and event["tag"] == "train/steps_per_second":
+                rates.append(event["value"])
+            if event["type"] == "scalar" and event["tag"] == "time/compile_s":
+                compile_s = event["value"]
+    return median(rates[1:]), compile_s
+
+
+def run() -> list[dict]:
+    from mosaic_tui.client import Client
+    managed, plain, managed_compile, plain_compile = [], [], [], []
+    with daemon_home(max_runs=1) as (home, _pid):
+        with Client(home, name="bench-jumanji") as client:
+            for _ in range(PAIRS):
+                rate, compiled = managed_run(client, home)
+                managed.append(rate)
+                managed_compile.append(compiled)
+                rate, compiled = plain_run()
+                plain.append(rate)
+                plain_compile.append(compiled)
+    ratio = median(managed) / median(plain)
+    runs = f"{PAIRS} runs each, alternating"
+    return [
+        figure("A2C Snake env steps/s, managed / jumanji's train.py", ratio, "ratio", ">= 0.97",
+               f"medians over epochs 2-{EPOCHS}; {runs}", ratio >= 0.97),
+        figure("managed run (daemon, telemetry, checkpoint)", median(managed), "env steps/s", "",
+               f"runs: {', '.join(f'{r:.0f}' for r in managed)}", None),
+        figure("jumanji's train.py loop", median(plain), "env steps/s", "",
+               f"runs: {', '.join(f'{r:.0f}' for r in plain)}", None),
+        figure("compiling phase, managed (epoch fn ahead of time + first evaluations)", median(managed_compile),
+               "s", "", f"runs: {', '.join(f'{r:.1f}' for r in managed_compile)}", None),
+        figure("first epoch's extra time in train.py (JIT compilation)", median(plain_compile), "s", "",
+               f"runs: {', '.join(f'{r:.1f}' for r in plain_compile)}", None),
+    ]
+
+
+# --envs: each env once, through the worker process itself (no daemon), with the tests' tiny settings
+TINY = {"training.num_epochs": 3, "training.num_learner_steps_per_epoch": 4, "training.n_steps": 10,
+        "training.total_batch_size": 8, "evaluation.eval_total_batch_size": 4,
+        "evaluation.greedy_eval_total_batch_size": 4, "checkpoint_every": 0}
+
+
+def env_times(env: str) -> dict:
+    import tempfile
+    run_dir = tempfile.mkdtemp(prefix="mbj-", dir="/tmp")
+    try:
+        with open(os.path.join(run_dir, "config.json"), "w") as f:
+            json.dump({"worker": "jumanji", "algo": "a2c", "env": env, "params": TINY}, f)
+        with open(os.path.join(run_dir, "events.jsonl"), "w") as events:
+            code = subprocess.run([sys.executable, "-m", "workers.jumanji_worker.cli"], cwd=run_dir, stdout=events,
+                                  stderr=subprocess.DEVNULL, timeout=1200,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
+        values: dict[str, list[float]] = {}
+        reason = None
+        with open(os.path.join(run_dir, "events.jsonl")) as f:
+            for line in f:
+                event = json.loads(line)
+                if event["type"] == "scalar":
+                    values.setdefault(event["tag"], []).append(event["value"])
+                if event["type"] == "run_failed":
+                    reason = event["reason"].splitlines()[0][:200]
+        if code != 0:
+            return {"env": env, "failed": reason or f"exit {code}"}
+        return {"env": env, "setup_s": values["time/setup_s"][0], "compile_s": values["time/compile_s"][0],
+                "epoch_s": median(values["time/epoch_s"]), "steps_per_s": median(values["train/steps_per_second"])}
+    finally:
+        subprocess.run(["rm", "-rf", run_dir])
+
+
+def envs_main(out_path: str) -> None:
+    from workers.jumanji_worker import catalog
+    results = []
+    for env in catalog.known_envs():
+        results.append(env_times(env))
+        print(json.dumps(results[-1]), flush=True)
+        with open(out_path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def main() -> None:
+    if "--envs" in sys.argv:
+        envs_main(os.path.join(str(ROOT), "bench", "results", "jumanji_envs.json"))
+        return
+    print_table(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""The Jumanji worker: jumanji.training's A2C through the daemon, checkpoints and resume, frames,
+configs refused at submit; Jumanji envs for another worker (CleanRL PPO on jumanji/<Env>).
+
+JIT compilation dominates a short run (10-40 s an env on this machine), so each
+run is a couple of epochs with tiny batches (``TINY``), and the runs of a test
+go through one daemon at once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from daemon import protocol as P
+from tests.conftest import ROOT, connect, wait_for
+from workers.jumanji_worker import WORKER, catalog
+from workers.sdk.config import ConfigError
+from workers.sdk.telemetry import check_event
+
+WAIT = "600"  # a run is mostly JIT compilation; on two shared cores it can take minutes
+# a couple of epochs of a few A2C updates on 8 envs; evaluations of 4 episodes
+TINY = {"training.num_learner_steps_per_epoch": 4, "training.n_steps": 10, "training.total_batch_size": 8,
+        "evaluation.eval_total_batch_size": 4, "evaluation.greedy_eval_total_batch_size": 4}
+
+
+def config_file(mosaic, name: str, **config) -> str:
+    path = mosaic.home.root / f"{name}.json"
+    path.write_text(json.dumps({"worker": "jumanji", "algo": "a2c", "name": name, **config}))
+    return str(path)
+
+
+def events_of(home, run_id: str) -> list[dict]:
+    lines = (home.run_dir(run_id) / "events.jsonl").read_text().splitlines()
+    return [check_event(json.loads(line)) for line in lines]
+
+
+def of_type(events: list[dict], kind: str) -> list[dict]:
+    return [e for e in events if e["type"] == kind]
+
+
+def tags(events: list[dict]) -> set[str]:
+    return {e["tag"] for e in of_type(events, "scalar")}
+
+
+def finish(mosaic, run_id: str, state: str = "succeeded") -> dict:
+    mosaic.run("wait", run_id, "--timeout", WAIT, timeout=float(WAIT) + 30)
+    run = mosaic.show(run_id)
+    if run["state"] != state:
+        stderr = (mosaic.home.run_dir(run_id) / "stderr.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(f"run {run_id} is {run['state']} ({run.get('reason')}), not {state}:\n{stderr}")
+    return run
+
+
+def check_a2c_run(mosaic, run_id: str, epochs: int, first_epoch: int = 0) -> list[dict]:
+    """An A2C run's telemetry: phases, per-epoch training metrics and evaluations, checkpoints."""
+    run = finish(mosaic, run_id)
+    events = events_of(mosaic.home, run_id)
+    per_epoch = TINY["training.num_learner_steps_per_epoch"] * TINY["training.n_steps"] * \
+        TINY["training.total_batch_size"]
+    assert run["summary"]["steps"] == epochs * per_epoch and run["summary"]["invalid"] == 0
+    assert [e["name"] for e in of_type(events, "phase")] == ["setup", "compiling", "train"]
+    assert {"train/total_loss", "train/policy_loss", "train/critic_loss", "train/entropy", "train/value",
+            "eval_stochastic/episode_return", "eval_greedy/episode_return", "time/compile_s",
+            "train/steps_per_second"} <= tags(events)
+    epochs_done = [e["value"] for e in of_type(events, "scalar") if e["tag"] == "train/epoch"]
+    assert epochs_done == [float(n) for n in range(first_epoch + 1, epochs + 1)]
+    episodes = of_type(events, "episode")
+    assert len(episodes) == epochs - first_epoch and all(e["length"] >= 1 for e in episodes)
+    saved = of_type(events, "checkpoint_saved")
+    assert saved and saved[-1]["path"].endswith("final/training_state.pkl") and saved[-1]["step"] == run["summary"]["steps"]
+    return events
+
+
+# -- the descriptor ---------------------------------------------------------------
+def test_descriptor_imports_nothing_heavy():
+    code = textwrap.dedent("""
+        import sys
+        from workers.jumanji_worker import WORKER
+        caps = WORKER.capabilities()
+        for algo in caps["algorithms"]:
+            for env in caps["envs"][algo]:
+                WORKER.schema(algo, env)
+        WORKER.validate({"worker": "jumanji", "algo": "a2c", "env": "TSP-v1", "steps": 1000})
+        heavy = sorted(m for m in ("jax", "jumanji", "haiku", "optax", "numpy", "matplotlib", "gymnasium")
+                       if m in sys.modules)
+        print(",".join(heavy))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+
+
+def test_envs_and_schemas_come_from_jumanjis_configs():
+    envs = catalog.known_envs()
+    # every env with networks in jumanji/training/networks/ (and a config), by its registered id
+    for env in ("BinPack-v2", "TSP-v1", "CVRP-v1", "MultiCVRP-v0", "Knapsack-v1", "JobShop-v0", "FlatPack-v0",
+                "Cleaner-v0", "Connector-v3", "Maze-v0", "MMST-v0", "Snake-v1", "Game2048-v1", "GraphColoring-v1",
+                "Minesweeper-v0", "RubiksCube-partly-scrambled-v0", "SlidingTilePuzzle-v0", "Sudoku-very-easy-v0",
+                "Tetris-v0", "RobotWarehouse-v0", "LevelBasedForaging-v0", "Sokoban-v0", "PacMan-v1"):
+        assert env in envs
+    networks = os.path.join(catalog.jumanji_dir(), "training", "networks")
+    assert len(envs) == len([d for d in os.listdir(networks) if os.path.isdir(os.path.join(networks, d))
+                             and d != "__pycache__"])
+    tsp = WORKER.schema("a2c", "TSP-v1")["properties"]
+    assert tsp["a2c.learning_rate"]["default"] == 1e-4 and tsp["training.total_batch_size"]["default"] == 32
+    assert tsp["network.transformer_mlp_units"]["default"] == [512]
+    snake = WORKER.schema("a2c", "Snake-v1")["properties"]
+    assert snake["a2c.learning_rate"]["default"] == 3e-4 and snake["network.num_channels"]["default"] == 32
+    random = WORKER.schema("random", "Snake-v1")["properties"]
+    assert "training.n_steps" in random and not any(k.startswith(("a2c.", "network.")) for k in random)
+
+
+@pytest.mark.parametrize("config,field", [
+    ({"env": "Snak-v1"}, "env"),
+    ({"env": "Snake-v1", "params": {"training.n_steps": 0}}, "params.training.n_steps"),
+    ({"env": "Snake-v1", "params": {"a2c.learning_rat": 0.1}}, "params.a2c.learning_rat"),
+    ({"env": "Snake-v1", "params": {"network.policy_layers": [64, 0]}}, "params.network.policy_layers[1]"),
+    ({"env": "Snake-v1", "steps": 1000, "params": {"training.num_epochs": 3}}, "steps"),
+    ({"env": "Snake-v1", "device": "cuda"}, "device"),
+    ({"env": "Snake-v1", "mode": "eval", "checkpoint": "/nonexistent/final"}, "checkpoint"),
+])
+def test_bad_config_is_refused_naming_the_field(config, field):
+    with pytest.raises(ConfigError) as err:
+        WORKER.validate({"worker": "jumanji", "algo": "a2c", **config})
+    assert err.value.field == field
+
+
+# -- through the daemon ------------------------------------------------------------
+def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
+    snake = mosaic.submit(config_file(mosaic, "snake", env="Snake-v1",
+                                      params={**TINY, "training.num_epochs": 6, "checkpoint_every": 3},
+                                      frames={"enabled": True, "fps": 30, "max_dim": 160}))
+    # a frame of the training envs, drawn by Snake's viewer, while the run trains
+    from workers.fastlane.reader import FrameReader
+    from workers.fastlane import layout
+    wait_for(lambda: layout.run_files(snake), 200, 0.2, what="the run's FastLane segment")
+    with FrameReader(snake) as reader:
+        number, frame = wait_for(reader.latest, 200, 0.2, what="a frame")
+    assert number >= 1 and frame.shape == (160, 160, 3) and frame.std() > 0
+    events = check_a2c_run(mosaic, snake, epochs=6)
+    saved = of_type(events, "checkpoint_saved")
+    assert [e["path"].split("/")[-2] for e in saved] == ["epoch_000003", "final"]
+    # the app shows the phase: it is in the run's summary while it lasts
+    assert mosaic.show(snake)["summary"]["phase"] == "train"
+
+    # resume from the epoch-3 checkpoint: epochs 4..8, steps counted on from it
+    middle = saved[0]["path"]
+    resumed = mosaic.submit(config_file(mosaic, "snake-resumed", env="Snake-v1", checkpoint=middle,
+                                        params={**TINY, "training.num_epochs": 8, "checkpoint_every": 0}))
+    check_a2c_run(mosaic, resumed, epochs=8, first_epoch=3)
+    stderr = (mosaic.home.run_dir(resumed) / "stderr.log").read_text()
+    assert "resumed from" in stderr and "epoch 3" in stderr
+
+    # refused at submit, naming the field: another env's checkpoint, a bad param
+    out = mosaic.run("submit", config_file(mosaic, "wrong-env", env="Game2048-v1", checkpoint=middle))
+    assert out.returncode != 0 and "checkpoint" in out.stdout + out.stderr and "Snake-v1" in out.stdout + out.stderr
+    out = mosaic.run("submit", "--worker", "jumanji", "--algo", "a2c", "--env", "Snake-v1",
+                     "--set", "training.n_steps=0")
+    assert out.returncode != 0 and "training.n_steps" in out.stdout + out.stderr
+    out = mosaic.run("submit", "--worker", "jumanji", "--algo", "a2c", "--env", "TPS-v1")
+    assert out.returncode != 0 and "TSP-v1" in out.stdout + out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # three JIT compilations at once (BinPack's transformer: minutes on two busy cores)
+def test_a2c_on_tsp_binpack_and_2048(daemon, mosaic):
+    runs = {env: mosaic.submit(config_file(mosaic, env.lower(), env=env,
+                                           params={**TINY, "training.num_epochs": 2, "checkpoint_every": 0}))
+            for env in ("TSP-v1", "BinPack-v2", "Game2048-v1")}
+    for env, run_id in runs.items():
+        check_a2c_run(mosaic, run_id, epochs=2)
+
+
+# -- Jumanji envs for the other workers ------------------------------------------------
+def test_gymnasium_ids_flattened_with_frames():
+    code = textwrap.dedent("""
+        import gymnasium, numpy as np
+        from workers.sdk import jumanji_envs
+        from workers.sdk.envs import JUMANJI_GYM_ENVS
+        ids = jumanji_envs.register_gymnasium()
+        assert sorted(ids) == sorted(JUMANJI_GYM_ENVS), set(ids) ^ set(JUMANJI_GYM_ENVS)
+        env = gymnasium.make("jumanji/Snake-v1", render_mode="rgb_array")
+        obs, _ = env.reset(seed=3)
+        assert env.observation_space.shape == obs.shape and obs.ndim == 1 and env.action_space.n == 4
+        obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+        frame = env.render()
+        assert frame.shape == (1000, 1000, 3) and frame.dtype == np.uint8 and frame.std() > 0
+        print(type(env.action_space).__name__, env.spec.max_episode_steps)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["Discrete", "10000"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
+    """PPO of another worker (XuanCe) on Jumanji's TSP through gymnasium's jumanji/TSP-v1."""
+    run_id = mosaic.submit("--worker", "xuance", "--algo", "ppo", "--env", "classic_control:jumanji/TSP-v1",
+                           "--steps", "1024", "--set", "parallels=4", "--set", "horizon_size=128",
+                           "--set", "n_epochs=1")
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] == 1024 and run["summary"]["episodes"] > 0
+    episodes = of_type(events_of(mosaic.home, run_id), "episode")
+    # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
+    assert all(1 <= e["length"] <= 20 for e in episodes)
