@@ -37,13 +37,13 @@ done flags; everything else runs once per episode or per logged scalar.
 from __future__ import annotations
 
 import atexit
-import importlib.abc
 import json
 import os
 import sys
 from typing import Any, Callable
 
 from workers.sdk import rundir, telemetry
+from workers.sdk.postimport import PostImportFinder
 
 # Set by install().
 _emitter: telemetry.Emitter | None = None
@@ -60,38 +60,6 @@ env_steps = 0  # env steps taken in TRAINING_ENV (all its sub-envs)
 _uncaught_exception = False
 _original_torch_save: Callable | None = None
 FRAMES: "EnvFrames | None" = None  # set by install() when frames are on
-
-
-# -- running a patch after a module is imported ---------------------------
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Lets the other finders find a module, then runs a patch after it executes."""
-
-    def __init__(self, patches: dict[str, Callable[[Any], None]]):
-        self.patches = patches
-
-    def find_spec(self, name, path, target=None):
-        patch = self.patches.get(name)
-        if patch is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            self.patches.pop(name, None)
-            patch(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
 
 
 # -- TensorBoard ------------------------------------------------------------
@@ -433,7 +401,7 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
     for name in list(pending):
         if name in sys.modules:
             pending.pop(name)(sys.modules[name])
-    sys.meta_path.insert(0, _PostImportFinder(pending))
+    sys.meta_path.insert(0, PostImportFinder(pending))
     if save_model_at_exit:
         sys.excepthook = _mark_uncaught
         atexit.register(save_networks_at_exit)

@@ -15,18 +15,21 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, did_you_mean
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import gymnasium_envs, unknown_env
+from workers.sdk.envs import MULTIGRID, gymnasium_envs, multigrid_envs, resolve_alias, unknown_env
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
 
-# The families this worker runs, and the module each needs.
-FAMILIES = {CLASSIC_CONTROL: "gymnasium", MPE: "mpe2"}
+# The families this worker runs, and the module each needs. MultiGrid
+# (mosaic_multigrid) is not XuanCe's: workers/xuance_worker/multigrid.py adds it.
+FAMILIES = {CLASSIC_CONTROL: "gymnasium", MPE: "mpe2", MULTIGRID: "mosaic_multigrid"}
+MULTI_AGENT = (MPE, MULTIGRID)
 # XuanCe's name for the family inside its configs (``env_name``), and its runner.
-ENV_NAME = {CLASSIC_CONTROL: "Classic Control", MPE: "mpe"}
-RUNNER = {CLASSIC_CONTROL: "DRL", MPE: "MARL"}
+ENV_NAME = {CLASSIC_CONTROL: "Classic Control", MPE: "mpe", MULTIGRID: "multigrid"}
+RUNNER = {CLASSIC_CONTROL: "DRL", MPE: "MARL", MULTIGRID: "MARL"}
 VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
-               MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
+               MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"],
+               MULTIGRID: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
 
 # Gymnasium's classic-control tasks: action kind, and the spaces (for
 # checking a curriculum at submit time; the worker checks again with the real envs).
@@ -113,6 +116,27 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 }
 
 
+# The multi-agent algorithms that also train on MultiGrid (discrete actions, eight of them),
+# from their MPE configuration (simple_spread_v3.yaml) with discrete actions; each checked by
+# tests/test_env_families.py::test_every_multigrid_algorithm_runs. The others of ALGORITHMS' MPE
+# list take continuous actions only (MADDPG, MATD3, ISAC...).
+MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac", "mfq",
+                        "commnet", "ic3net", "tarmac")
+
+
+# What changes in an algorithm's MPE configuration for MultiGrid's Discrete(8) actions.
+MULTIGRID_DEFAULTS: dict[str, dict[str, Any]] = {
+    algo: {"continuous_action": False, **({"policy": "Categorical_MAAC_Policy"} if algo in ("mappo", "ippo") else {})}
+    for algo in MULTIGRID_ALGORITHMS
+}
+
+
+def families_of(algo: str) -> list[str]:
+    """The env families an algorithm trains on."""
+    family = ALGORITHMS[algo]["family"]
+    return [family, MULTIGRID] if algo in MULTIGRID_ALGORITHMS else [family]
+
+
 # -- the installed package ----------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def configs_dir() -> str | None:
@@ -135,7 +159,7 @@ def installed_algorithms() -> list[str]:
         return []
     families = set(available_families())
     return [algo for algo, info in ALGORITHMS.items()
-            if info["family"] in families and os.path.isdir(os.path.join(root, algo, info["family"]))]
+            if set(families_of(algo)) & families and os.path.isdir(os.path.join(root, algo, info["family"]))]
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,13 +202,17 @@ def known_envs() -> dict[str, list[str]]:
         envs[CLASSIC_CONTROL] = list(CLASSIC_CONTROL_ENVS)
     if MPE in families:
         envs[MPE] = mpe_scenarios()
+    if MULTIGRID in families:
+        envs[MULTIGRID] = list(multigrid_envs())
     return envs
 
 
 def resolve_env(env: str) -> tuple[str, str]:
     """(family, env_id) of a run's ``env``: ``CartPole-v1``, ``simple_spread_v3``,
-    or explicitly ``mpe:simple_spread_v3`` / ``classic_control:CartPole-v1``."""
+    or explicitly ``mpe:simple_spread_v3`` / ``classic_control:CartPole-v1``; a MultiGrid
+    alias (``soccer_1vs1``) is its real id."""
     envs = known_envs()
+    env = resolve_alias(env)
     if ":" in env:
         family, env_id = env.split(":", 1)
         if family not in FAMILIES:
@@ -210,6 +238,8 @@ def default_env(algo: str) -> str:
     info = ALGORITHMS[algo]
     if info["family"] == MPE:
         return "simple_spread_v3"
+    if info["family"] == MULTIGRID:
+        return "MosaicMultiGrid-S-1v1-IndAgObs-v1"
     return "CartPole-v1" if "discrete" in info["actions"] else "Pendulum-v1"
 
 
@@ -221,6 +251,8 @@ def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) 
         if params is None or "continuous_action" not in params:
             return None
         return "continuous" if params["continuous_action"] else "discrete"
+    if family == MULTIGRID:
+        return "discrete"
     return None
 
 
@@ -232,6 +264,13 @@ def mpe_agent_count(env_id: str, env_kwargs: dict[str, Any] | None) -> int | Non
         return info["agents"](env_kwargs or {})
     except (TypeError, ValueError):
         return None
+
+
+def agent_count(family: str, env_id: str, env_kwargs: dict[str, Any] | None) -> int | None:
+    """How many agents a multi-agent env has (None when unknown)."""
+    if family == MULTIGRID:
+        return multigrid_envs().get(env_id, {}).get("agents")
+    return mpe_agent_count(env_id, env_kwargs)
 
 
 def mpe_teams(agent_keys: list[str]) -> dict[str, list[str]]:
@@ -254,13 +293,15 @@ def config_file(algo: str, family: str, env_id: str) -> str | None:
     root = configs_dir()
     if root is None:
         return None
-    folder = os.path.join(root, algo, family)
+    folder = os.path.join(root, algo, MPE if family == MULTIGRID else family)
     if not os.path.isdir(folder):
         return None
     exact = os.path.join(folder, env_id + ".yaml")
     if os.path.isfile(exact):
         return exact
     files = sorted(f for f in os.listdir(folder) if f.endswith(".yaml"))
+    if family == MULTIGRID:  # no file of XuanCe's: the algorithm's MPE configuration
+        return config_file(algo, MPE, "simple_spread_v3")
     if family == MPE:
         preferred = [f for f in files if f == "simple_spread_v3.yaml"]
         return os.path.join(folder, (preferred or files)[0]) if files else None
