@@ -15,7 +15,8 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, did_you_mean
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import MULTIGRID, gymnasium_envs, multigrid_envs, resolve_alias, unknown_env
+from workers.sdk.envs import (MULTIGRID, aliases_among, gymnasium_envs, multigrid_envs, resolve_alias,
+                              unknown_env)
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
@@ -226,9 +227,11 @@ def resolve_env(env: str) -> tuple[str, str]:
         if env in ids:
             return family, env
     known = [env_id for ids in envs.values() for env_id in ids]
-    if did_you_mean(env, known):
+    if did_you_mean(env, known + list(aliases_among(known))):
         raise unknown_env(env, known, "xuance")
-    listing = "; ".join(f"{family}: {', '.join(ids)}" for family, ids in envs.items())
+    listing = "; ".join(f"{family}: {', '.join(ids)}" if len(ids) <= 12 else
+                        f"{family}: {len(ids)} ids ({', '.join(ids[:3])}..., aliases such as soccer_1vs1)"
+                        for family, ids in envs.items())
     raise ConfigError("env", f"unknown environment {env!r}; known: {listing} "
                              f"(or name the family: 'classic_control:<gymnasium id>')")
 
