@@ -20,6 +20,11 @@ What is patched, and why (docs/workers/cleanrl.md has the long version):
   scripts read are restored; the training env emits episode events.
 - ``gymnasium.wrappers.TransformObservation``: ``observation_space`` is
   optional again (it became a required argument in gymnasium 1.0).
+- ``gymnasium.wrappers.GrayScaleObservation`` / ``FrameStack`` (dqn_atari): the
+  1.0 names GrayscaleObservation / FrameStackObservation under the old ones.
+- ``gymnasium.make``: registers the family of the id first (Atari through
+  ``gym.register_envs(ale_py)``; workers/sdk/registration.py), and
+  ``MUJOCO_GL=egl`` is set so MuJoCo renders without a display.
 - ``stable_baselines3.common.buffers.ReplayBuffer``: gym 0.23 spaces are
   converted to gymnasium spaces, which SB3 2.x requires.
 - ``torch.save`` of a ``*.cleanrl_model`` file (CleanRL's --save-model): the
@@ -42,7 +47,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from workers.sdk import rundir, telemetry
+from workers.sdk import registration, rundir, telemetry
 from workers.sdk.postimport import PostImportFinder
 
 # Set by install().
@@ -224,6 +229,14 @@ def patch_gymnasium_transform_observation(module) -> None:
     cls.__init__ = __init__
 
 
+def patch_gymnasium_wrappers(module) -> None:
+    """dqn_atari's wrappers by their gymnasium 0.29 names: GrayScaleObservation and FrameStack
+    were renamed GrayscaleObservation and FrameStackObservation in 1.0 (same arguments as
+    the scripts pass them: the env, then the stack size)."""
+    module.GrayScaleObservation = module.GrayscaleObservation
+    module.FrameStack = module.FrameStackObservation
+
+
 def patch_gymnasium_make(module) -> None:
     """Frames only: gymnasium envs render only in the mode they were made with."""
     original_make = module.make
@@ -373,6 +386,7 @@ POST_IMPORT_PATCHES: dict[str, Callable[[Any], None]] = {
     "gym.vector.vector_env": patch_gym_vector,
     "gymnasium.vector": patch_gymnasium_vector,
     "gymnasium.wrappers.transform_observation": patch_gymnasium_transform_observation,
+    "gymnasium.wrappers": patch_gymnasium_wrappers,
     "stable_baselines3.common.buffers": patch_sb3_buffers,
 }
 _installed = False
@@ -402,6 +416,10 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
         if name in sys.modules:
             pending.pop(name)(sys.modules[name])
     sys.meta_path.insert(0, PostImportFinder(pending))
+    # Atari (ale_py), ViZDoom, MultiGrid ids: registered by gymnasium.make when a script makes one;
+    # MUJOCO_GL=egl so MuJoCo renders headless
+    registration.prepare_process()
+    registration.install_make_hook()
     if save_model_at_exit:
         sys.excepthook = _mark_uncaught
         atexit.register(save_networks_at_exit)

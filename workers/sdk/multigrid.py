@@ -116,3 +116,46 @@ class MultiGridView:
 
     def close(self) -> None:
         self.env.close()
+
+
+class ParallelMultiGrid:
+    """A MultiGrid env with PettingZoo's parallel API (``possible_agents``, ``observation_space(agent)``,
+    ``reset``/``step`` with dicts keyed by agent id): what RLlib's ParallelPettingZooEnv wraps.
+    An agent that is done leaves ``agents`` and gets no further entries, as PettingZoo's API says."""
+
+    metadata = {"render_modes": ["rgb_array"], "name": "mosaic_multigrid"}
+
+    def __init__(self, env_id: str, render_mode: str | None = "rgb_array", **kwargs: Any):
+        self.view = MultiGridView(make(env_id, render_mode=render_mode, **kwargs))
+        self.render_mode = render_mode
+        self.possible_agents = list(self.view.agents)
+        self.agents = list(self.possible_agents)
+        self._observation_space = self.view.observation_space()
+        self._action_space = self.view.action_space()
+
+    def observation_space(self, agent: str):
+        return self._observation_space
+
+    def action_space(self, agent: str):
+        return self._action_space
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        observations, _ = self.view.reset(seed=seed)
+        self.agents = list(self.possible_agents)
+        return observations, {agent: {} for agent in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        acting = list(self.agents)
+        # agents that are done stand still (action 0 is the no-op) in the underlying env
+        full = {agent: actions.get(agent, 0) for agent in self.possible_agents}
+        observations, rewards, terminated, truncated, _ = self.view.step(full)
+        self.agents = [a for a in acting if not (terminated[a] or truncated[a])]
+        pick = lambda table: {agent: table[agent] for agent in acting}  # noqa: E731
+        return (pick(observations), pick(rewards), pick(terminated), pick(truncated),
+                {agent: {} for agent in acting})
+
+    def render(self, *args: Any):
+        return self.view.render()
+
+    def close(self) -> None:
+        self.view.close()
