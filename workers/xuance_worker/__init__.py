@@ -107,7 +107,9 @@ class XuanCeDescriptor(WorkerDescriptor):
             "envs": {a: [e for f in catalog.families_of(a) for e in known.get(f, [])] for a in algorithms},
             "env_families_by_algorithm": {a: [f for f in catalog.families_of(a) if f in families]
                                           for a in algorithms},
-            "action_spaces": {a: list(catalog.ALGORITHMS[a]["actions"]) for a in algorithms},
+            "action_spaces": {a: sorted(set(catalog.ALGORITHMS[a]["actions"])
+                                        | ({"discrete"} if catalog.MULTIGRID in catalog.families_of(a) else set()))
+                              for a in algorithms},
             # not a limit of XuanCe's: scenarios take their agent count as a keyword (env_kwargs)
             "max_agents": 64,
             "parameter_sharing": True,

@@ -20,15 +20,23 @@ from workers.sdk.envs import (MULTIGRID, aliases_among, gymnasium_envs, multigri
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
+BOX2D, MUJOCO, ATARI = "box2d", "mujoco", "atari"
+# XuanCe's built-in single-agent families beyond classic control: its configs are
+# <algo>/box2d/<env_id>.yaml, <algo>/mujoco.yaml and <algo>/atari.yaml
+SINGLE_AGENT_EXTRA = (BOX2D, MUJOCO, ATARI)
 
 # The families this worker runs, and the module each needs. MultiGrid
 # (mosaic_multigrid) is not XuanCe's: workers/xuance_worker/multigrid.py adds it.
-FAMILIES = {CLASSIC_CONTROL: "gymnasium", MPE: "mpe2", MULTIGRID: "mosaic_multigrid"}
+FAMILIES = {CLASSIC_CONTROL: "gymnasium", BOX2D: "Box2D", MUJOCO: "mujoco", ATARI: "ale_py", MPE: "mpe2",
+            MULTIGRID: "mosaic_multigrid"}
 MULTI_AGENT = (MPE, MULTIGRID)
 # XuanCe's name for the family inside its configs (``env_name``), and its runner.
-ENV_NAME = {CLASSIC_CONTROL: "Classic Control", MPE: "mpe", MULTIGRID: "multigrid"}
-RUNNER = {CLASSIC_CONTROL: "DRL", MPE: "MARL", MULTIGRID: "MARL"}
+ENV_NAME = {CLASSIC_CONTROL: "Classic Control", BOX2D: "Box2D", MUJOCO: "MuJoCo", ATARI: "Atari", MPE: "mpe",
+            MULTIGRID: "multigrid"}
+RUNNER = {CLASSIC_CONTROL: "DRL", BOX2D: "DRL", MUJOCO: "DRL", ATARI: "DRL", MPE: "MARL", MULTIGRID: "MARL"}
 VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
+               BOX2D: ["DummyVecEnv", "SubprocVecEnv"], MUJOCO: ["DummyVecEnv", "SubprocVecEnv"],
+               ATARI: ["Dummy_Atari", "Subproc_Atari"],
                MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"],
                MULTIGRID: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
 
@@ -36,6 +44,7 @@ VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
 # checking a curriculum at submit time; the worker checks again with the real envs).
 CLASSIC_CONTROL_ENVS: dict[str, dict[str, str]] = gymnasium_envs(family="classic_control",
                                                                  fields=("actions", "spaces"))
+ALL_GYMNASIUM = set(gymnasium_envs())
 
 
 def _count(*terms: tuple[str, int], plus: int = 0):
@@ -133,8 +142,11 @@ MULTIGRID_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def families_of(algo: str) -> list[str]:
-    """The env families an algorithm trains on."""
+    """The env families an algorithm trains on: its own, MultiGrid for the discrete MARL
+    algorithms, and for single-agent ones the built-in families XuanCe has a config of it for."""
     family = ALGORITHMS[algo]["family"]
+    if family == CLASSIC_CONTROL:
+        return [family, *(f for f in SINGLE_AGENT_EXTRA if config_file(algo, f, "") is not None)]
     return [family, MULTIGRID] if algo in MULTIGRID_ALGORITHMS else [family]
 
 
@@ -201,6 +213,12 @@ def known_envs() -> dict[str, list[str]]:
     envs: dict[str, list[str]] = {}
     if CLASSIC_CONTROL in families:
         envs[CLASSIC_CONTROL] = list(CLASSIC_CONTROL_ENVS)
+    if BOX2D in families:
+        envs[BOX2D] = list(gymnasium_envs(family=BOX2D))
+    if MUJOCO in families:
+        envs[MUJOCO] = list(gymnasium_envs(family=MUJOCO))
+    if ATARI in families:
+        envs[ATARI] = [env for env in gymnasium_envs(family=ATARI) if env.startswith("ALE/")]
     if MPE in families:
         envs[MPE] = mpe_scenarios()
     if MULTIGRID in families:
@@ -254,8 +272,10 @@ def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) 
         if params is None or "continuous_action" not in params:
             return None
         return "continuous" if params["continuous_action"] else "discrete"
-    if family == MULTIGRID:
+    if family in (MULTIGRID, ATARI):
         return "discrete"
+    if family in (BOX2D, MUJOCO):
+        return gymnasium_envs([env_id]).get(env_id, {}).get("actions") if env_id in ALL_GYMNASIUM else None
     return None
 
 
@@ -296,6 +316,9 @@ def config_file(algo: str, family: str, env_id: str) -> str | None:
     root = configs_dir()
     if root is None:
         return None
+    if family in (MUJOCO, ATARI):  # one file for the whole family
+        path = os.path.join(root, algo, family + ".yaml")
+        return path if os.path.isfile(path) else None
     folder = os.path.join(root, algo, MPE if family == MULTIGRID else family)
     if not os.path.isdir(folder):
         return None
@@ -309,8 +332,9 @@ def config_file(algo: str, family: str, env_id: str) -> str | None:
         preferred = [f for f in files if f == "simple_spread_v3.yaml"]
         return os.path.join(folder, (preferred or files)[0]) if files else None
     kind = action_kind(family, env_id)
+    table = CLASSIC_CONTROL_ENVS if family == CLASSIC_CONTROL else gymnasium_envs(family=family)
     for name in files:
-        if CLASSIC_CONTROL_ENVS.get(name[:-5], {}).get("actions") == kind:
+        if kind is None or table.get(name[:-5], {}).get("actions") == kind:
             return os.path.join(folder, name)
     return None
 
@@ -319,7 +343,8 @@ def merged_config(path: str) -> dict[str, Any]:
     """basic.yaml updated with the algorithm's file, as XuanCe's get_arguments does."""
     basic = load_yaml(os.path.join(configs_dir() or "", "basic.yaml"))
     family = os.path.basename(os.path.dirname(path))
-    return _recursive_update({**basic, **LEARNER_DEFAULTS.get(family, {})}, load_yaml(path))
+    learner = LEARNER_DEFAULTS[MPE] if family == MPE else LEARNER_DEFAULTS[CLASSIC_CONTROL]
+    return _recursive_update({**basic, **learner}, load_yaml(path))
 
 
 def _recursive_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

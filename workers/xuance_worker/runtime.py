@@ -364,6 +364,7 @@ class Checkpoints:
 
 # -- train ------------------------------------------------------------------------
 def build_runner(config: dict[str, Any], family: str, env_id: str, template: str, args: Namespace):
+    registration.register_family_of(env_id)  # Atari: ale_py's ids (MultiGrid registers in its adapter)
     import xuance
     return xuance.get_runner(algo=config["algo"], env=family, env_id=env_id, config_path=template,
                              parser_args=args)
