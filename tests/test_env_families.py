@@ -153,3 +153,78 @@ def test_every_multigrid_algorithm_runs(tmp_path):
         if not ok:
             failed[algo] = (results.get(algo), [e for e in events if e["type"] == "run_failed"][-1:])
     assert not failed, failed
+
+
+# -- every family x worker: a few hundred steps through the daemon, with a frame ----------------
+# (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480)
+ATARI_FRAME, MUJOCO_FRAME = (210, 160, 3), (480, 480, 3)
+slow = pytest.mark.slow
+FAMILY_RUNS = [
+    pytest.param("xuance", "ppo", "ALE/Pong-v5", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
+                 ATARI_FRAME, id="xuance-atari"),
+    pytest.param("xuance", "ppo", "HalfCheetah-v5", 256, {"parallels": 1, "horizon_size": 128, "n_epochs": 1},
+                 MUJOCO_FRAME, id="xuance-mujoco"),
+    pytest.param("xuance", "dqn", "LunarLander-v3", 300,
+                 {"parallels": 2, "start_training": 100, "batch_size": 32, "buffer_size": 1000},
+                 None, id="xuance-box2d"),
+    pytest.param("cleanrl", "dqn_atari", "PongNoFrameskip-v4", 200,
+                 {"learning-starts": 100, "buffer-size": 500, "batch-size": 32, "train-frequency": 4},
+                 ATARI_FRAME, id="cleanrl-atari"),
+    pytest.param("cleanrl", "ppo_continuous_action", "HalfCheetah-v5", 256,
+                 {"num-envs": 1, "num-steps": 128, "update-epochs": 1, "num-minibatches": 2},
+                 MUJOCO_FRAME, id="cleanrl-mujoco"),
+    pytest.param("cleanrl", "dqn", "LunarLander-v3", 300,
+                 {"learning-starts": 100, "buffer-size": 1000, "batch-size": 32},
+                 None, id="cleanrl-box2d"),
+    # Ray starts in ~40 s before the first step: each of these takes over a minute
+    pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 ATARI_FRAME, id="ray-atari", marks=slow),
+    pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 MUJOCO_FRAME, id="ray-mujoco", marks=slow),
+    pytest.param("ray", "PPO", "LunarLander-v3", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 None, id="ray-box2d", marks=slow),
+]
+
+
+@pytest.mark.parametrize("worker, algo, env, steps, params, frame_shape", FAMILY_RUNS)
+def test_family_trains_through_the_daemon(daemon, mosaic, tmp_path, worker, algo, env, steps, params,
+                                          frame_shape):
+    config = {"worker": worker, "algo": algo, "env": env, "steps": steps, "seed": 1, "params": params,
+              "frames": {"enabled": True, "fps": 5, "max_dim": 512}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    run_id = mosaic.submit(str(path))
+    frame = first_frame(daemon, run_id)
+    assert frame.std() > 0
+    if frame_shape is not None:
+        assert frame.shape == frame_shape
+    run = finished(mosaic, run_id)
+    summary = run["summary"]
+    assert summary["invalid"] == 0 and any("loss" in tag for tag in summary["tags"]), summary["tags"]
+    if worker == "cleanrl":  # the step of its last logged scalar; it saves only with --save-model
+        assert summary["steps"] > 0 or "losses/td_loss" in summary["tags"]
+    else:
+        assert summary["steps"] >= steps and summary["checkpoints"]
+
+
+@slow
+def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
+    """RLlib PPO on soccer 2v2: the learner plays one whole team against league snapshots on the
+    other, sides alternating; every agent's return is reported; frames come from the training env."""
+    config = {"worker": "ray", "algo": "PPO", "env": "soccer_2vs2", "steps": 400, "seed": 1,
+              "frames": {"enabled": True, "fps": 5, "max_dim": 512},
+              "params": {"policy": "self_play", "train_batch_size_per_learner": 200, "minibatch_size": 100,
+                         "num_epochs": 1, "fcnet_hiddens": [32], "env_kwargs": {"max_steps": 50}}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    run_id = mosaic.submit(str(path))
+    assert mosaic.show(run_id)["config"]["env"] == "MosaicMultiGrid-S-2v2-IndAgObs-v1"
+    frame = first_frame(daemon, run_id, timeout=180)
+    assert frame.shape == (352, 512, 3)
+    run = finished(mosaic, run_id)
+    assert "env_runners/self_play_main_win_rate" in run["summary"]["tags"]
+    episodes = [e for e in events_of(daemon, run_id) if e["type"] == "episode"]
+    assert episodes and set(episodes[0]["agents"]) == {"green_0", "green_1", "blue_0", "blue_1"}
