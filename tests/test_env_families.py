@@ -119,6 +119,12 @@ def test_multigrid_bad_ids_and_curricula_are_refused_at_submit(daemon, mosaic):
     proc = mosaic.run("submit", "--worker", "xuance", "--algo", "maddpg", "--env", "soccer_1vs1")
     assert proc.returncode != 0 and "multigrid" not in XUANCE.capabilities()["env_families_by_algorithm"]["maddpg"]
     assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []
+    # `mosaic workers` shows each worker's env families
+    rows = {line.split()[0]: line for line in mosaic.run("workers", check=True).stdout.splitlines()[1:] if line}
+    assert "ENV FAMILIES" in mosaic.run("workers", check=True).stdout.splitlines()[0]
+    for worker, families in (("xuance", ("box2d", "mujoco", "atari", "mpe", "multigrid")),
+                             ("ray", ("mujoco", "atari", "multigrid")), ("cleanrl", ("mujoco", "atari"))):
+        assert all(family in rows[worker] for family in families), rows[worker]
 
 
 def multigrid_walk_config(algo: str) -> dict:
