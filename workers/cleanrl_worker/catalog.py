@@ -17,9 +17,9 @@ from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
 # gym 0.23.1 + gymnasium 1.2.2), each with the action space it accepts and the
 # library it makes its envs with. tests/test_cleanrl_worker.py trains every one.
-# The Atari, envpool, jax, procgen, pettingzoo and isaacgym scripts are not
-# listed: their dependencies (ale-py, envpool, jax, procgen, supersuit,
-# isaacgym) are not part of mosaic's environment.
+# The gym 0.23 Atari scripts are not listed (docs/envs.md says why), nor the
+# envpool, jax, procgen, pettingzoo and isaacgym ones: their dependencies
+# (envpool, jax, procgen, supersuit, isaacgym) are not part of mosaic's environment.
 SCRIPTS: dict[str, tuple[str, str]] = {
     "ppo": ("discrete", "gym"),
     "dqn": ("discrete", "gymnasium"),
