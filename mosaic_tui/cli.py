@@ -165,8 +165,9 @@ def cmd_workers(args: argparse.Namespace) -> int:
         caps = w.get("capabilities") or {}
         upstream = f"{w.get('upstream', '?')} {w.get('upstream_version') or '(not installed)'}"
         algos = ", ".join(caps.get("algorithms", [])) or w.get("error", "")
-        rows.append([w["name"], upstream, "yes" if w.get("available") else "no", algos])
-    print(_table(rows, ["WORKER", "UPSTREAM", "AVAILABLE", "ALGORITHMS"]))
+        families = ", ".join(caps.get("env_families", []))
+        rows.append([w["name"], upstream, "yes" if w.get("available") else "no", families, algos])
+    print(_table(rows, ["WORKER", "UPSTREAM", "AVAILABLE", "ENV FAMILIES", "ALGORITHMS"]))
     return 0
 
 

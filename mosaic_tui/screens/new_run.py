@@ -18,6 +18,7 @@ from textual.widgets import Button, Static
 
 from daemon import protocol as P
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.screens.env_picker import EnvPickerScreen
 from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.schema_form import SchemaField, fits, value_text
 from workers.sdk.config import NAME_RE, ConfigError
@@ -139,6 +140,9 @@ class NewRunScreen(Screen):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Submit", priority=True, id="form.submit"),
         Binding("escape", "back", "Back", id="form.back"),
+        # the env picker: ctrl+f anywhere on the form, / where no text box takes it as a character
+        Binding("ctrl+f", "pick_env", "Find env", priority=True, id="form.envs"),
+        Binding("slash", "pick_env", "Find env", show=False, id="form.envs_slash"),
     ]
 
     def __init__(self, clone: dict[str, Any] | None = None) -> None:
@@ -490,6 +494,24 @@ class NewRunScreen(Screen):
             self.action_submit()
         elif event.button.id == "back":
             self.action_back()
+
+    def action_pick_env(self) -> None:
+        """Choose the env from every id the worker offers for the algorithm, filtered as you type."""
+        if not self.worker_list:
+            return
+        caps = self.worker_info(self.common_value("worker")).get("capabilities") or {}
+        envs = envs_for(caps, self.common_value("algo"))
+        if not envs:
+            self.notify("this worker lists no environments for the algorithm: type one")
+            return
+
+        def chosen(value: str | None) -> None:
+            if value:
+                field = self.field("env")
+                field.set_value(value)
+                field.editor.focus()
+
+        self.app.push_screen(EnvPickerScreen(envs, self.common_value("env") or ""), chosen)
 
     def action_back(self) -> None:
         self.app.pop_screen()

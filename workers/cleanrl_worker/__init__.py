@@ -35,7 +35,7 @@ class CleanRLDescriptor(WorkerDescriptor):
             "algorithms": algorithms,
             "env_families": families,
             # per algorithm, the known env ids it runs here (others may work too)
-            "envs": {algo: catalog.envs_for(*catalog.SCRIPTS[algo], families) for algo in algorithms},
+            "envs": {algo: catalog.envs_for(*catalog.SCRIPTS[algo], families, algo) for algo in algorithms},
             "action_spaces": {algo: [catalog.SCRIPTS[algo][0]] for algo in algorithms},
             "max_agents": 1,
             "self_play": False,
@@ -122,6 +122,13 @@ class CleanRLDescriptor(WorkerDescriptor):
                 names = {"gym": "gym 0.23", "gymnasium": "gymnasium"}
                 raise ConfigError("env", f"{config.algo} makes its envs with {names[library]}, which has no "
                                          f"{config.env} ({' and '.join(names[l] for l in libraries)} only)")
+            made_for = catalog.SCRIPT_FAMILIES.get(config.algo)
+            if made_for is not None and family not in made_for:
+                raise ConfigError("env", f"{config.algo} is made for {' and '.join(made_for)} environments "
+                                         f"(its CNN takes 84x84 frames); {config.env} is a {family} environment")
+            if made_for is None and family == "atari" and config.algo in catalog.SCRIPTS:
+                atari = ", ".join(a for a, f in catalog.SCRIPT_FAMILIES.items() if "atari" in f)
+                raise ConfigError("env", f"{config.algo}'s networks take vectors, not Atari frames; use {atari}")
             module = catalog.ENV_FAMILIES[family]
             if not catalog.module_available(module):
                 raise ConfigError("env", f"{config.env} is a {family} environment, which needs the "

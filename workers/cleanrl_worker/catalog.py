@@ -11,15 +11,15 @@ import re
 from typing import Any
 
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import GYMNASIUM_ENVS
+from workers.sdk.envs import GYMNASIUM_ENVS, atari_envs
 from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
 # gym 0.23.1 + gymnasium 1.2.2), each with the action space it accepts and the
 # library it makes its envs with. tests/test_cleanrl_worker.py trains every one.
-# The Atari, envpool, jax, procgen, pettingzoo and isaacgym scripts are not
-# listed: their dependencies (ale-py, envpool, jax, procgen, supersuit,
-# isaacgym) are not part of mosaic's environment.
+# The gym 0.23 Atari scripts are not listed (docs/envs.md says why), nor the
+# envpool, jax, procgen, pettingzoo and isaacgym ones: their dependencies
+# (envpool, jax, procgen, supersuit, isaacgym) are not part of mosaic's environment.
 SCRIPTS: dict[str, tuple[str, str]] = {
     "ppo": ("discrete", "gym"),
     "dqn": ("discrete", "gymnasium"),
@@ -29,7 +29,13 @@ SCRIPTS: dict[str, tuple[str, str]] = {
     "sac_continuous_action": ("continuous", "gym"),
     "td3_continuous_action": ("continuous", "gym"),
     "ddpg_continuous_action": ("continuous", "gymnasium"),
+    # Atari: gymnasium, SB3's Atari wrappers (84x84 grey, 4 frames, its own frame skip): the
+    # <Game>NoFrameskip-v4 ids. ppo_atari, c51_atari and sac_atari are gym 0.23 scripts: see
+    # docs/envs.md for why they cannot run here unmodified.
+    "dqn_atari": ("discrete", "gymnasium"),
 }
+# the env families a script is made for (others: classic control, Box2D, MuJoCo by action kind)
+SCRIPT_FAMILIES = {"dqn_atari": ("atari",)}
 
 # Options set by the run config's common fields, not by params:
 #   env -> --env-id, steps -> --total-timesteps, seed -> --seed, device -> --cuda
@@ -70,7 +76,7 @@ BOUNDS: dict[str, dict[str, float]] = {
 # algorithm on a discrete env, or an id the script's library lacks, is refused
 # before any process starts.
 # family -> module that must be importable for the family to run.
-ENV_FAMILIES = {"classic_control": None, "box2d": "Box2D", "mujoco": "mujoco"}
+ENV_FAMILIES = {"classic_control": None, "box2d": "Box2D", "mujoco": "mujoco", "atari": "ale_py"}
 BOTH = ("gym", "gymnasium")
 GYMNASIUM_ONLY = ("LunarLander-v3", "LunarLanderContinuous-v3")  # and MuJoCo: CleanRL's gym 0.23 scripts use none
 ENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -78,6 +84,7 @@ ENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
           ("gymnasium",) if info["family"] == "mujoco" or env in GYMNASIUM_ONLY else BOTH)
     for env, info in GYMNASIUM_ENVS.items()
 }
+ENVS.update({env: ("atari", "discrete", ("gymnasium",)) for env in atari_envs() if env.endswith("NoFrameskip-v4")})
 # gym 0.23's LunarLander (gymnasium's is v3)
 ENVS["LunarLander-v2"] = ("box2d", "discrete", ("gym",))
 ENVS["LunarLanderContinuous-v2"] = ("box2d", "continuous", ("gym",))
@@ -164,10 +171,12 @@ def sniff_script(path: str) -> tuple[str | None, str | None]:
     return space, library
 
 
-def envs_for(space: str, library: str, families: list[str]) -> list[str]:
-    """The known env ids an algorithm with this action space and library can run."""
+def envs_for(space: str, library: str, families: list[str], script: str | None = None) -> list[str]:
+    """The known env ids an algorithm with this action space and library can run (an Atari
+    script: Atari ids only; the others: all but Atari, whose pixels their MLPs cannot take)."""
+    made_for = SCRIPT_FAMILIES.get(script or "", tuple(f for f in ENV_FAMILIES if f != "atari"))
     return [env for env, (family, env_space, libraries) in ENVS.items()
-            if family in families and env_space == space and library in libraries]
+            if family in families and family in made_for and env_space == space and library in libraries]
 
 
 def flags_for(path: str, params: dict[str, Any]) -> list[str]:

@@ -20,6 +20,11 @@ What is patched, and why (docs/workers/cleanrl.md has the long version):
   scripts read are restored; the training env emits episode events.
 - ``gymnasium.wrappers.TransformObservation``: ``observation_space`` is
   optional again (it became a required argument in gymnasium 1.0).
+- ``gymnasium.wrappers.GrayScaleObservation`` / ``FrameStack`` (dqn_atari): the
+  1.0 names GrayscaleObservation / FrameStackObservation under the old ones.
+- ``gymnasium.make``: registers the family of the id first (Atari through
+  ``gym.register_envs(ale_py)``; workers/sdk/registration.py), and
+  ``MUJOCO_GL=egl`` is set so MuJoCo renders without a display.
 - ``stable_baselines3.common.buffers.ReplayBuffer``: gym 0.23 spaces are
   converted to gymnasium spaces, which SB3 2.x requires.
 - ``torch.save`` of a ``*.cleanrl_model`` file (CleanRL's --save-model): the
@@ -37,13 +42,13 @@ done flags; everything else runs once per episode or per logged scalar.
 from __future__ import annotations
 
 import atexit
-import importlib.abc
 import json
 import os
 import sys
 from typing import Any, Callable
 
-from workers.sdk import rundir, telemetry
+from workers.sdk import registration, rundir, telemetry
+from workers.sdk.postimport import PostImportFinder
 
 # Set by install().
 _emitter: telemetry.Emitter | None = None
@@ -61,38 +66,6 @@ _uncaught_exception = False
 _original_torch_save: Callable | None = None
 FRAMES: "EnvFrames | None" = None  # set by install() when frames are on
 RECORDER: Any = None  # a workers.sdk.dataset.Recorder when the run records a dataset
-
-
-# -- running a patch after a module is imported ---------------------------
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Lets the other finders find a module, then runs a patch after it executes."""
-
-    def __init__(self, patches: dict[str, Callable[[Any], None]]):
-        self.patches = patches
-
-    def find_spec(self, name, path, target=None):
-        patch = self.patches.get(name)
-        if patch is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            self.patches.pop(name, None)
-            patch(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
 
 
 # -- TensorBoard ------------------------------------------------------------
@@ -306,6 +279,14 @@ def patch_gymnasium_transform_observation(module) -> None:
     cls.__init__ = __init__
 
 
+def patch_gymnasium_wrappers(module) -> None:
+    """dqn_atari's wrappers by their gymnasium 0.29 names: GrayScaleObservation and FrameStack
+    were renamed GrayscaleObservation and FrameStackObservation in 1.0 (same arguments as
+    the scripts pass them: the env, then the stack size)."""
+    module.GrayScaleObservation = module.GrayscaleObservation
+    module.FrameStack = module.FrameStackObservation
+
+
 def patch_gymnasium_make(module) -> None:
     """Frames only: gymnasium envs render only in the mode they were made with."""
     original_make = module.make
@@ -455,6 +436,7 @@ POST_IMPORT_PATCHES: dict[str, Callable[[Any], None]] = {
     "gym.vector.vector_env": patch_gym_vector,
     "gymnasium.vector": patch_gymnasium_vector,
     "gymnasium.wrappers.transform_observation": patch_gymnasium_transform_observation,
+    "gymnasium.wrappers": patch_gymnasium_wrappers,
     "stable_baselines3.common.buffers": patch_sb3_buffers,
 }
 _installed = False
@@ -490,7 +472,11 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
     for name in list(pending):
         if name in sys.modules:
             pending.pop(name)(sys.modules[name])
-    sys.meta_path.insert(0, _PostImportFinder(pending))
+    sys.meta_path.insert(0, PostImportFinder(pending))
+    # Atari (ale_py), ViZDoom, MultiGrid ids: registered by gymnasium.make when a script makes one;
+    # MUJOCO_GL=egl so MuJoCo renders headless
+    registration.prepare_process()
+    registration.install_make_hook()
     if save_model_at_exit:
         sys.excepthook = _mark_uncaught
         atexit.register(save_networks_at_exit)

@@ -86,9 +86,10 @@ class RayDescriptor(WorkerDescriptor):
         policy = p["policy"]
         if not multi and policy != "shared":
             raise ConfigError("params.policy", f"{config.env} is a single-agent environment: only 'shared' applies")
-        if policy == "self_play" and not info.get("two_player"):
+        if policy == "self_play" and not (info.get("two_player") or info.get("two_teams")):
             two = ", ".join(e for e, i in catalog.ENVS.items() if i.get("two_player"))
-            raise ConfigError("params.policy", f"self_play needs a two-player game ({two}); {config.env} is not")
+            raise ConfigError("params.policy", f"self_play needs a two-player game ({two}) or a two-team "
+                                               f"MultiGrid game (soccer_2vs2...); {config.env} is not")
         if policy == "shared_value":
             if config.algo != "PPO":
                 raise ConfigError("params.policy", "shared_value (centralised critic) runs with PPO only")

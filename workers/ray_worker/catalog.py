@@ -14,7 +14,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT
 from workers.sdk.descriptor import dist_version
-from workers.sdk.envs import gymnasium_envs
+from workers.sdk.envs import atari_envs, gymnasium_envs, multigrid_envs, resolve_alias
 
 # Bumped when a param is renamed, removed or changes meaning: a saved config
 # names the version it was written for.
@@ -41,8 +41,9 @@ POLICY_CONFIGS = {
               "observation or action spaces differ, e.g. adversaries and good agents, get one "
               "shared policy per kind)",
     "independent": "one policy per agent",
-    "self_play": "two-player games: the learner ('main') plays against a league of frozen past "
-                 "copies of itself, refreshed every snapshot_every iterations",
+    "self_play": "two-player and two-team games: the learner ('main') plays one side (every agent of "
+                 "one team) against a league of frozen past copies of itself on the other, sides "
+                 "alternating between episodes; the league is refreshed every snapshot_every iterations",
     "shared_value": "separate actor per agent, one centralised critic shared by all, fed the "
                     "concatenated observations of every agent (MAPPO-style; PPO only)",
 }
@@ -53,6 +54,9 @@ POLICY_CONFIGS = {
 FAMILIES: dict[str, dict[str, Any]] = {
     "classic_control": {"needs": ("gymnasium",), "kind": "gym"},
     "box2d": {"needs": ("gymnasium", "box2d"), "kind": "gym"},
+    "mujoco": {"needs": ("gymnasium", "mujoco"), "kind": "gym"},
+    "atari": {"needs": ("gymnasium", "ale-py"), "kind": "gym"},
+    "multigrid": {"needs": ("mosaic-multigrid",), "kind": "parallel"},
     "mpe": {"needs": ("pettingzoo", "mpe2"), "kind": "parallel"},
     "classic": {"needs": ("pettingzoo",), "kind": "turn_based"},
     "butterfly": {"needs": ("pettingzoo", "pymunk", "pygame"), "kind": "parallel"},
@@ -65,7 +69,17 @@ FAMILIES: dict[str, dict[str, Any]] = {
 # "module": where the PettingZoo env lives.
 ENVS: dict[str, dict[str, Any]] = {
     **gymnasium_envs(["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0",
-                      "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3"]),
+                      "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+                      "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5", "InvertedPendulum-v5",
+                      "InvertedDoublePendulum-v5", "Reacher-v5", "Swimmer-v5", "Pusher-v5"]),
+    # Atari: ALE/<Game>-v5, observed as 84x84x4 stacked grey frames through RLlib's Atari
+    # connectors (wrap_atari_for_new_api_stack), trained with its CNN encoder
+    **{env: {**info, "atari": True} for env, info in atari_envs().items() if env.startswith("ALE/")},
+    # MOSAIC MultiGrid: 31-value flat observations (workers/sdk/multigrid.py), string agent ids
+    # green_0, blue_0...; "teams": the agents of each side, for self-play between teams
+    **{env: {"family": "multigrid", "actions": "discrete", "alike": True, "agents": info["agents"],
+             "two_teams": info["competitive"] and len(info["teams"]) == 2}
+       for env, info in multigrid_envs().items()},
     "simple_spread_v3": {"family": "mpe", "module": "mpe2.simple_spread_v3", "actions": "discrete",
                          "alike": True, "agents": 3},
     "simple_adversary_v3": {"family": "mpe", "module": "mpe2.simple_adversary_v3", "actions": "discrete",
@@ -106,7 +120,7 @@ def known_envs() -> list[str]:
 
 
 def env_info(env_id: str) -> dict[str, Any] | None:
-    info = ENVS.get(env_id)
+    info = ENVS.get(resolve_alias(env_id))
     return None if info is None else {**info, "kind": FAMILIES[info["family"]]["kind"]}
 
 

@@ -22,6 +22,8 @@ import traceback
 from pathlib import Path
 
 from workers.ray_worker import WORKER
+from workers.sdk import registration
+from workers.sdk.frames import frames_request
 from workers.sdk.rundir import CHECKPOINT_DIR
 from workers.sdk.stop import StopSignals
 from workers.sdk.telemetry import Emitter
@@ -69,9 +71,19 @@ def ray_environment(params: dict) -> None:
         os.environ["RAY_AUTH_MODE"] = params["auth_mode"]
 
 
+def frames_environment(config: dict) -> None:
+    """Live frames while training come from the env runner in this process (runtime.training_frames)."""
+    request = frames_request(config)
+    if request is not None and config["params"]["env_runners"] == 0:
+        os.environ["MOSAIC_RAY_FRAMES"] = json.dumps(request)
+        os.environ["MOSAIC_RAY_DRIVER_PID"] = str(os.getpid())
+
+
 def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
     params = config["params"]
     ray_environment(params)
+    registration.prepare_process()  # MUJOCO_GL, NUMBA_CACHE_DIR: before Ray starts, so its actors inherit them
+    frames_environment(config)
     import torch
 
     from workers.ray_worker import runtime

@@ -25,6 +25,7 @@ import numpy as np
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv
 
 from workers.ray_worker import catalog
+from workers.sdk import registration
 
 ENV_NAME = "mosaic_env"
 
@@ -143,8 +144,20 @@ def make_env(env_config: dict[str, Any]):
     info = catalog.env_info(env_id)
     kwargs = env_config.get("env_kwargs") or {}
     render_mode = env_config.get("render_mode")
+    registration.register_family_of(env_id)  # Atari, MultiGrid: in every env-runner process
+    if info is not None and info.get("atari"):
+        kwargs = {"frameskip": 1, **kwargs}  # the wrapper below skips 4 frames (max-pooled)
     if info is None or info["kind"] == "gym":
-        return gym.make(env_id, render_mode=render_mode, **kwargs)
+        env = gym.make(env_id, render_mode=render_mode, **kwargs)
+        if info is not None and info.get("atari"):
+            # RLlib's own Atari preprocessing: 84x84 grey, 4 stacked frames, episodic life...
+            from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+            env = wrap_atari_for_new_api_stack(env, dim=84, framestack=4)
+        return env
+    if info["family"] == "multigrid":
+        from workers.sdk.multigrid import ParallelMultiGrid
+        return ParallelEnv(ParallelMultiGrid(env_id, render_mode=render_mode or "rgb_array", **kwargs),
+                           global_state=env_config.get("policy") == "shared_value")
     raw = make_pettingzoo(env_id, kwargs, render_mode)
     if info["kind"] == "turn_based":
         return TurnBasedEnv(raw)

@@ -135,23 +135,25 @@ class StaticMapping:
 
 
 class SelfPlayMapping:
-    """Per episode: one seat is the learner ('main'), the other a league snapshot.
+    """Per episode: one side is the learner ('main'), the other a league snapshot.
 
-    Both choices are derived from the episode id with crc32 (not hash(), which
-    is salted per process), so the two agents of one episode agree, whichever
-    process asks; seats alternate between episodes so main plays both sides.
+    A side is one player of a two-player game, or every agent of one team of a
+    two-team game (MultiGrid's green_0, green_1 vs blue_0, blue_1). Both choices
+    are derived from the episode id with crc32 (not hash(), which is salted per
+    process), so the agents of one episode agree, whichever process asks; sides
+    alternate between episodes so main plays both.
     """
 
-    def __init__(self, agents: list[str], league_size: int):
-        self.agents = list(agents)
+    def __init__(self, sides: list[list[str]], league_size: int):
+        self.side_of = {agent: index for index, side in enumerate(sides) for agent in side}
         self.league_size = league_size
 
     def __call__(self, agent_id, episode=None, **kwargs):
         if episode is None:
             return MAIN
         code = zlib.crc32(str(episode.id_).encode())
-        main_seat = code % 2
-        if self.agents.index(agent_id) == main_seat:
+        main_side = code % 2
+        if self.side_of[agent_id] == main_side:
             return MAIN
         return snapshot_id((code // 2) % self.league_size)
 
@@ -186,11 +188,45 @@ class EpisodeCallbacks(RLlibCallback):
             record["agents"] = agents
             record["modules"] = {str(aid): sa.module_id for aid, sa in episode.agent_episodes.items()}
             main_agents = [aid for aid, mid in record["modules"].items() if mid == MAIN]
-            if main_agents and len(record["modules"]) == 2:  # self-play: did the learner win?
-                main_return = agents.get(main_agents[0], 0.0)
+            others = [mid for mid in record["modules"].values() if mid.startswith("snapshot_")]
+            if main_agents and others:  # self-play: did the learner (its side) win?
+                main_return = sum(agents.get(aid, 0.0) for aid in main_agents)
                 metrics_logger.log_value(SELF_PLAY_WIN_KEY, 1.0 if main_return > 0 else 0.0,
                                          reduce="mean", window=100)
         metrics_logger.log_value(EPISODES_KEY, record, reduce="item_series")
+
+    def on_episode_step(self, *, episode=None, env=None, env_index=0, **kwargs):
+        frames = training_frames()
+        if frames is not None and env_index == 0 and env is not None:
+            frames.maybe_publish(render_first, env)
+
+
+# -- live frames while training --------------------------------------------------------------
+# Only the env runner in the worker process publishes (params.env_runners = 0, the default):
+# a run has one FastLane writer. cli.py sets these variables before Ray starts.
+FRAMES_VAR = "MOSAIC_RAY_FRAMES"          # frames_request(config) as JSON
+DRIVER_PID_VAR = "MOSAIC_RAY_DRIVER_PID"  # the worker process
+_training_frames: list = []
+
+
+def training_frames():
+    if not _training_frames:
+        request = os.environ.get(FRAMES_VAR)
+        in_driver = os.environ.get(DRIVER_PID_VAR) == str(os.getpid())
+        if request and in_driver:
+            from workers.sdk.frames import EnvFrames
+            _training_frames.append(EnvFrames(**json.loads(request)))
+        else:
+            _training_frames.append(None)
+    return _training_frames[0]
+
+
+def render_first(env):
+    """The first sub-env's RGB frame of an env runner's (vector) env."""
+    inner = getattr(env, "unwrapped", env)
+    subs = getattr(inner, "envs", None) or getattr(env, "envs", None)
+    target = subs[0] if subs else inner
+    return target.render()
 
 
 # -- the AlgorithmConfig ----------------------------------------------------------------
@@ -246,7 +282,11 @@ class Setup:
         register_env(envs.ENV_NAME, envs.make_env)
         config = config_class(self.algo)()
         config.framework("torch")
-        if self.multi_agent:
+        info = catalog.env_info(self.env_id) or {}
+        if os.environ.get(FRAMES_VAR):
+            self.env_config["render_mode"] = "rgb_array"
+        if self.multi_agent or info.get("atari") or os.environ.get(FRAMES_VAR):
+            # mosaic's env creator: registers the family (Atari, MultiGrid), wraps Atari, renders
             config.environment(envs.ENV_NAME, env_config=self.env_config)
         else:
             config.environment(self.env_id, env_config=p["env_kwargs"])
@@ -316,7 +356,13 @@ class Setup:
             specs = {MAIN: spec_for(self.agents[0])}
             for slot in range(n):
                 specs[snapshot_id(slot)] = spec_for(self.agents[0])
-            mapping = SelfPlayMapping(self.agents, n)
+            groups_of = {}
+            for aid in self.agents:
+                groups_of.setdefault(groups[aid], []).append(aid)
+            # two teams (MultiGrid): a side is a team; otherwise (two-player games) one agent each
+            sides = list(groups_of.values()) if len(groups_of) == 2 and len(self.agents) > 2 else \
+                [[aid] for aid in self.agents]
+            mapping = SelfPlayMapping(sides, n)
             policies_to_train = [MAIN]
         elif self.policy == "shared_value":
             multi_class = modules.SharedCriticMultiRLModule

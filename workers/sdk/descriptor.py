@@ -118,14 +118,18 @@ class WorkerDescriptor:
 
     def canonical_config(self, config: dict[str, Any]) -> dict[str, Any]:
         """A run config with the names users type made the ones the worker uses:
-        the algorithm (``resolve_algo``) and the params' keys in the schema's own
+        the env (a MultiGrid alias such as ``soccer_1vs1`` becomes its id), the
+        algorithm (``resolve_algo``) and the params' keys in the schema's own
         spelling (``learning_starts`` for ``learning-starts``). The daemon calls
         this at submit, before ``validate``, so the CLI, the app and config files
         all get it and the run record stores the canonical names."""
+        from workers.sdk.envs import resolve_alias  # workers.sdk.envs imports this module
         algo = config.get("algo")
         if not isinstance(algo, str):
             return config  # validate says what is wrong
         config = {**config, "algo": self.resolve_algo(algo)}
+        if isinstance(config.get("env"), str):  # an alias users type (soccer_1vs1) is stored as its real id
+            config["env"] = resolve_alias(config["env"])
         if isinstance(config.get("params"), dict) and config["params"]:
             env = config.get("env") if isinstance(config.get("env"), str) else None
             try:

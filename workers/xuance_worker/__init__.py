@@ -7,8 +7,9 @@ from ``catalog``, schemas from XuanCe's YAML files read as data.
 A run config maps onto XuanCe like this (docs/workers/xuance.md):
 
 - ``algo``: the name of XuanCe's config folder (``ppo``, ``dqn``, ``mappo``...);
-- ``env``: XuanCe's env_id (``CartPole-v1``, ``simple_spread_v3``); the family
-  (classic_control, mpe) is found from it, or given as ``mpe:simple_tag_v3``;
+- ``env``: XuanCe's env_id (``CartPole-v1``, ``simple_spread_v3``) or a MOSAIC
+  MultiGrid id (``MosaicMultiGrid-S-1v1-IndAgObs-v1``, alias ``soccer_1vs1``); the
+  family (classic_control, mpe, multigrid) is found from it, or given as ``mpe:simple_tag_v3``;
 - ``steps`` -> ``running_steps`` (all parallel environments together), ``seed``
   -> ``seed`` and ``env_seed``, ``device`` -> ``device``;
 - ``params``: the keys of XuanCe's config for that algorithm and environment
@@ -60,12 +61,19 @@ def mosaic_params(family: str, env_id: str, competitive_default: bool) -> dict[s
                            "fastest when several runs share the CPU",
         },
     }
+    if family == catalog.MULTIGRID:
+        params["env_kwargs"] = {
+            "type": "object", "default": {},
+            "description": f"keyword arguments of the MultiGrid env, e.g. {{\"max_steps\": 100}} "
+                           f"(gymnasium.make({env_id!r}, ...))",
+        }
     if family == catalog.MPE:
         params["env_kwargs"] = {
             "type": "object", "default": {},
             "description": f"keyword arguments of the MPE scenario, e.g. {{\"N\": 2, \"max_cycles\": 25}} "
                            f"for simple_spread_v3 (mpe2.{env_id}.parallel_env)",
         }
+    if family in catalog.MULTI_AGENT:
         params["training_mode"] = {
             "type": "string", "enum": ["cooperative", "competitive"],
             "default": "competitive" if competitive_default else "cooperative",
@@ -88,7 +96,7 @@ class XuanCeDescriptor(WorkerDescriptor):
     def capabilities(self) -> dict[str, Any]:
         algorithms = catalog.installed_algorithms()
         families = catalog.available_families()
-        multi = [a for a in algorithms if catalog.ALGORITHMS[a]["family"] == catalog.MPE]
+        multi = [a for a in algorithms if catalog.ALGORITHMS[a]["family"] in catalog.MULTI_AGENT]
         known = catalog.known_envs()
         return {
             "paradigms": [p for p, present in (("single_agent", len(multi) < len(algorithms)),
@@ -96,8 +104,12 @@ class XuanCeDescriptor(WorkerDescriptor):
             "algorithms": algorithms,
             "env_families": families,
             # by algorithm, as every worker's: the env ids of the algorithm's family
-            "envs": {a: known.get(catalog.ALGORITHMS[a]["family"], []) for a in algorithms},
-            "action_spaces": {a: list(catalog.ALGORITHMS[a]["actions"]) for a in algorithms},
+            "envs": {a: [e for f in catalog.families_of(a) for e in known.get(f, [])] for a in algorithms},
+            "env_families_by_algorithm": {a: [f for f in catalog.families_of(a) if f in families]
+                                          for a in algorithms},
+            "action_spaces": {a: sorted(set(catalog.ALGORITHMS[a]["actions"])
+                                        | ({"discrete"} if catalog.MULTIGRID in catalog.families_of(a) else set()))
+                              for a in algorithms},
             # not a limit of XuanCe's: scenarios take their agent count as a keyword (env_kwargs)
             "max_agents": 64,
             "parameter_sharing": True,
@@ -128,9 +140,13 @@ class XuanCeDescriptor(WorkerDescriptor):
             env_id = catalog.default_env(algo)
         path = self._config_file(algo, family, env_id)
         defaults = catalog.merged_config(path)
+        if family == catalog.MULTIGRID:
+            defaults.update(catalog.MULTIGRID_DEFAULTS[algo])
         comments = catalog.comments_for(path)
-        competitive = (family == catalog.MPE and catalog.ALGORITHMS[algo].get("competitive", False)
-                       and catalog.MPE_ENVS.get(env_id, {}).get("competitive", False))
+        env_competitive = (catalog.MPE_ENVS.get(env_id, {}).get("competitive", False) if family == catalog.MPE
+                           else catalog.multigrid_envs().get(env_id, {}).get("competitive", False))
+        competitive = (family in catalog.MULTI_AGENT and catalog.ALGORITHMS[algo].get("competitive", False)
+                       and env_competitive)
         properties: dict[str, Any] = {}
         for key, value in defaults.items():
             if key in catalog.OWNED_KEYS:
@@ -161,12 +177,15 @@ class XuanCeDescriptor(WorkerDescriptor):
                 raise ConfigError(f"params.{key}", f"is set by {catalog.OWNED_KEYS[key]}, not a param")
         info = catalog.ALGORITHMS[config.algo]
         family, env_id = catalog.resolve_env(config.env)
-        if family != info["family"]:
-            raise ConfigError("env", f"{config.algo} is a {'multi' if info['family'] == catalog.MPE else 'single'}"
-                                     f"-agent algorithm for {info['family']}; {config.env} is a {family} "
-                                     f"environment")
+        families = catalog.families_of(config.algo)
+        if family not in families:
+            raise ConfigError("env", f"{config.algo} is a "
+                                     f"{'multi' if info['family'] in catalog.MULTI_AGENT else 'single'}"
+                                     f"-agent algorithm for {' and '.join(families)}; {config.env} is a "
+                                     f"{family} environment")
         kind = catalog.action_kind(family, env_id)
-        if kind is not None and kind not in info["actions"]:
+        # "actions" are the kinds of the algorithm's own family's configs; on MultiGrid it runs discrete
+        if kind is not None and kind not in info["actions"] and family != catalog.MULTIGRID:
             raise ConfigError("env", f"{config.algo} needs {' or '.join(info['actions'])} actions; "
                                      f"{env_id} has {kind} actions")
         self._config_file(config.algo, family, env_id)
@@ -194,8 +213,8 @@ class XuanCeDescriptor(WorkerDescriptor):
             raise ConfigError("steps", f"must be at least params.parallels ({parallels}): "
                                        f"steps count all parallel environments together")
         self._check_batches(params)
-        if family == catalog.MPE:
-            self._check_multi_agent(config, env_id, given)
+        if family in catalog.MULTI_AGENT:
+            self._check_multi_agent(config, family, env_id, given)
         schedule = params.get("curriculum_schedule")
         if schedule is not None:
             self._check_curriculum(config, family, env_id, schedule)
@@ -219,7 +238,7 @@ class XuanCeDescriptor(WorkerDescriptor):
             raise ConfigError("params.batch_size", f"is larger than params.buffer_size ({params['buffer_size']})")
 
     @staticmethod
-    def _check_multi_agent(config: RunConfig, env_id: str, raw: dict[str, Any]) -> None:
+    def _check_multi_agent(config: RunConfig, family: str, env_id: str, raw: dict[str, Any]) -> None:
         params = config.params
         info = catalog.ALGORITHMS[config.algo]
         scenario = catalog.MPE_ENVS.get(env_id, {})
@@ -241,6 +260,10 @@ class XuanCeDescriptor(WorkerDescriptor):
             raise ConfigError("params.use_global_state",
                               f"without parameter sharing {config.algo}'s critic stacks the agents' observations, "
                               f"and {env_id}'s differ: it needs the global state (true)")
+        if family == catalog.MULTIGRID:
+            if params.get("continuous_action"):
+                raise ConfigError("params.continuous_action", f"{env_id}'s actions are discrete (Discrete(8))")
+            return
         kind = catalog.action_kind(catalog.MPE, env_id, params)
         if kind is not None and kind not in info["actions"]:
             raise ConfigError("params.continuous_action",
@@ -269,8 +292,8 @@ class XuanCeDescriptor(WorkerDescriptor):
                 raise ConfigError(f"{field}.steps", "is required (a positive integer)")
             if "env_kwargs" in phase and not isinstance(phase["env_kwargs"], dict):
                 raise ConfigError(f"{field}.env_kwargs", "must be an object")
-            if "env_kwargs" in phase and family != catalog.MPE:
-                raise ConfigError(f"{field}.env_kwargs", "is for MPE scenarios only")
+            if "env_kwargs" in phase and family not in catalog.MULTI_AGENT:
+                raise ConfigError(f"{field}.env_kwargs", "is for MPE and MultiGrid envs only")
             try:
                 phase_family, phase_env = catalog.resolve_env(phase["env_id"])
             except ConfigError as exc:
@@ -280,6 +303,11 @@ class XuanCeDescriptor(WorkerDescriptor):
             if index == 0 and phase_env != env_id:
                 raise ConfigError(f"{field}.env_id", f"the first phase is the run's env ({env_id}), "
                                                      f"not {phase['env_id']}")
+            if family == catalog.MULTIGRID:
+                first, this = catalog.agent_count(family, env_id, None), catalog.agent_count(family, phase_env, None)
+                if first != this:
+                    raise ConfigError(f"{field}.env_id", f"{phase_env} has {this} agents, phase 0 ({env_id}) has "
+                                                         f"{first}: all phases must have the same agents")
             if family == catalog.CLASSIC_CONTROL:
                 first = catalog.CLASSIC_CONTROL_ENVS.get(env_id, {}).get("spaces")
                 this = catalog.CLASSIC_CONTROL_ENVS.get(phase_env, {}).get("spaces")
@@ -302,9 +330,9 @@ class XuanCeDescriptor(WorkerDescriptor):
             raise ConfigError("checkpoint", f"was trained by {meta.get('algo')}, not {config.algo}")
         if meta.get("family") != family:
             raise ConfigError("checkpoint", f"was trained on a {meta.get('family')} environment, not {family}")
-        if family == catalog.MPE:
+        if family in catalog.MULTI_AGENT:
             kwargs = config.params.get("env_kwargs") or {}
-            count = catalog.mpe_agent_count(env_id, kwargs)
+            count = catalog.agent_count(family, env_id, kwargs)
             mismatch = agent_count_mismatch(meta, count, env_id)
             if mismatch:
                 raise ConfigError("checkpoint", mismatch)

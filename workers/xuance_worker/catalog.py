@@ -15,23 +15,36 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, did_you_mean
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import JUMANJI_GYM_ENVS, gymnasium_envs, unknown_env
+from workers.sdk.envs import (JUMANJI_GYM_ENVS, MULTIGRID, aliases_among, gymnasium_envs, multigrid_envs,
+                              resolve_alias, unknown_env)
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
+BOX2D, MUJOCO, ATARI = "box2d", "mujoco", "atari"
+# XuanCe's built-in single-agent families beyond classic control: its configs are
+# <algo>/box2d/<env_id>.yaml, <algo>/mujoco.yaml and <algo>/atari.yaml
+SINGLE_AGENT_EXTRA = (BOX2D, MUJOCO, ATARI)
 
-# The families this worker runs, and the module each needs.
-FAMILIES = {CLASSIC_CONTROL: "gymnasium", MPE: "mpe2"}
+# The families this worker runs, and the module each needs. MultiGrid
+# (mosaic_multigrid) is not XuanCe's: workers/xuance_worker/multigrid.py adds it.
+FAMILIES = {CLASSIC_CONTROL: "gymnasium", BOX2D: "Box2D", MUJOCO: "mujoco", ATARI: "ale_py", MPE: "mpe2",
+            MULTIGRID: "mosaic_multigrid"}
+MULTI_AGENT = (MPE, MULTIGRID)
 # XuanCe's name for the family inside its configs (``env_name``), and its runner.
-ENV_NAME = {CLASSIC_CONTROL: "Classic Control", MPE: "mpe"}
-RUNNER = {CLASSIC_CONTROL: "DRL", MPE: "MARL"}
+ENV_NAME = {CLASSIC_CONTROL: "Classic Control", BOX2D: "Box2D", MUJOCO: "MuJoCo", ATARI: "Atari", MPE: "mpe",
+            MULTIGRID: "multigrid"}
+RUNNER = {CLASSIC_CONTROL: "DRL", BOX2D: "DRL", MUJOCO: "DRL", ATARI: "DRL", MPE: "MARL", MULTIGRID: "MARL"}
 VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
-               MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
+               BOX2D: ["DummyVecEnv", "SubprocVecEnv"], MUJOCO: ["DummyVecEnv", "SubprocVecEnv"],
+               ATARI: ["Dummy_Atari", "Subproc_Atari"],
+               MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"],
+               MULTIGRID: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
 
 # Gymnasium's classic-control tasks: action kind, and the spaces (for
 # checking a curriculum at submit time; the worker checks again with the real envs).
 CLASSIC_CONTROL_ENVS: dict[str, dict[str, str]] = gymnasium_envs(family="classic_control",
                                                                  fields=("actions", "spaces"))
+ALL_GYMNASIUM = set(gymnasium_envs())
 
 
 def _count(*terms: tuple[str, int], plus: int = 0):
@@ -113,6 +126,30 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 }
 
 
+# The multi-agent algorithms that also train on MultiGrid (discrete actions, eight of them),
+# from their MPE configuration (simple_spread_v3.yaml) with discrete actions; each checked by
+# tests/test_env_families.py::test_every_multigrid_algorithm_runs. The others of ALGORITHMS' MPE
+# list take continuous actions only (MADDPG, MATD3, ISAC...).
+MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac", "mfq",
+                        "commnet", "ic3net", "tarmac")
+
+
+# What changes in an algorithm's MPE configuration for MultiGrid's Discrete(8) actions.
+MULTIGRID_DEFAULTS: dict[str, dict[str, Any]] = {
+    algo: {"continuous_action": False, **({"policy": "Categorical_MAAC_Policy"} if algo in ("mappo", "ippo") else {})}
+    for algo in MULTIGRID_ALGORITHMS
+}
+
+
+def families_of(algo: str) -> list[str]:
+    """The env families an algorithm trains on: its own, MultiGrid for the discrete MARL
+    algorithms, and for single-agent ones the built-in families XuanCe has a config of it for."""
+    family = ALGORITHMS[algo]["family"]
+    if family == CLASSIC_CONTROL:
+        return [family, *(f for f in SINGLE_AGENT_EXTRA if config_file(algo, f, "") is not None)]
+    return [family, MULTIGRID] if algo in MULTIGRID_ALGORITHMS else [family]
+
+
 # -- the installed package ----------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def configs_dir() -> str | None:
@@ -135,7 +172,7 @@ def installed_algorithms() -> list[str]:
         return []
     families = set(available_families())
     return [algo for algo, info in ALGORITHMS.items()
-            if info["family"] in families and os.path.isdir(os.path.join(root, algo, info["family"]))]
+            if set(families_of(algo)) & families and os.path.isdir(os.path.join(root, algo, info["family"]))]
 
 
 @functools.lru_cache(maxsize=None)
@@ -176,15 +213,25 @@ def known_envs() -> dict[str, list[str]]:
     envs: dict[str, list[str]] = {}
     if CLASSIC_CONTROL in families:
         envs[CLASSIC_CONTROL] = list(CLASSIC_CONTROL_ENVS)
+    if BOX2D in families:
+        envs[BOX2D] = list(gymnasium_envs(family=BOX2D))
+    if MUJOCO in families:
+        envs[MUJOCO] = list(gymnasium_envs(family=MUJOCO))
+    if ATARI in families:
+        envs[ATARI] = [env for env in gymnasium_envs(family=ATARI) if env.startswith("ALE/")]
     if MPE in families:
         envs[MPE] = mpe_scenarios()
+    if MULTIGRID in families:
+        envs[MULTIGRID] = list(multigrid_envs())
     return envs
 
 
 def resolve_env(env: str) -> tuple[str, str]:
     """(family, env_id) of a run's ``env``: ``CartPole-v1``, ``simple_spread_v3``,
-    or explicitly ``mpe:simple_spread_v3`` / ``classic_control:CartPole-v1``."""
+    or explicitly ``mpe:simple_spread_v3`` / ``classic_control:CartPole-v1``; a MultiGrid
+    alias (``soccer_1vs1``) is its real id."""
     envs = known_envs()
+    env = resolve_alias(env)
     if ":" in env:
         family, env_id = env.split(":", 1)
         if family not in FAMILIES:
@@ -198,9 +245,11 @@ def resolve_env(env: str) -> tuple[str, str]:
         if env in ids:
             return family, env
     known = [env_id for ids in envs.values() for env_id in ids]
-    if did_you_mean(env, known):
+    if did_you_mean(env, known + list(aliases_among(known))):
         raise unknown_env(env, known, "xuance")
-    listing = "; ".join(f"{family}: {', '.join(ids)}" for family, ids in envs.items())
+    listing = "; ".join(f"{family}: {', '.join(ids)}" if len(ids) <= 12 else
+                        f"{family}: {len(ids)} ids ({', '.join(ids[:3])}..., aliases such as soccer_1vs1)"
+                        for family, ids in envs.items())
     raise ConfigError("env", f"unknown environment {env!r}; known: {listing} "
                              f"(or name the family: 'classic_control:<gymnasium id>')")
 
@@ -210,6 +259,8 @@ def default_env(algo: str) -> str:
     info = ALGORITHMS[algo]
     if info["family"] == MPE:
         return "simple_spread_v3"
+    if info["family"] == MULTIGRID:
+        return "MosaicMultiGrid-S-1v1-IndAgObs-v1"
     return "CartPole-v1" if "discrete" in info["actions"] else "Pendulum-v1"
 
 
@@ -221,6 +272,10 @@ def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) 
         if params is None or "continuous_action" not in params:
             return None
         return "continuous" if params["continuous_action"] else "discrete"
+    if family in (MULTIGRID, ATARI):
+        return "discrete"
+    if family in (BOX2D, MUJOCO):
+        return gymnasium_envs([env_id]).get(env_id, {}).get("actions") if env_id in ALL_GYMNASIUM else None
     return None
 
 
@@ -232,6 +287,13 @@ def mpe_agent_count(env_id: str, env_kwargs: dict[str, Any] | None) -> int | Non
         return info["agents"](env_kwargs or {})
     except (TypeError, ValueError):
         return None
+
+
+def agent_count(family: str, env_id: str, env_kwargs: dict[str, Any] | None) -> int | None:
+    """How many agents a multi-agent env has (None when unknown)."""
+    if family == MULTIGRID:
+        return multigrid_envs().get(env_id, {}).get("agents")
+    return mpe_agent_count(env_id, env_kwargs)
 
 
 def mpe_teams(agent_keys: list[str]) -> dict[str, list[str]]:
@@ -254,19 +316,25 @@ def config_file(algo: str, family: str, env_id: str) -> str | None:
     root = configs_dir()
     if root is None:
         return None
-    folder = os.path.join(root, algo, family)
+    if family in (MUJOCO, ATARI):  # one file for the whole family
+        path = os.path.join(root, algo, family + ".yaml")
+        return path if os.path.isfile(path) else None
+    folder = os.path.join(root, algo, MPE if family == MULTIGRID else family)
     if not os.path.isdir(folder):
         return None
     exact = os.path.join(folder, env_id + ".yaml")
     if os.path.isfile(exact):
         return exact
     files = sorted(f for f in os.listdir(folder) if f.endswith(".yaml"))
+    if family == MULTIGRID:  # no file of XuanCe's: the algorithm's MPE configuration
+        return config_file(algo, MPE, "simple_spread_v3")
     if family == MPE:
         preferred = [f for f in files if f == "simple_spread_v3.yaml"]
         return os.path.join(folder, (preferred or files)[0]) if files else None
     kind = action_kind(family, env_id)
+    table = CLASSIC_CONTROL_ENVS if family == CLASSIC_CONTROL else gymnasium_envs(family=family)
     for name in files:
-        if CLASSIC_CONTROL_ENVS.get(name[:-5], {}).get("actions") == kind:
+        if kind is None or table.get(name[:-5], {}).get("actions") == kind:
             return os.path.join(folder, name)
     return None
 
@@ -275,7 +343,8 @@ def merged_config(path: str) -> dict[str, Any]:
     """basic.yaml updated with the algorithm's file, as XuanCe's get_arguments does."""
     basic = load_yaml(os.path.join(configs_dir() or "", "basic.yaml"))
     family = os.path.basename(os.path.dirname(path))
-    return _recursive_update({**basic, **LEARNER_DEFAULTS.get(family, {})}, load_yaml(path))
+    learner = LEARNER_DEFAULTS[MPE] if family == MPE else LEARNER_DEFAULTS[CLASSIC_CONTROL]
+    return _recursive_update({**basic, **learner}, load_yaml(path))
 
 
 def _recursive_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,8 @@ from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
 from workers.xuance_worker import agent_count_mismatch, catalog, checkpoint_dir, \
     read_checkpoint_meta
-from workers.xuance_worker import mpe_alias
+from workers.sdk import registration
+from workers.xuance_worker import mpe_alias, multigrid
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
@@ -56,6 +57,7 @@ def prepare_process(torch_threads: int) -> None:
     """
     os.environ.update(process_environment(torch_threads))
     mpe_alias.install()
+    multigrid.install()
 
 
 def process_environment(torch_threads: int) -> dict[str, str]:
@@ -70,6 +72,8 @@ def process_environment(torch_threads: int) -> dict[str, str]:
         # XuanCe's tqdm bars go to stderr.log: a line every 10 s, not 10 a second
         "TQDM_MININTERVAL": os.environ.get("TQDM_MININTERVAL", "10"),
         "WANDB_MODE": "disabled",
+        # MUJOCO_GL, NUMBA_CACHE_DIR (MultiGrid's numba functions compile once per home)...
+        **registration.process_environment(),
     }
 
 
@@ -361,6 +365,7 @@ class Checkpoints:
 
 # -- train ------------------------------------------------------------------------
 def build_runner(config: dict[str, Any], family: str, env_id: str, template: str, args: Namespace):
+    registration.register_family_of(env_id)  # Atari: ale_py's ids (MultiGrid registers in its adapter)
     import xuance
     return xuance.get_runner(algo=config["algo"], env=family, env_id=env_id, config_path=template,
                              parser_args=args)
@@ -368,14 +373,14 @@ def build_runner(config: dict[str, Any], family: str, env_id: str, template: str
 
 def train(config: dict[str, Any], emitter: Emitter) -> int:
     family, env_id = catalog.resolve_env(config["env"])
-    multi_agent = family == catalog.MPE
+    multi_agent = family in catalog.MULTI_AGENT
     template = catalog.config_file(config["algo"], family, env_id)
     running_steps = total_steps(config, template)
     phases = curriculum_phases(config, env_id, running_steps)
     params = config["params"]
     extra = {}
     if multi_agent:
-        extra = {"n_agents": catalog.mpe_agent_count(env_id, params.get("env_kwargs")),
+        extra = {"n_agents": catalog.agent_count(family, env_id, params.get("env_kwargs")),
                  "parameter_sharing": params.get("use_parameter_sharing"),
                  "training_mode": params.get("training_mode")}
     emitter.run_started("xuance", config["algo"], config["env"], total_steps=running_steps,
@@ -437,7 +442,7 @@ def finish(runner, agent) -> None:
 def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     """Load ``config.checkpoint`` and play ``eval_episodes`` episodes (XuanCe's test mode)."""
     family, env_id = catalog.resolve_env(config["env"])
-    multi_agent = family == catalog.MPE
+    multi_agent = family in catalog.MULTI_AGENT
     template = catalog.config_file(config["algo"], family, env_id)
     checkpoint = os.path.abspath(os.path.expanduser(config["checkpoint"]))
     if not os.path.exists(checkpoint):

@@ -1,4 +1,4 @@
-"""Serves ``pettingzoo.mpe.*`` from mpe2 in every process of a XuanCe run.
+"""Serves ``pettingzoo.mpe.*`` from mpe2, and adds MultiGrid to XuanCe's registry, in every process of a XuanCe run.
 
 The XuanCe worker puts this directory first on PYTHONPATH. Python runs this
 file at the start of every process that inherits it, in particular the
@@ -14,18 +14,19 @@ _here = os.path.dirname(os.path.abspath(__file__))
 
 def _install_alias():
     try:
-        from workers.xuance_worker import mpe_alias
+        from workers.xuance_worker import mpe_alias, multigrid
     except ImportError:
         # mosaic-tui not importable from sys.path: load the module by file
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_here))))
-        from workers.xuance_worker import mpe_alias
+        from workers.xuance_worker import mpe_alias, multigrid
     mpe_alias.install()
+    multigrid.install()  # the multigrid family in XuanCe's registry, once XuanCe loads it
 
 
 try:
     _install_alias()
 except Exception as exc:  # never stop a process from starting: XuanCe's ImportError will follow
-    sys.stderr.write(f"mosaic: cannot alias pettingzoo.mpe to mpe2: {exc!r}\n")
+    sys.stderr.write(f"mosaic: cannot alias pettingzoo.mpe to mpe2 or register MultiGrid: {exc!r}\n")
 try:
     from workers.sdk.sitechain import run_shadowed_sitecustomize
 except ImportError:  # mosaic-tui not importable here: nothing of ours to chain from

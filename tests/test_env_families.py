@@ -1,0 +1,236 @@
+"""Env families beyond classic control (issue 19): MOSAIC MultiGrid, Atari, MuJoCo, Box2D, ViZDoom.
+
+Each family trains a few hundred steps through the real daemon and CLI with
+telemetry and at least one live frame; a MultiGrid curriculum shows both
+phases as events; bad env ids are refused at submit with the family's ids
+suggested. docs/envs.md has the table of what runs where, with these tests'
+wall times.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daemon import protocol as P
+from daemon.relay import decode
+from tests.conftest import ROOT, connect, wait_state
+from tests.test_xuance_worker import WALK_DRIVER, read_events, tags_of
+from workers.sdk import envs
+from workers.xuance_worker import WORKER as XUANCE, catalog
+
+SOCCER_1V1 = "MosaicMultiGrid-S-1v1-IndAgObs-v1"
+COLLECT_1V1 = "MosaicMultiGrid-C-1v1-IndAgObs-v1"
+
+
+# -- helpers ---------------------------------------------------------------------------
+def first_frame(home, run_id: str, timeout: float = 120) -> np.ndarray:
+    """One frame of a running run, relayed by the daemon over the socket."""
+    wait_state(home, run_id, P.RUNNING, timeout=60)
+    with connect(home) as c:
+        c.call(P.FRAMES, run=run_id, fps=10, max_dim=512)
+        for method, params in c.notifications(timeout=timeout):
+            if method == P.NOTIFY_FRAME and params.get("run") in (None, run_id):
+                return decode(params)
+    raise AssertionError(f"no frame from run {run_id}")
+
+
+def finished(mosaic, run_id: str, timeout: int = 600) -> dict:
+    waited = mosaic.run("wait", run_id, "--timeout", str(timeout), timeout=timeout + 30)
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded", (waited.stdout, waited.stderr, run)
+    return run
+
+
+def events_of(home, run_id: str) -> list[dict]:
+    lines = (home.run_dir(run_id) / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+# -- the shared table (workers/sdk/envs.py) ---------------------------------------------
+def test_families_are_read_from_the_installed_packages():
+    assert "ALE/Pong-v5" in envs.atari_envs() and "PongNoFrameskip-v4" in envs.atari_envs()
+    assert "VizdoomBasic-v1" in envs.vizdoom_envs()
+    grid = envs.multigrid_envs()
+    assert len(grid) == 81
+    assert grid["MosaicMultiGrid-S-2v2-IndAgObs-v1"]["teams"] == [2, 2]
+    assert grid["MosaicMultiGrid-S-G-1v0-v1"]["competitive"] is False
+    assert envs.resolve_alias("soccer_1vs1") == SOCCER_1V1
+    assert envs.resolve_alias("Collect-1vs1") == COLLECT_1V1
+    assert envs.resolve_alias("basketball_3vs3") == "MosaicMultiGrid-BB-3v3-IndAgObs-v1"
+    for env, family in (("Hopper-v5", "mujoco"), ("CarRacing-v3", "box2d"), ("ALE/Breakout-v5", "atari"),
+                        ("VizdoomBasic-v1", "vizdoom"), ("soccer_2vs2", "multigrid")):
+        assert envs.env_family(env) == family, env
+
+
+# -- MultiGrid on XuanCe -------------------------------------------------------------------
+def test_multigrid_on_xuance_through_the_daemon(daemon, mosaic, tmp_path):
+    """MAPPO with one shared network on a curriculum collect 1v1 -> soccer 1v1 (typed as aliases):
+    the run is stored with the real ids, trains in one process with both phases as events,
+    reports each agent and team, publishes frames; its parameter-shared checkpoint is refused
+    for soccer 2v2 at submit, with one line."""
+    config = {"worker": "xuance", "algo": "mappo", "env": "collect_1vs1", "name": "grid-curriculum",
+              "frames": {"enabled": True, "fps": 20},
+              "params": {"parallels": 2, "buffer_size": 200, "n_epochs": 1, "vectorize": "DummyVecMultiAgentEnv",
+                         "training_mode": "cooperative", "use_parameter_sharing": True,
+                         "env_kwargs": {"max_steps": 60},
+                         "curriculum_schedule": [{"env_id": "collect_1vs1", "steps": 400},
+                                                 {"env_id": "soccer_1vs1", "steps": 400}]}}
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(config))
+    run_id = mosaic.submit(str(path))
+    assert mosaic.show(run_id)["config"]["env"] == COLLECT_1V1  # the alias shown as the real id
+    frame = first_frame(daemon, run_id)
+    assert frame.ndim == 3 and frame.shape[2] == 3 and frame.std() > 0
+    run = finished(mosaic, run_id)
+    events = events_of(daemon, run_id)
+    phases = [e for e in events if e["type"] == "phase"]
+    assert [p["name"] for p in phases] == [COLLECT_1V1, SOCCER_1V1]
+    assert phases[1]["step"] >= 400
+    episodes = [e for e in events if e["type"] == "episode"]
+    assert episodes and set(episodes[-1]["agents"]) == {"green_0", "blue_0"}
+    assert run["summary"]["steps"] == 800 and run["summary"]["invalid"] == 0
+    assert any(t.startswith("returns/green") for t in run["summary"]["tags"])
+    # the 1v1 shared network cannot play 2v2
+    evaluation = {"worker": "xuance", "algo": "mappo", "env": "soccer_2vs2", "mode": "eval",
+                  "checkpoint": "run:grid-curriculum", "eval_episodes": 1,
+                  "params": {"use_parameter_sharing": True, "training_mode": "cooperative"}}
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(evaluation))
+    refused = mosaic.run("submit", str(path))
+    line = refused.stderr.strip()
+    assert refused.returncode != 0 and line.startswith("mosaic: error:") and "\n" not in line
+    assert "shares one network among 2 agents" in line and "has 4" in line
+
+
+def test_multigrid_bad_ids_and_curricula_are_refused_at_submit(daemon, mosaic):
+    proc = mosaic.run("submit", "--worker", "xuance", "--algo", "ippo", "--env", "soccer_1vs9", "--steps", "100")
+    line = proc.stderr.strip()
+    assert proc.returncode != 0 and "\n" not in line and "unknown environment 'soccer_1vs9'" in line
+    assert "did you mean" in line and "soccer_1vs" in line  # the family's names
+    proc = mosaic.run("submit", "--worker", "xuance", "--algo", "ippo", "--env", "soccer_1vs1", "--steps", "800",
+                      "--set", 'curriculum_schedule=[{"env_id": "soccer_1vs1", "steps": 400}, '
+                               '{"env_id": "soccer_2vs2", "steps": 400}]')
+    assert proc.returncode != 0 and "has 4 agents, phase 0" in proc.stderr
+    proc = mosaic.run("submit", "--worker", "xuance", "--algo", "maddpg", "--env", "soccer_1vs1")
+    assert proc.returncode != 0 and "multigrid" not in XUANCE.capabilities()["env_families_by_algorithm"]["maddpg"]
+    assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []
+    # `mosaic workers` shows each worker's env families
+    rows = {line.split()[0]: line for line in mosaic.run("workers", check=True).stdout.splitlines()[1:] if line}
+    assert "ENV FAMILIES" in mosaic.run("workers", check=True).stdout.splitlines()[0]
+    for worker, families in (("xuance", ("box2d", "mujoco", "atari", "mpe", "multigrid")),
+                             ("ray", ("mujoco", "atari", "multigrid")), ("cleanrl", ("mujoco", "atari"))):
+        assert all(family in rows[worker] for family in families), rows[worker]
+
+
+def multigrid_walk_config(algo: str) -> dict:
+    defaults = {key: prop.get("default") for key, prop in XUANCE.schema(algo, COLLECT_1V1)["properties"].items()}
+    params: dict = {"parallels": 2, "vectorize": "DummyVecMultiAgentEnv", "env_kwargs": {"max_steps": 50}}
+    if "n_minibatch" in defaults:
+        params["buffer_size"] = 4 if defaults.get("use_rnn") else 100
+    if "start_training" in defaults:
+        params.update(start_training=64, batch_size=32, buffer_size=1000)
+    if "n_epochs" in defaults:
+        params["n_epochs"] = 1
+    return {"worker": "xuance", "algo": algo, "env": COLLECT_1V1, "steps": 300, "seed": 1, "params": params}
+
+
+@pytest.mark.slow
+def test_every_multigrid_algorithm_runs(tmp_path):
+    jobs = []
+    for algo in catalog.MULTIGRID_ALGORITHMS:
+        run_dir = tmp_path / algo
+        run_dir.mkdir()
+        jobs.append((str(run_dir), multigrid_walk_config(algo)))
+    out = subprocess.run([sys.executable, "-c", WALK_DRIVER, json.dumps(jobs)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    failed = {}
+    for algo in catalog.MULTIGRID_ALGORITHMS:
+        events = read_events(tmp_path / algo)
+        kinds = [e["type"] for e in events]
+        ok = (results.get(algo) == 0 and kinds[-1] == "run_completed" and "episode" in kinds
+              and any("loss" in t.lower() for t in tags_of(events)))
+        if not ok:
+            failed[algo] = (results.get(algo), [e for e in events if e["type"] == "run_failed"][-1:])
+    assert not failed, failed
+
+
+# -- every family x worker: a few hundred steps through the daemon, with a frame ----------------
+# (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480)
+ATARI_FRAME, MUJOCO_FRAME = (210, 160, 3), (480, 480, 3)
+slow = pytest.mark.slow
+FAMILY_RUNS = [
+    pytest.param("xuance", "ppo", "ALE/Pong-v5", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
+                 ATARI_FRAME, id="xuance-atari"),
+    pytest.param("xuance", "ppo", "HalfCheetah-v5", 256, {"parallels": 1, "horizon_size": 128, "n_epochs": 1},
+                 MUJOCO_FRAME, id="xuance-mujoco"),
+    pytest.param("xuance", "dqn", "LunarLander-v3", 300,
+                 {"parallels": 2, "start_training": 100, "batch_size": 32, "buffer_size": 1000},
+                 None, id="xuance-box2d"),
+    pytest.param("cleanrl", "dqn_atari", "PongNoFrameskip-v4", 200,
+                 {"learning-starts": 100, "buffer-size": 500, "batch-size": 32, "train-frequency": 4},
+                 ATARI_FRAME, id="cleanrl-atari"),
+    pytest.param("cleanrl", "ppo_continuous_action", "HalfCheetah-v5", 256,
+                 {"num-envs": 1, "num-steps": 128, "update-epochs": 1, "num-minibatches": 2},
+                 MUJOCO_FRAME, id="cleanrl-mujoco"),
+    pytest.param("cleanrl", "dqn", "LunarLander-v3", 300,
+                 {"learning-starts": 100, "buffer-size": 1000, "batch-size": 32},
+                 None, id="cleanrl-box2d"),
+    # Ray starts in ~40 s before the first step: each of these takes over a minute
+    pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 ATARI_FRAME, id="ray-atari", marks=slow),
+    pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 MUJOCO_FRAME, id="ray-mujoco", marks=slow),
+    pytest.param("ray", "PPO", "LunarLander-v3", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 None, id="ray-box2d", marks=slow),
+]
+
+
+@pytest.mark.parametrize("worker, algo, env, steps, params, frame_shape", FAMILY_RUNS)
+def test_family_trains_through_the_daemon(daemon, mosaic, tmp_path, worker, algo, env, steps, params,
+                                          frame_shape):
+    config = {"worker": worker, "algo": algo, "env": env, "steps": steps, "seed": 1, "params": params,
+              "frames": {"enabled": True, "fps": 5, "max_dim": 512}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    run_id = mosaic.submit(str(path))
+    frame = first_frame(daemon, run_id)
+    assert frame.std() > 0
+    if frame_shape is not None:
+        assert frame.shape == frame_shape
+    run = finished(mosaic, run_id)
+    summary = run["summary"]
+    assert summary["invalid"] == 0 and any("loss" in tag for tag in summary["tags"]), summary["tags"]
+    if worker == "cleanrl":  # the step of its last logged scalar; it saves only with --save-model
+        assert summary["steps"] > 0 or "losses/td_loss" in summary["tags"]
+    else:
+        assert summary["steps"] >= steps and summary["checkpoints"]
+
+
+@slow
+def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
+    """RLlib PPO on soccer 2v2: the learner plays one whole team against league snapshots on the
+    other, sides alternating; every agent's return is reported; frames come from the training env."""
+    config = {"worker": "ray", "algo": "PPO", "env": "soccer_2vs2", "steps": 400, "seed": 1,
+              "frames": {"enabled": True, "fps": 5, "max_dim": 512},
+              "params": {"policy": "self_play", "train_batch_size_per_learner": 200, "minibatch_size": 100,
+                         "num_epochs": 1, "fcnet_hiddens": [32], "env_kwargs": {"max_steps": 50}}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    run_id = mosaic.submit(str(path))
+    assert mosaic.show(run_id)["config"]["env"] == "MosaicMultiGrid-S-2v2-IndAgObs-v1"
+    frame = first_frame(daemon, run_id, timeout=180)
+    assert frame.shape == (352, 512, 3)
+    run = finished(mosaic, run_id)
+    assert "env_runners/self_play_main_win_rate" in run["summary"]["tags"]
+    episodes = [e for e in events_of(daemon, run_id) if e["type"] == "episode"]
+    assert episodes and set(episodes[0]["agents"]) == {"green_0", "green_1", "blue_0", "blue_1"}
