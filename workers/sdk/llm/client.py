@@ -46,7 +46,43 @@ DEFAULT_MODEL = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 MAX_BACKOFF_S = 30.0
 
-Prompt = "str | list[dict[str, str]]"
+# The spec as a worker's params (flat, so the CLI's --set and the app's form edit them as
+# any other param): the JSON schema of each key. ``spec_from_params`` takes them back out.
+SPEC_PARAMS: dict[str, dict[str, Any]] = {
+    "backend": {"type": "string", "default": "local", "enum": list(BACKENDS),
+                "description": "local: the Gemma GGUF through llama.cpp in the worker; openai: any "
+                               "OpenAI-compatible endpoint (base_url); anthropic"},
+    "model": {"type": ["string", "null"], "default": None,
+              "description": "model name (openai/anthropic) or GGUF path (local); default per backend"},
+    "base_url": {"type": ["string", "null"], "default": None,
+                 "description": "OpenAI-compatible endpoint: vLLM, Ollama, llama.cpp server, OpenRouter"},
+    "api_key_env": {"type": ["string", "null"], "default": None, "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                    "description": "NAME of the environment variable with the key (or <home>/keys/<NAME>, "
+                                   "mode 600); default OPENAI_API_KEY / ANTHROPIC_API_KEY"},
+    "temperature": {"type": "number", "default": 0.0, "minimum": 0, "maximum": 2, "description": "sampling"},
+    "max_tokens": {"type": "integer", "default": 256, "minimum": 1, "maximum": 32768,
+                   "description": "a reply's token cap"},
+    "timeout_s": {"type": "number", "default": 60.0, "exclusiveMinimum": 0, "description": "one attempt's limit"},
+    "retries": {"type": "integer", "default": 3, "minimum": 0, "maximum": 20,
+                "description": "attempts after the first on down / slow / 429 / 5xx / garbage"},
+    "backoff_s": {"type": "number", "default": 1.0, "minimum": 0,
+                  "description": "first wait before a retry, doubled each time (max 30 s)"},
+    "constrain": {"type": "string", "default": "auto", "enum": list(CONSTRAIN),
+                  "description": "bind replies to the legal actions: grammar (llama.cpp), guided_choice (vLLM), "
+                                 "json_schema (OpenAI), none (parse); auto picks per backend"},
+    "price_in": {"type": ["number", "null"], "default": None, "minimum": 0,
+                 "description": "US$ per million input tokens (cost, cost budget)"},
+    "price_out": {"type": ["number", "null"], "default": None, "minimum": 0,
+                  "description": "US$ per million output tokens"},
+    "n_threads": {"type": ["integer", "null"], "default": None, "minimum": 1,
+                  "description": "local: llama.cpp threads (default: all cores)"},
+}
+
+
+def spec_from_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The client spec among a run's params (the SPEC_PARAMS keys)."""
+    return {key: params[key] for key in SPEC_PARAMS if key in params}
+
 
 
 @dataclass
