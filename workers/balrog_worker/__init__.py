@@ -70,6 +70,9 @@ class BalrogDescriptor(WorkerDescriptor):
             needs = ", ".join(families.FAMILIES[family]["needs"])
             raise ConfigError("env", f"{config.env} is a {family} environment, which needs {needs}: "
                                      f"not all installed")
+        known = families.registered_envs(family)
+        if config.env not in known:
+            raise unknown_env(config.env, list(known), self.name)
         if config.mode == "eval":
             raise ConfigError("mode", "a balrog run is an evaluation already; use mode 'train' (the default)")
         if config.checkpoint is not None:
