@@ -120,3 +120,53 @@ def test_descriptor_is_light_and_lists_installed_families():
     assert "babyai" in caps["env_families"]
     with pytest.raises(ConfigError, match="mode"):
         WORKER.validate({"worker": "balrog", "algo": "naive", "env": BABYAI, "mode": "eval"})
+
+
+# -- the real local model, one short episode per env family --------------------------------------
+FAMILY_RUNS = [  # (agent, env, extra params): every family, and the agent types that parse differently
+    ("naive", BABYAI, ()),
+    ("few_shot", BABYAI, ("demo_episodes=1", "max_icl_history=4")),
+    ("robust_cot", "crafter", ("max_tokens=16",)),
+    ("robust_naive", "textworld-coin", ()),
+    ("cot", "MiniHack-Room-5x5-v0", ("max_tokens=16",)),
+    ("naive", "NetHackScore-v0", ()),
+    ("random", "BabyAI-GoToRedBallGrey-v0", ()),
+]
+
+
+@pytest.mark.slow
+def test_one_episode_per_family_with_the_local_model(daemon, mosaic):
+    """No LLM configuration: the local Gemma GGUF through llama.cpp plays two steps of each family."""
+    home = mosaic.home
+    runs = []
+    for agent, env, extra in FAMILY_RUNS:
+        sets = ["max_steps_per_episode=2", "max_text_history=2", *extra]
+        if agent != "random":
+            sets.append("n_threads=1")
+        runs.append((agent, env, submit(mosaic, agent, env, *sets)))
+    for agent, env, run_id in runs:
+        run = wait_state(home, run_id, P.FINAL_STATES, timeout=600)
+        assert run["state"] == P.SUCCEEDED, (agent, env, run.get("reason"), run.get("stderr_tail"))
+        events = events_of(home, run_id)
+        started = next(e for e in events if e["type"] == "run_started")
+        results = json.loads((home.run_dir(run_id) / "results.json").read_text())
+        assert results["episodes"][0]["steps"] == 2, (agent, env)
+        if agent == "random":
+            assert llm_steps(events) == [] and "llm" not in run["summary"]
+            continue
+        assert started["model"] == "gemma-3-270m-q4_k_m.gguf"
+        steps = llm_steps(events)
+        assert [s["step"] for s in steps] == [0, 1], (agent, env)
+        for s in steps:
+            assert s["error"] is None and s["tokens_in"] > 50 and s["tokens_out"] >= 1 and s["latency_s"] > 0
+            # the prompt has it as BALROG puts it: "Current Observation:", short-term context, long-term
+            assert s["observation"] and all(line in s["prompt"] for line in s["observation"].splitlines())
+            assert (s["action"] is not None) == s["valid"]
+        if agent in ("naive", "robust_naive", "few_shot"):  # constrained by the grammar: always legal
+            assert all(s["valid"] for s in steps), (agent, env, [s["reply"] for s in steps])
+        if agent == "few_shot":
+            assert "START OF DEMONSTRATION EPISODE 1" in steps[0]["prompt"]
+        totals = results["totals"]
+        assert totals["llm_calls"] == 2 and totals["latency_p50"] > 0 and totals["latency_p99"] >= totals["latency_p50"]
+        assert run["summary"]["llm"]["calls"] == 2
+        assert "episode/success" in run["summary"]["tags"] and "llm/invalid_rate" in run["summary"]["tags"]
