@@ -19,6 +19,7 @@ def _emit_all(em: tm.Emitter) -> None:
     em.dataset_saved("/runs/x/dataset.hdf5", 5012, 20)
     em.heartbeat(60)
     em.phase("CartPole-v1", 70, index=1)
+    em.llm_step(step=75, agent="0", reply="go forward", action="go forward", valid=True, latency_s=0.2)
     em.run_failed("it broke", step=80)
     em.run_completed(step=100)
     em.close()
@@ -34,8 +35,8 @@ def test_every_event_type_round_trips():
     raws, events, used, _ = split_events(data)
     assert used == len(data)
     assert [e["type"] for e in events] == [tm.RUN_STARTED, tm.SCALAR, tm.SCALAR, tm.EPISODE,
-                                           tm.CHECKPOINT_SAVED, tm.DATASET_SAVED, tm.HEARTBEAT, tm.PHASE, tm.RUN_FAILED,
-                                           tm.RUN_COMPLETED]
+                                           tm.CHECKPOINT_SAVED, tm.DATASET_SAVED, tm.HEARTBEAT, tm.PHASE, tm.LLM_STEP,
+                                           tm.RUN_FAILED, tm.RUN_COMPLETED]
     emitted_types = {e["type"] for e in events}
     assert emitted_types | {tm.INVALID} == tm.EVENT_TYPES  # the test covers every type
     for event in events:
