@@ -152,6 +152,8 @@ class RunTail:
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
         self.phase: str | None = s.get("phase")
+        # LLM workers: final llm_step events only (partial ones are a reply still streaming)
+        self.llm: dict[str, Any] = dict(s.get("llm") or {})
         self._rate_mark: tuple[float, int] | None = None
 
     def summary(self) -> dict[str, Any]:
@@ -162,6 +164,7 @@ class RunTail:
             "tags": sorted(self.tags), "sps": self.sps,
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
+            **({"llm": dict(self.llm)} if self.llm else {}),
         }
 
     def _open(self) -> bool:
@@ -259,6 +262,11 @@ class RunTail:
             elif kind == tm.CHECKPOINT_SAVED:
                 self.checkpoints.append(ev.get("path", ""))
                 step = ev.get("step")
+            elif kind == tm.LLM_STEP:
+                if ev.get("partial"):
+                    continue
+                self._absorb_llm(ev)
+                step = ev.get("step")
             elif kind == tm.PHASE:
                 self.phase = ev.get("name")
                 step = ev.get("step")
@@ -273,6 +281,21 @@ class RunTail:
         if steps != self.steps:
             self.steps = steps
             self._update_rate()
+
+    def _absorb_llm(self, ev: dict[str, Any]) -> None:
+        """Counts of a run's LLM calls: calls, invalid actions, failed calls, tokens, cost."""
+        llm = self.llm
+        llm["calls"] = llm.get("calls", 0) + 1
+        if ev.get("valid") is False:
+            llm["invalid"] = llm.get("invalid", 0) + 1
+        if ev.get("error"):
+            llm["errors"] = llm.get("errors", 0) + 1
+        for key in ("tokens_in", "tokens_out"):
+            if type(ev.get(key)) is int:
+                llm[key] = llm.get(key, 0) + ev[key]
+        cost = ev.get("cost")
+        if type(cost) in (int, float) and math.isfinite(cost):
+            llm["cost"] = round(llm.get("cost", 0.0) + cost, 6)
 
     def _update_rate(self) -> None:
         """Steps per second over the last few seconds of wall time."""

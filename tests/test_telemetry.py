@@ -18,6 +18,7 @@ def _emit_all(em: tm.Emitter) -> None:
     em.checkpoint_saved("checkpoints/model.pt", 50)
     em.heartbeat(60)
     em.phase("CartPole-v1", 70, index=1)
+    em.llm_step(step=75, agent="0", reply="go forward", action="go forward", valid=True, latency_s=0.2)
     em.run_failed("it broke", step=80)
     em.run_completed(step=100)
     em.close()
@@ -33,15 +34,15 @@ def test_every_event_type_round_trips():
     raws, events, used, _ = split_events(data)
     assert used == len(data)
     assert [e["type"] for e in events] == [tm.RUN_STARTED, tm.SCALAR, tm.SCALAR, tm.EPISODE,
-                                           tm.CHECKPOINT_SAVED, tm.HEARTBEAT, tm.PHASE, tm.RUN_FAILED,
-                                           tm.RUN_COMPLETED]
+                                           tm.CHECKPOINT_SAVED, tm.HEARTBEAT, tm.PHASE, tm.LLM_STEP,
+                                           tm.RUN_FAILED, tm.RUN_COMPLETED]
     emitted_types = {e["type"] for e in events}
     assert emitted_types | {tm.INVALID} == tm.EVENT_TYPES  # the test covers every type
     for event in events:
         assert tm.check_event(event) is event
     assert events[2]["value"] == "nan"
     assert events[3]["return"] == 200.0 and events[3]["agents"] == {"agent_0": 100.0}
-    assert em.lines_written == 9
+    assert em.lines_written == 10
 
 
 @pytest.mark.parametrize("event, problem", [

@@ -36,6 +36,12 @@ HEARTBEAT = "heartbeat"
 PHASE = "phase"
 RUN_COMPLETED = "run_completed"
 RUN_FAILED = "run_failed"
+# One language-model call of an LLM agent: what it saw, what it was asked, what it
+# answered and the action taken from that. While a reply streams in, the worker
+# writes the same step again with ``partial: true`` and the reply so far (at most
+# a few a second, see workers/sdk/llm/stream.py); the last one, without
+# ``partial``, is the record.
+LLM_STEP = "llm_step"
 # Written by the daemon's ingest, never by a worker: a line that was not a
 # valid event (non-JSON, binary garbage, oversized). Keeps the stream total.
 INVALID = "invalid"
@@ -85,6 +91,22 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     RUN_FAILED: {
         "reason": ((str,), True),
         "step": ((int,), False),
+    },
+    LLM_STEP: {
+        "step": ((int,), True),
+        "agent": ((str,), True),
+        "episode": ((int,), False),
+        "observation": ((str,), False),
+        "prompt": ((str,), False),
+        "reply": ((str,), True),
+        "action": ((str, type(None)), False),
+        "valid": ((bool,), False),
+        "tokens_in": ((int,), False),
+        "tokens_out": ((int,), False),
+        "latency_s": (_FLOAT, False),
+        "cost": (_FLOAT, False),
+        "error": ((str, type(None)), False),
+        "partial": ((bool,), False),
     },
     INVALID: {
         "raw": ((str,), True),
@@ -143,7 +165,8 @@ def check_event(event: Any) -> dict[str, Any]:
                 raise EventError(f"{event_type}: missing field {name!r}")
             continue
         value = event[name]
-        if isinstance(value, bool) or not isinstance(value, types):
+        # bool is an int to Python: accepted only where the field is a flag
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             raise EventError(f"{event_type}: field {name!r} has type {type(value).__name__}")
         if types is _FLOAT and isinstance(value, str) and value not in NONFINITE:
             raise EventError(f"{event_type}: field {name!r} is not a number")
@@ -225,6 +248,15 @@ class Emitter:
     def phase(self, name: str, step: int, index: int | None = None) -> None:
         fields = {} if index is None else {"index": int(index)}
         self.emit(make_event(PHASE, name=name, step=int(step), **fields), flush=True)
+
+    def llm_step(self, step: int, agent: str, reply: str, **fields: Any) -> None:
+        """One LLM call (``partial=True`` while its reply is still streaming in)."""
+        if "latency_s" in fields and fields["latency_s"] is not None:
+            fields["latency_s"] = _finite(fields["latency_s"])
+        if "cost" in fields and fields["cost"] is not None:
+            fields["cost"] = _finite(fields["cost"])
+        fields = {key: value for key, value in fields.items() if value is not None or key in ("action", "error")}
+        self.emit(make_event(LLM_STEP, step=int(step), agent=str(agent), reply=str(reply), **fields))
 
     def run_completed(self, step: int | None = None) -> None:
         fields = {} if step is None else {"step": int(step)}

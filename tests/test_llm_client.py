@@ -1,0 +1,181 @@
+"""The shared LLM layer (workers/sdk/llm): the real local model, a misbehaving endpoint, keys, parsing."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.llm_fault_server import FaultServer, free_port_url
+from workers.sdk import telemetry as tm
+from workers.sdk.llm import keys
+from workers.sdk.llm.client import SpecError, make_client, normalise_spec
+from workers.sdk.llm.parse import ROBUST_FAILED, extract, match_choice
+
+KEY = "sk-planted-0123456789abcdef"
+CHOICES = ["turn left", "turn right", "go forward"]
+
+
+def fast(base_url, **more):
+    """An openai-backend spec with tiny waits: retries are counted, not timed."""
+    return {"backend": "openai", "base_url": base_url, "model": "fault-model", "backoff_s": 0.01,
+            "timeout_s": 1.0, "api_key_env": "MOSAIC_TEST_KEY", **more}
+
+
+@pytest.fixture
+def planted_key(monkeypatch):
+    monkeypatch.setenv("MOSAIC_TEST_KEY", KEY)
+    return KEY
+
+
+def test_local_model_with_grammar_answers_a_legal_action_and_streams():
+    client = make_client()  # no configuration: the local Gemma model
+    seen = []
+    reply = client.complete("You are in a grid world. Legal actions: turn left, turn right, go forward.\n"
+                            "The goal is straight ahead.\nAction:", choices=CHOICES, on_text=seen.append)
+    assert reply.error is None
+    assert reply.action in CHOICES and reply.valid and reply.text == reply.action
+    assert reply.tokens_in > 10 and reply.tokens_out >= 1 and reply.latency_s > 0
+    assert seen and seen[-1].strip() == reply.text
+    free = client.complete([{"role": "user", "content": "Name a colour."}], max_tokens=8)
+    assert free.error is None and free.valid and free.action is None and 1 <= free.tokens_out <= 8
+
+
+def test_rate_limit_and_server_errors_are_retried_then_succeed(planted_key):
+    with FaultServer(["429", "500", "429"]) as server:
+        reply = make_client(fast(server.base_url, retries=3)).complete("act", choices=CHOICES)
+    assert reply.error is None and reply.action == "go forward" and reply.valid
+    assert reply.attempts == 4 and len(server.requests) == 4
+    assert (reply.tokens_in, reply.tokens_out) == (12, 2)
+    assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"  # the key went where it belongs
+
+
+@pytest.mark.parametrize("fault", ["429", "garbage", "hang_up"])
+def test_a_fault_that_persists_ends_in_reply_error_after_bounded_retries(planted_key, fault):
+    with FaultServer([fault] * 10) as server:
+        reply = make_client(fast(server.base_url, retries=2)).complete("act", choices=CHOICES)
+    assert reply.error and not reply.valid and reply.action is None
+    assert reply.attempts == 3 and len(server.requests) == 3
+    expected = {"429": "rate limited", "garbage": "malformed", "hang_up": "down"}[fault]
+    assert expected in reply.error
+    assert KEY not in reply.error
+
+
+def test_endpoint_down_and_too_slow(planted_key):
+    down = make_client(fast(free_port_url(), retries=1)).complete("act")
+    assert down.attempts == 2 and "down or too slow" in down.error
+    with FaultServer(["slow", "slow"], slow_s=2.0) as server:
+        slow = make_client(fast(server.base_url, retries=1, timeout_s=0.3)).complete("act")
+    assert slow.attempts == 2 and "too slow" in slow.error
+    with FaultServer(["slow"], slow_s=0.5) as server:  # slow once, then in time
+        late = make_client(fast(server.base_url, retries=1, timeout_s=0.3)).complete("act", choices=CHOICES)
+    assert late.error is None and late.action == "go forward" and late.attempts == 2
+
+
+def test_a_refused_request_is_not_retried(planted_key):
+    with FaultServer(["404"]) as server:
+        reply = make_client(fast(server.base_url, retries=3)).complete("act")
+    assert reply.error and "no such model" in reply.error
+    assert reply.attempts == 1 and len(server.requests) == 1  # 404: no retry can cure it
+
+
+def test_cost_from_configured_prices(planted_key):
+    with FaultServer(usage=(1000, 500)) as server:
+        reply = make_client(fast(server.base_url, price_in=2.0, price_out=10.0)).complete("act")
+    assert reply.cost == pytest.approx((1000 * 2.0 + 500 * 10.0) / 1e6)
+    with FaultServer() as server:
+        assert make_client(fast(server.base_url)).complete("act").cost is None
+
+
+def test_keys_come_from_env_or_a_private_file_never_from_the_spec(tmp_path, monkeypatch):
+    monkeypatch.delenv("MOSAIC_TEST_KEY", raising=False)
+    monkeypatch.setenv("MOSAIC_HOME", str(tmp_path))
+    assert keys.read_key("MOSAIC_TEST_KEY") is None
+    path = keys.write_key("MOSAIC_TEST_KEY", KEY)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert keys.read_key("MOSAIC_TEST_KEY") == KEY
+    os.chmod(path, 0o644)
+    with pytest.raises(keys.KeyRefused, match="chmod 600"):
+        keys.read_key("MOSAIC_TEST_KEY")
+    monkeypatch.setenv("MOSAIC_TEST_KEY", "from-env")
+    assert keys.read_key("MOSAIC_TEST_KEY") == "from-env"
+    with pytest.raises(SpecError) as refused:
+        normalise_spec({"backend": "openai", "api_key": KEY})
+    assert refused.value.field == "api_key" and KEY not in str(refused.value)
+    with pytest.raises(SpecError, match="NAME of an environment variable"):
+        normalise_spec({"backend": "openai", "api_key_env": KEY.replace("-", " ")})
+    with pytest.raises(SpecError, match="no key"):
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        make_client({"backend": "openai", "api_key_env": "OPENAI_API_KEY"})
+
+
+def test_balrog_extraction_and_choice_matching():
+    assert extract("Go forward!!", "naive") == "Go forward"
+    assert extract("The key is ahead.\nACTION: pick up", "cot") == "pick up"
+    assert extract("think... <|ACTION|> toggle <|END|> done", "robust") == "toggle"
+    assert extract("no tags here", "robust", fallback_whole=False) == ROBUST_FAILED
+    assert extract("no tags here", "robust") == "no tags here"
+    assert match_choice("go forward", CHOICES) == "go forward"
+    assert match_choice(" Go  Forward. ", CHOICES) == "go forward"
+    assert match_choice("turn left to face the door", CHOICES) == "turn left"
+    assert match_choice("I could turn left or go forward", CHOICES) is None
+    assert match_choice("go forwards", CHOICES) is None
+    assert match_choice(ROBUST_FAILED, CHOICES) is None
+
+
+def test_llm_step_event_on_the_wire():
+    event = tm.make_event(tm.LLM_STEP, step=3, agent="0", reply="go forward", action="go forward", valid=True,
+                          tokens_in=10, tokens_out=2, latency_s=0.3, error=None, partial=False)
+    assert tm.check_event(event)["valid"] is True
+    with pytest.raises(tm.EventError, match="valid"):
+        tm.check_event({**event, "valid": "yes"})
+    with pytest.raises(tm.EventError, match="tokens_in"):
+        tm.check_event({**event, "tokens_in": True})  # a bool is no count
+
+
+def test_ingest_counts_final_llm_steps_only(tmp_path):
+    """The run summary's llm counts: calls, invalid actions, failed calls, tokens, cost; partials skipped."""
+    from daemon.ingest import RunTail
+
+    r, w = os.pipe()
+    emitter = tm.Emitter(w, flush_interval=60)
+    emitter.llm_step(step=0, agent="0", reply="go", partial=True)
+    emitter.llm_step(step=0, agent="0", reply="go forward", action="go forward", valid=True, tokens_in=100,
+                     tokens_out=3, latency_s=0.2, cost=0.001, error=None)
+    emitter.llm_step(step=1, agent="0", reply="dance", action=None, valid=False, tokens_in=120, tokens_out=2,
+                     latency_s=0.2, cost=0.002, error=None)
+    emitter.llm_step(step=2, agent="0", reply="", action=None, valid=False, latency_s=3.0,
+                     error="HTTP 429: rate limited")
+    emitter.close()
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(os.read(r, 1 << 20))
+    os.close(r)
+    os.close(w)
+    tail = RunTail("r", str(path))
+    tail.read_new()
+    summary = tail.summary()
+    assert summary["llm"] == {"calls": 3, "invalid": 2, "errors": 1, "tokens_in": 220, "tokens_out": 5,
+                              "cost": 0.003}
+    assert summary["lines"] == 4 and summary["invalid"] == 0 and summary["steps"] == 2
+    assert RunTail("r", str(path), summary=summary).summary()["llm"] == summary["llm"]  # kept across restarts
+
+
+def test_history_prompt_builder_as_balrog_builds_it():
+    from workers.sdk.llm.history import HistoryPromptBuilder
+
+    builder = HistoryPromptBuilder(max_text_history=2, system_prompt="RULES", max_cot_history=1)
+    for i in range(3):
+        builder.update_observation({"long_term_context": f"obs {i}", "short_term_context": f"msg {i}"})
+        builder.update_reasoning(f"plan {i}")
+        builder.update_action(f"act {i}")
+    builder.update_observation({"long_term_context": "obs 3", "short_term_context": "msg 3"})
+    messages = builder.get_prompt()
+    # upstream keeps 2 x max_text_history events: the oldest go, so the history may begin with an action
+    assert messages == [
+        {"role": "user", "content": "RULES"},
+        {"role": "assistant", "content": "act 1"},                        # its plan is not the last: bare
+        {"role": "user", "content": "Observation:\nobs 2"},
+        {"role": "assistant", "content": "Previous plan:\nplan 2"},
+        {"role": "user", "content": "Current Observation:\nmsg 3\nobs 3"},
+    ]
+    builder.max_text_history = 1
+    assert builder.get_prompt()[2] == {"role": "user", "content": "Observation:"}  # beyond the text history

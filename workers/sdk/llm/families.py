@@ -1,0 +1,74 @@
+"""The env families LLM agents play, as data: light enough for a worker's descriptor.
+
+Each family: the module with its ``make(env_id, seed, **kwargs) -> TextEnv``,
+the distributions it needs (checked without importing them), the env ids offered
+(a form's suggestions; ``prefixes`` decides what else belongs to it). A family
+that is added (the mosaic_llm worker's MultiGrid, PettingZoo classic) is one
+entry here and one module beside this one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from workers.sdk.descriptor import dist_version
+
+FAMILIES: dict[str, dict[str, Any]] = {
+    "babyai": {
+        "module": "workers.sdk.llm.babyai",
+        "needs": ["minigrid"],
+        "prefixes": ("BabyAI-", "MiniGrid-"),
+        "envs": ["BabyAI-GoToRedBall-v0", "BabyAI-GoToRedBallGrey-v0", "BabyAI-GoToLocal-v0",
+                 "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0", "BabyAI-PutNextLocal-v0",
+                 "BabyAI-GoTo-v0", "BabyAI-Pickup-v0", "MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0"],
+        "description": "BabyAI / MiniGrid: mission and an egocentric description of the 7x7 view",
+    },
+    "crafter": {
+        "module": "workers.sdk.llm.crafter",
+        "needs": ["crafter"],
+        "prefixes": ("crafter",),
+        "envs": ["crafter"],
+        "description": "Crafter: status, inventory, the nearest of each thing in view, what is in front",
+    },
+    "textworld": {
+        "module": "workers.sdk.llm.textworld",
+        "needs": ["textworld"],
+        "prefixes": ("textworld",),
+        "envs": ["textworld-coin", "textworld-treasure", "textworld-cooking"],
+        "description": "TextWorld games made offline by its generator; the admissible commands are the actions",
+    },
+    "minihack": {
+        "module": "workers.sdk.llm.nethack",
+        "needs": ["minihack", "nle"],
+        "prefixes": ("MiniHack-",),
+        "envs": ["MiniHack-Room-5x5-v0", "MiniHack-Room-15x15-v0", "MiniHack-Corridor-R2-v0",
+                 "MiniHack-MazeWalk-9x9-v0", "MiniHack-Eat-v0", "MiniHack-Boxoban-Unfiltered-v0"],
+        "description": "MiniHack: message, things in view with their directions, the map, inventory",
+    },
+    "nle": {
+        "module": "workers.sdk.llm.nethack",
+        "needs": ["nle"],
+        "prefixes": ("NetHack",),
+        "envs": ["NetHackScore-v0", "NetHackChallenge-v0", "NetHackStaircase-v0", "NetHackGold-v0"],
+        "description": "NetHack (NLE): message, things in view with their directions, the map, stats, inventory",
+    },
+}
+
+
+def family_of(env_id: str) -> str | None:
+    for name, family in FAMILIES.items():
+        if env_id.startswith(family["prefixes"]):
+            return name
+    return None
+
+
+def family_available(name: str) -> bool:
+    return all(dist_version(dist) is not None for dist in FAMILIES[name]["needs"])
+
+
+def available_families() -> list[str]:
+    return [name for name in FAMILIES if family_available(name)]
+
+
+def known_envs(available_only: bool = True) -> list[str]:
+    names = available_families() if available_only else list(FAMILIES)
+    return [env for name in names for env in FAMILIES[name]["envs"]]
