@@ -22,7 +22,7 @@ CLASSIC = {
     "chess_v6": ("chess", "chess", ("player_0", "player_1")),
     "connect_four_v3": ("connect four", None, ("player_0", "player_1")),
     "go_v5": ("go", None, ("black_0", "white_0")),
-    "tictactoe_v3": ("tic-tac-toe", None, ("player_0", "player_1")),
+    "tictactoe_v3": ("tic-tac-toe", None, ("player_1", "player_2")),
 }
 SEAT_KINDS = ("llm", "random", "stockfish", "checkpoint")
 LEVELS = ("L1", "L2", "L3")
@@ -87,6 +87,8 @@ SEAT_SCHEMA: dict[str, Any] = {
 
 
 def schema(algo: str, env: str | None = None) -> dict[str, Any]:
+    from workers.sdk.llm.client import SPEC_PARAMS
+
     return {
         "$schema": SCHEMA_DIALECT,
         "type": "object",
@@ -100,11 +102,9 @@ def schema(algo: str, env: str | None = None) -> dict[str, Any]:
                                          "act at once; board games: one move) as a draw; null: the game's "
                                          "own end"},
             "seats": {"type": "array", "items": SEAT_SCHEMA, "default": [],
-                      "description": "one entry per agent, in the env's agent order; [] seats an LLM everywhere"},
-            "llm": {"type": "object", "default": {},
-                    "description": "the LLM client spec of every LLM seat (backend, model, base_url, api_key_env, "
-                                   "temperature, ...: docs/workers/llm.md); a seat's own 'llm' keys override it. "
-                                   "{}: the local Gemma model"},
+                      "description": "one entry per agent, in the env's agent order; [] seats an LLM everywhere. An LLM "
+                                         "seat uses the backend, model ... params below, or its own "
+                                         "{\"kind\": \"llm\", \"llm\": {\"backend\": ...}}"},
             "coordination": {"type": "string", "enum": list(LEVELS), "default": "L1",
                              "description": "instruction prompt: L1 rules and actions only (emergent), L2 with "
                                             "cooperation hints, L3 with explicit roles (forward / defender)"},
@@ -122,6 +122,9 @@ def schema(algo: str, env: str | None = None) -> dict[str, Any]:
                       "description": "Elo K-factor: rating points at stake per game"},
             "env_kwargs": {"type": "object", "default": {},
                            "description": "passed to the env's constructor (go: board_size; MultiGrid: view_size)"},
+            # the LLM client spec of every LLM seat, flat as in the balrog worker; a seat's own "llm"
+            # object overrides any of these keys for that seat
+            **SPEC_PARAMS,
         },
     }
 
@@ -164,16 +167,17 @@ def parse_seat(raw: Any, field: str) -> dict[str, Any]:
 def check_seats(env_id: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Every seat of the run, normalised (kind, and its settings with defaults); ConfigError naming
     ``params.seats[i]...`` for a seat that cannot play this env."""
-    from workers.sdk.llm.client import SpecError, normalise_spec
+    from workers.sdk.llm.client import SpecError, normalise_spec, spec_from_params
 
     ids = seat_ids(env_id)
     raw = params["seats"] or ["llm"] * len(ids)
     if len(raw) != len(ids):
         raise ConfigError("params.seats", f"{env_id} has {len(ids)} seats ({', '.join(ids)}); {len(raw)} given")
+    default_llm = spec_from_params(params)
     try:
-        normalise_spec(params["llm"])
+        normalise_spec(default_llm)
     except SpecError as exc:
-        raise ConfigError(f"params.llm.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+        raise ConfigError(f"params.{exc.field}", str(exc).split(": ", 1)[-1]) from None
     seats = []
     for index, entry in enumerate(raw):
         field = f"params.seats[{index}]"
@@ -186,7 +190,7 @@ def check_seats(env_id: str, params: dict[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(own, dict):
                 raise ConfigError(f"{field}.llm", "must be an object (an LLM client spec)")
             try:
-                seat["llm"] = normalise_spec({**params["llm"], **own})
+                seat["llm"] = normalise_spec({**default_llm, **own})
             except SpecError as exc:
                 raise ConfigError(f"{field}.llm.{exc.field}", str(exc).split(": ", 1)[-1]) from None
         elif kind == "stockfish":

@@ -242,20 +242,13 @@ class Standings:
             self.draws.setdefault(s, 0)
             self.losses.setdefault(s, 0)
 
-    def record(self, returns: dict[str, float], teams: dict[str, Any]) -> dict[str, str]:
-        """One episode: each seat's outcome from its team's return (the highest wins; a tie at the top
-        is a draw for those teams), and Elo updated pairwise against every seat of another team."""
-        team_return: dict[Any, float] = {}
-        for seat, team in teams.items():
-            team_return[team] = team_return.get(team, 0.0) + returns.get(seat, 0.0)
-        best = max(team_return.values())
-        top = [t for t, r in team_return.items() if r == best]
-        outcome = {}
-        for seat, team in teams.items():
-            if team in top:
-                outcome[seat] = "win" if len(top) == 1 else "draw"
-            else:
-                outcome[seat] = "loss"
+    def record(self, points: dict[Any, float], teams: dict[str, Any]) -> dict[str, str]:
+        """One episode: each seat's outcome from its team's points (the most points win; a tie at the
+        top is a draw for those teams), and Elo updated pairwise against every seat of another team."""
+        best = max(points[team] for team in teams.values())
+        top = {team for team in teams.values() if points[team] == best}
+        outcome = {seat: ("win" if len(top) == 1 else "draw") if team in top else "loss"
+                   for seat, team in teams.items()}
         for seat, result in outcome.items():
             {"win": self.wins, "draw": self.draws, "loss": self.losses}[result][seat] += 1
         old = dict(self.rating)
@@ -265,7 +258,7 @@ class Standings:
                 continue
             delta = 0.0
             for other in rivals:
-                mine, theirs = team_return[team], team_return[teams[other]]
+                mine, theirs = points[team], points[teams[other]]
                 score = 1.0 if mine > theirs else 0.5 if mine == theirs else 0.0
                 expected = 1.0 / (1.0 + 10 ** ((old[other] - old[seat]) / 400.0))
                 delta += score - expected
@@ -301,10 +294,10 @@ class Match:
         for episode in range(self.params["episodes"]):
             seed = int(self.config["seed"]) + episode
             if family == "classic":
-                returns, length, teams = self.classic_episode(episode, seed)
+                returns, length, teams, points = self.classic_episode(episode, seed)
             else:
-                returns, length, teams = self.multigrid_episode(episode, seed)
-            self.finish_episode(returns, length, teams)
+                returns, length, teams, points = self.multigrid_episode(episode, seed)
+            self.finish_episode(returns, length, teams, points)
 
     # -- MultiGrid: simultaneous moves ---------------------------------------------------------
     def multigrid_episode(self, episode: int, seed: int) -> tuple[dict[str, float], int, dict[str, Any]]:
@@ -350,9 +343,21 @@ class Match:
                 ended = all(terminated.values()) or all(truncated.values())
                 if ended or (limit is not None and length >= limit):
                     self.publish(env)
-                    return returns, length, teams
+                    return returns, length, teams, self.multigrid_points(game, returns, teams)
         finally:
             env.close()
+
+    @staticmethod
+    def multigrid_points(game, returns: dict[str, float], teams: dict[str, Any]) -> dict[Any, float]:
+        """Goals (touchdowns) per team where the game counts them; else the team's summed return
+        (collect: balls). Returns include shaping (+0.01 near the ball...): goals decide a match."""
+        scores = getattr(game, "team_scores", None)
+        if scores:
+            return {team: float(scores.get(team, 0)) for team in set(teams.values())}
+        points: dict[Any, float] = {}
+        for seat, team in teams.items():
+            points[team] = points.get(team, 0.0) + returns[seat]
+        return points
 
     # -- board games: one move at a time -------------------------------------------------------
     def classic_episode(self, episode: int, seed: int) -> tuple[dict[str, float], int, dict[str, Any]]:
@@ -390,7 +395,7 @@ class Match:
                 self.steps += 1
                 length += 1
             self.publish(env)
-            return returns, length, teams
+            return returns, length, teams, dict(returns)  # +1 / -1 / 0: a board game's result
         finally:
             env.close()
 
@@ -400,8 +405,9 @@ class Match:
         if self.frames is not None:
             self.frames.maybe_publish(env.render)
 
-    def finish_episode(self, returns: dict[str, float], length: int, teams: dict[str, Any]) -> None:
-        outcome = self.standings.record(returns, teams)
+    def finish_episode(self, returns: dict[str, float], length: int, teams: dict[str, Any],
+                       points: dict[Any, float]) -> None:
+        outcome = self.standings.record(points, teams)
         step = self.steps
         self.emitter.episode(step, sum(returns.values()), length, agents=dict(returns))
         scalars: dict[str, float] = {}
