@@ -177,7 +177,7 @@ def test_standings_win_draw_loss_and_elo():
 def test_soccer_mixed_teams_llms_and_random(daemon, mosaic):
     """2v2 soccer: each team an LLM and a random teammate; visible_teammates, L3 roles, frames on."""
     run_id = submit(mosaic, SOCCER, 'seats=["llm", "random", {"kind": "llm", "role": "defender"}, "random"]',
-                    "max_steps=2", "coordination=L3", "observation_mode=visible_teammates",
+                    "max_steps=1", "coordination=L3", "observation_mode=visible_teammates",
                     extra=("--seed", "3", "--frames"))
     run = finish(mosaic, run_id)
     events = events_of(mosaic.home, run_id)
@@ -185,8 +185,8 @@ def test_soccer_mixed_teams_llms_and_random(daemon, mosaic):
     assert started["seats"] == {"0": "llm:local:gemma-3-270m (default)", "1": "random",
                                 "2": "llm:local:gemma-3-270m (default)", "3": "random"}
     calls = llm_steps(events)
-    # the LLM seats, and only they, were asked at each of the 2 steps
-    assert sorted((e["step"], e["agent"]) for e in calls) == [(0, "0"), (0, "2"), (1, "0"), (1, "2")]
+    # the LLM seats, and only they, were asked
+    assert sorted((e["step"], e["agent"]) for e in calls) == [(0, "0"), (0, "2")]
     for call in calls:
         assert call["valid"] is True and call["error"] is None        # the grammar keeps replies legal
         assert call["action"] in ("noop", "left", "right", "forward", "pickup", "drop", "toggle", "done")
@@ -196,33 +196,29 @@ def test_soccer_mixed_teams_llms_and_random(daemon, mosaic):
     assert "Your role: FORWARD" in by_agent["0"]["prompt"] and "Your role: DEFENDER" in by_agent["2"]["prompt"]
     assert "Your team is green (agent 1 with you)" in by_agent["0"]["prompt"]
     [episode] = [e for e in events if e["type"] == "episode"]
-    assert episode["length"] == 2 and set(episode["agents"]) == {"0", "1", "2", "3"}
+    assert episode["length"] == 1 and set(episode["agents"]) == {"0", "1", "2", "3"}
     tags = scalars(events)
-    for seat in "0123":  # no goal in two steps: a draw for everyone, ratings unchanged
+    for seat in "0123":  # no goal in one step: a draw for everyone, ratings unchanged
         assert tags[f"results/{seat}/draws"] == [1.0] and tags[f"elo/{seat}"] == [ELO_START]
-    assert tags["llm/0/calls"] == [2.0] and tags["llm/0/invalid_rate"] == [0.0]
+    assert tags["llm/0/calls"] == [1.0] and tags["llm/0/invalid_rate"] == [0.0]
     assert "llm/1/calls" not in tags
     assert run["state"] == "succeeded"
 
 
 @needs_model
 def test_tictactoe_llm_against_random(daemon, mosaic):
-    run_id = submit(mosaic, "tictactoe_v3", 'seats=["llm", "random"]', "episodes=2", "max_steps=3",
+    run_id = submit(mosaic, "tictactoe_v3", 'seats=["llm", "random"]', "episodes=2", "max_steps=2",
                     "coordination=L2")
     finish(mosaic, run_id)
     events = events_of(mosaic.home, run_id)
     calls = llm_steps(events)
-    assert [(e["episode"], e["agent"]) for e in calls] == [(0, "player_1"), (0, "player_1"),
-                                                           (1, "player_1"), (1, "player_1")]
-    first = calls[0]
-    assert "Legal moves: 0, 1, 2, 3, 4, 5, 6, 7, 8" in first["observation"]
-    assert "Tips: win if you can" in first["prompt"] and first["action"] in [str(c) for c in range(9)]
-    # the LLM's second move is among the cells still free after two moves
-    second = calls[1]
-    free = second["observation"].split("Legal moves: ")[1].split(", ")
-    assert len(free) == 7 and second["action"] in free
+    # the LLM moves first in each episode, on a fresh board; the random seat answers
+    assert [(e["episode"], e["step"], e["agent"]) for e in calls] == [(0, 0, "player_1"), (1, 2, "player_1")]
+    for call in calls:
+        assert "Legal moves: 0, 1, 2, 3, 4, 5, 6, 7, 8" in call["observation"]
+        assert "Tips: win if you can" in call["prompt"] and call["action"] in [str(c) for c in range(9)]
     episodes = [e for e in events if e["type"] == "episode"]
-    assert [e["length"] for e in episodes] == [3, 3]                      # the run's move limit: draws
+    assert [e["length"] for e in episodes] == [2, 2]                      # the run's move limit: draws
     tags = scalars(events)
     assert tags["results/player_1/draws"] == [1.0, 2.0] and tags["elo/player_2"] == [ELO_START, ELO_START]
 
@@ -280,3 +276,32 @@ def test_llm_against_a_trained_checkpoint_and_random(daemon, mosaic, tictactoe_c
     results = [tags[f"results/player_2/{r}"][-1] for r in ("wins", "draws", "losses")]
     assert sum(results) == 3
     assert tags["elo/player_1"][-1] + tags["elo/player_2"][-1] == pytest.approx(2 * ELO_START)
+
+
+@pytest.mark.parametrize("env, seats, shape", [
+    (SOCCER, ["random"] * 4, (352, 512)),         # the pitch, rendered by mosaic-multigrid
+    ("tictactoe_v3", ["random", "random"], (1000, 1000)),  # the board, PettingZoo's pygame render
+])
+def test_frames_of_the_pitch_and_the_board(tmp_path, env, seats, shape):
+    """The worker process alone (random seats: no model), its frames read back from FastLane."""
+    from workers.fastlane import layout
+    from workers.fastlane.reader import FrameReader
+
+    run_id = f"mlt-{os.getpid()}-{env[:5]}"
+    config = {"worker": "mosaic_llm", "algo": "play", "env": env, "run_id": run_id,
+              "frames": {"enabled": True, "fps": 100, "max_dim": 1024},
+              "params": {"seats": seats, "max_steps": 3}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    try:
+        with open(tmp_path / "events.jsonl", "w") as out:
+            subprocess.run([sys.executable, "-m", "workers.mosaic_llm_worker.cli", "--config", "config.json"],
+                           cwd=tmp_path, stdout=out, check=True, timeout=300,
+                           env={**os.environ, "MOSAIC_HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)})
+        events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+        assert events[-1]["type"] == "run_completed" and events[-1]["step"] == 3
+        reader = FrameReader(run_id)
+        number, pixels = reader.latest()
+        assert number >= 0 and pixels.shape[:2] == shape and pixels.std() > 0
+        reader.close()
+    finally:
+        layout.cleanup(run_id)
