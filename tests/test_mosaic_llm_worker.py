@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -172,6 +173,25 @@ def test_standings_win_draw_loss_and_elo():
     assert free.record({1: 3, 2: 1, 3: 1}, {"0": 1, "1": 2, "2": 3}) == {"0": "win", "1": "loss", "2": "loss"}
 
 
+def test_multigrid_results_go_by_goals_not_shaped_returns():
+    import gymnasium as gym
+    import mosaic_multigrid  # noqa: F401
+
+    from workers.mosaic_llm_worker.runtime import Match
+
+    env = gym.make(SOCCER, disable_env_checker=True)
+    env.reset(seed=0)
+    game = env.unwrapped
+    teams = {"0": 1, "1": 1, "2": 2, "3": 2}
+    # blue stayed near the ball (+0.01 a step) but green scored
+    returns = {"0": 0.0, "1": 0.0, "2": 0.3, "3": 0.3}
+    game.team_scores = {1: 1, 2: 0}
+    assert Match.multigrid_points(game, returns, teams) == {1: 1.0, 2: 0.0}
+    game.team_scores = {}  # a game that counts no goals (collect): the team's return
+    assert Match.multigrid_points(game, returns, teams) == {1: 0.0, 2: pytest.approx(0.6)}
+    env.close()
+
+
 # -- episodes with the real local model, through the daemon -----------------------------------------
 @needs_model
 def test_soccer_mixed_teams_llms_and_random(daemon, mosaic):
@@ -243,6 +263,23 @@ def test_chess_llm_against_stockfish(daemon, mosaic):
     assert episode["length"] == 3
 
 
+def _policy_reply(checkpoint: str, first_move: int) -> int:
+    """The checkpoint's greedy answer to X's first move, computed here with the ray worker's eval code."""
+    import numpy as np
+    from pettingzoo.classic import tictactoe_v3
+
+    from workers.ray_worker import evaluate
+
+    module = evaluate.load_modules(Path(checkpoint))["shared"]
+    env = tictactoe_v3.env()
+    env.reset(seed=0)
+    env.step(first_move)
+    raw = env.observe("player_2")
+    obs = {"observation": np.asarray(raw["observation"], dtype=np.float32).reshape(-1),
+           "action_mask": np.asarray(raw["action_mask"], dtype=np.float32)}
+    return int(evaluate.act(module, obs, env.action_space("player_2")))
+
+
 @pytest.fixture
 def tictactoe_checkpoint(daemon, mosaic) -> str:
     """A tiny RLlib PPO policy trained on tic-tac-toe by the real ray worker (about 30 s here)."""
@@ -267,8 +304,12 @@ def test_llm_against_a_trained_checkpoint_and_random(daemon, mosaic, tictactoe_c
     assert started["seats"]["player_2"] == f"checkpoint:{tictactoe_checkpoint}"
     calls = llm_steps(events)
     assert [e["step"] for e in calls] == [0, 2] and all(e["valid"] for e in calls)
-    # the checkpoint's move is on the board the LLM sees next: 2 marks, 7 free cells
-    assert len(calls[1]["observation"].split("Legal moves: ")[1].split(", ")) == 7
+    # the checkpoint's move is on the board the LLM sees next: 2 marks, 7 free cells; and it is the
+    # policy's own greedy move, as the ray worker's eval code plays it
+    free = calls[1]["observation"].split("Legal moves: ")[1].split(", ")
+    assert len(free) == 7
+    [answer] = set("012345678") - set(free) - {calls[0]["action"]}
+    assert int(answer) == _policy_reply(tictactoe_checkpoint, int(calls[0]["action"]))
     events = events_of(mosaic.home, random_run)
     episodes = [e for e in events if e["type"] == "episode"]
     assert len(episodes) == 3 and all(e["length"] >= 5 for e in episodes)  # played out: masked moves only
