@@ -1,0 +1,433 @@
+"""Seats, matches and ratings: what the MOSAIC LLM worker process runs.
+
+A match is one env and one seat per agent. Each seat chooses its agent's moves:
+
+- ``LLMSeat``: a prompt (instructions at the run's coordination level, then the
+  observation as text) to an LLM client from workers/sdk/llm, the reply
+  constrained to (or parsed into) the legal actions; one ``llm_step`` event per
+  call, its reply streamed;
+- ``RandomSeat``: a uniformly random legal action (seeded);
+- ``StockfishSeat``: the Stockfish engine over UCI (python-chess's engine
+  module) at a Skill Level and a time per move, chess only;
+- ``CheckpointSeat``: a trained RLlib policy from another run's checkpoint,
+  loaded and called with the ray worker's own eval code (its module, its
+  observation layout), greedy.
+
+MultiGrid agents act at once each step: the LLM seats of a step are asked
+concurrently, one thread each. Board games are played move by move. After each
+episode every seat gets win/draw/loss from its team's return, and an Elo rating
+updated pairwise against every seat of another team.
+"""
+from __future__ import annotations
+
+import random
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.sdk.llm import classic, multigrid
+from workers.sdk.llm.client import make_client
+from workers.sdk.llm.stream import StepStream
+
+ELO_START = 1500.0
+
+
+@dataclass
+class Move:
+    """A seat's choice: the env action, its name, and (LLM seats) the call behind it."""
+    action: int
+    name: str
+    valid: bool = True
+    reply: Any = None            # workers.sdk.llm.client.Reply
+    prompt: Any = None
+    observation: str = ""
+
+
+class LLMFailed(RuntimeError):
+    """An LLM call failed after its retries and the run says on_error = fail."""
+
+
+# -- seats ----------------------------------------------------------------------------------------
+class Seat:
+    kind = ""
+
+    def __init__(self, seat_id: str, spec: dict[str, Any], rng: random.Random):
+        self.seat_id = seat_id
+        self.spec = spec
+        self.rng = rng
+        self.role: str | None = spec.get("role")
+
+    @property
+    def label(self) -> str:
+        return self.kind
+
+    def close(self) -> None:
+        pass
+
+
+class RandomSeat(Seat):
+    kind = "random"
+
+    def choose(self, legal: dict[str, int]) -> Move:
+        name = self.rng.choice(list(legal))
+        return Move(legal[name], name)
+
+
+class LLMSeat(Seat):
+    kind = "llm"
+
+    def __init__(self, seat_id, spec, rng, on_error: str):
+        super().__init__(seat_id, spec, rng)
+        self.client = make_client(spec["llm"])
+        self.on_error = on_error
+        self.calls = 0
+        self.invalid = 0
+        self.failed = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.latencies: list[float] = []
+
+    @property
+    def label(self) -> str:
+        return f"llm:{self.spec['llm']['backend']}:{self.client.model}"
+
+    def choose(self, legal: dict[str, int], instructions: str, observation: str, stream: StepStream,
+               step: int, episode: int, fallback: str | None = None) -> Move:
+        names = list(legal)
+        prompt = [{"role": "system", "content": instructions},
+                  {"role": "user", "content": f"{observation}\n\nChoose one of: {', '.join(names)}\n"
+                                              f"Your action:"}]
+        reply = self.client.complete(prompt, choices=names, on_text=stream.on_text(step, self.seat_id))
+        self.calls += 1
+        self.tokens_in += reply.tokens_in
+        self.tokens_out += reply.tokens_out
+        self.latencies.append(reply.latency_s)
+        if reply.error is not None:
+            self.failed += 1
+        valid = reply.error is None and reply.valid and reply.action in legal
+        if not valid:
+            self.invalid += 1
+        # an invalid or failed reply still moves: the env's do-nothing, else a random legal move
+        name = reply.action if valid else (fallback if fallback in legal else self.rng.choice(names))
+        stream.final(step=step, agent=self.seat_id, episode=episode, reply=reply, prompt=prompt,
+                     observation=observation, action=reply.action if valid else None, valid=valid,
+                     played=name, seat=self.label)
+        if reply.error is not None and self.on_error == "fail":
+            raise LLMFailed(f"seat {self.seat_id}: the LLM call failed: {reply.error}")
+        return Move(legal[name], name, valid, reply, prompt, observation)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class StockfishSeat(Seat):
+    kind = "stockfish"
+
+    def __init__(self, seat_id, spec, rng, path: str):
+        super().__init__(seat_id, spec, rng)
+        import chess.engine
+
+        self.limit = chess.engine.Limit(time=spec["movetime_ms"] / 1000.0)
+        self.engine = chess.engine.SimpleEngine.popen_uci(path)
+        self.engine.configure({"Skill Level": spec["level"], "Threads": 1})
+
+    @property
+    def label(self) -> str:
+        return f"stockfish:{self.spec['level']}"
+
+    def choose(self, legal: dict[str, int], board) -> Move:
+        move = self.engine.play(board, self.limit).move.uci()
+        return Move(legal[move], move)
+
+    def close(self) -> None:
+        try:
+            self.engine.quit()
+        except Exception:  # noqa: BLE001 -- an engine already gone
+            pass
+
+
+class CheckpointSeat(Seat):
+    """An RLlib policy of a ray-worker checkpoint (tic-tac-toe, connect four), played greedily."""
+    kind = "checkpoint"
+
+    def __init__(self, seat_id, spec, rng):
+        super().__init__(seat_id, spec, rng)
+        import json
+        from pathlib import Path
+
+        from workers.ray_worker import evaluate
+        from workers.sdk.rundir import CHECKPOINT_META
+
+        path = Path(spec["checkpoint"])
+        meta = json.loads((path / CHECKPOINT_META).read_text())
+        modules = evaluate.load_modules(path)
+        module_id = spec.get("module") or ("main" if meta.get("policy") == "self_play"
+                                           else meta["agent_to_module"].get(seat_id))
+        if module_id not in modules:
+            raise ValueError(f"seat {seat_id}: the checkpoint has no module {module_id!r} "
+                             f"(it has {', '.join(modules)})")
+        self.module = modules[module_id]
+        self.module_id = module_id
+        self.act = evaluate.act
+        self.path = path
+
+    @property
+    def label(self) -> str:
+        return f"checkpoint:{self.path.parent.parent.name}/{self.path.name}:{self.module_id}"
+
+    def choose(self, legal: dict[str, int], observation: dict[str, Any], action_space) -> Move:
+        import numpy as np
+
+        obs = {"observation": np.asarray(observation["observation"], dtype=np.float32).reshape(-1),
+               "action_mask": np.asarray(observation["action_mask"], dtype=np.float32)}
+        action = int(self.act(self.module, obs, action_space))
+        by_action = {a: n for n, a in legal.items()}
+        if action not in by_action:  # the masking module should never do this; say so if it does
+            name = self.rng.choice(list(legal))
+            return Move(legal[name], name, valid=False)
+        return Move(action, by_action[action])
+
+
+def describe_seat(spec: dict[str, Any]) -> str:
+    """A seat as the run's record says it, before it is seated: llm:openai:gpt-4o-mini, stockfish:5 ..."""
+    kind = spec["kind"]
+    if kind == "llm":
+        llm = spec["llm"]
+        return f"llm:{llm['backend']}:{llm['model'] or 'gemma-3-270m (default)'}"
+    if kind == "stockfish":
+        return f"stockfish:{spec['level']}"
+    if kind == "checkpoint":
+        return f"checkpoint:{spec['checkpoint']}"
+    return kind
+
+
+def make_seats(env_id: str, seats: list[dict[str, Any]], params: dict[str, Any], seed: int) -> list[Seat]:
+    from workers.mosaic_llm_worker import catalog
+
+    out: list[Seat] = []
+    try:
+        for index, (seat_id, spec) in enumerate(zip(catalog.seat_ids(env_id), seats)):
+            rng = random.Random(seed * 1000 + index)
+            if spec["kind"] == "llm":
+                out.append(LLMSeat(seat_id, spec, rng, params["on_error"]))
+            elif spec["kind"] == "random":
+                out.append(RandomSeat(seat_id, spec, rng))
+            elif spec["kind"] == "stockfish":
+                out.append(StockfishSeat(seat_id, spec, rng, catalog.stockfish_path()))
+            else:
+                out.append(CheckpointSeat(seat_id, spec, rng))
+    except BaseException:
+        for seat in out:
+            seat.close()
+        raise
+    return out
+
+
+# -- results and ratings --------------------------------------------------------------------------
+@dataclass
+class Standings:
+    """Win/draw/loss per seat and Elo ratings across the series."""
+    seats: list[str]
+    k: float = 32.0
+    rating: dict[str, float] = field(default_factory=dict)
+    wins: dict[str, int] = field(default_factory=dict)
+    draws: dict[str, int] = field(default_factory=dict)
+    losses: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for s in self.seats:
+            self.rating.setdefault(s, ELO_START)
+            self.wins.setdefault(s, 0)
+            self.draws.setdefault(s, 0)
+            self.losses.setdefault(s, 0)
+
+    def record(self, points: dict[Any, float], teams: dict[str, Any]) -> dict[str, str]:
+        """One episode: each seat's outcome from its team's points (the most points win; a tie at the
+        top is a draw for those teams), and Elo updated pairwise against every seat of another team."""
+        best = max(points[team] for team in teams.values())
+        top = {team for team in teams.values() if points[team] == best}
+        outcome = {seat: ("win" if len(top) == 1 else "draw") if team in top else "loss"
+                   for seat, team in teams.items()}
+        for seat, result in outcome.items():
+            {"win": self.wins, "draw": self.draws, "loss": self.losses}[result][seat] += 1
+        old = dict(self.rating)
+        for seat, team in teams.items():
+            rivals = [o for o, t in teams.items() if t != team]
+            if not rivals:
+                continue
+            delta = 0.0
+            for other in rivals:
+                mine, theirs = points[team], points[teams[other]]
+                score = 1.0 if mine > theirs else 0.5 if mine == theirs else 0.0
+                expected = 1.0 / (1.0 + 10 ** ((old[other] - old[seat]) / 400.0))
+                delta += score - expected
+            self.rating[seat] = old[seat] + self.k * delta / len(rivals)
+        return outcome
+
+
+# -- matches --------------------------------------------------------------------------------------
+class Match:
+    """One run: ``episodes`` episodes of one env between the seats."""
+
+    def __init__(self, config: dict[str, Any], seats: list[Seat], emitter, frames):
+        self.config = config
+        self.params = config["params"]
+        self.env_id = config["env"]
+        self.seats = seats
+        self.by_id = {s.seat_id: s for s in seats}
+        self.emitter = emitter
+        self.stream = StepStream(emitter)
+        self.frames = frames
+        self.steps = 0
+        self.standings = Standings([s.seat_id for s in seats], k=float(self.params["elo_k"]))
+        llm = sum(1 for s in seats if s.kind == "llm")
+        self.pool = ThreadPoolExecutor(max_workers=llm, thread_name_prefix="seat") \
+            if llm > 1 and self.params["concurrent"] else None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def play(self) -> None:
+        family = "classic" if self.env_id in classic.GAMES else "multigrid"
+        for episode in range(self.params["episodes"]):
+            seed = int(self.config["seed"]) + episode
+            if family == "classic":
+                returns, length, teams, points = self.classic_episode(episode, seed)
+            else:
+                returns, length, teams, points = self.multigrid_episode(episode, seed)
+            self.finish_episode(returns, length, teams, points)
+
+    # -- MultiGrid: simultaneous moves ---------------------------------------------------------
+    def multigrid_episode(self, episode: int, seed: int) -> tuple[dict[str, float], int, dict[str, Any]]:
+        import gymnasium as gym
+        import mosaic_multigrid  # noqa: F401  (registers the ids)
+
+        env = gym.make(self.env_id, render_mode="rgb_array" if self.frames is not None else None,
+                       disable_env_checker=True, **self.params["env_kwargs"])
+        try:
+            obs, _ = env.reset(seed=seed)
+            game = env.unwrapped
+            names = multigrid.action_names()
+            legal = {name: index for index, name in enumerate(names)}
+            roles = multigrid.default_roles(game)
+            level, mode = self.params["coordination"], self.params["observation_mode"]
+            prompts = {s.seat_id: multigrid.instructions(self.env_id, game, int(s.seat_id), level,
+                                                         s.role or roles[int(s.seat_id)]) for s in self.seats}
+            teams = {s.seat_id: game.agents[int(s.seat_id)].team_index for s in self.seats}
+            returns = {s.seat_id: 0.0 for s in self.seats}
+            limit = self.params["max_steps"]
+            length = 0
+            while True:
+                self.publish(env)
+                step = self.steps
+
+                def choose(seat: Seat) -> Move:
+                    if isinstance(seat, LLMSeat):
+                        text = multigrid.describe(game, int(seat.seat_id), obs[int(seat.seat_id)], mode)
+                        return seat.choose(legal, prompts[seat.seat_id], text, self.stream, step, episode,
+                                           fallback="noop")
+                    return seat.choose(legal)
+
+                if self.pool is not None:
+                    moves = list(self.pool.map(choose, self.seats))
+                else:
+                    moves = [choose(seat) for seat in self.seats]
+                actions = {int(s.seat_id): m.action for s, m in zip(self.seats, moves)}
+                obs, rewards, terminated, truncated, _ = env.step(actions)
+                for seat in self.seats:
+                    returns[seat.seat_id] += float(rewards[int(seat.seat_id)])
+                self.steps += 1
+                length += 1
+                ended = all(terminated.values()) or all(truncated.values())
+                if ended or (limit is not None and length >= limit):
+                    self.publish(env)
+                    return returns, length, teams, self.multigrid_points(game, returns, teams)
+        finally:
+            env.close()
+
+    @staticmethod
+    def multigrid_points(game, returns: dict[str, float], teams: dict[str, Any]) -> dict[Any, float]:
+        """Goals (touchdowns) per team where the game counts them; else the team's summed return
+        (collect: balls). Returns include shaping (+0.01 near the ball...): goals decide a match."""
+        scores = getattr(game, "team_scores", None)
+        if scores:
+            return {team: float(scores.get(team, 0)) for team in set(teams.values())}
+        points: dict[Any, float] = {}
+        for seat, team in teams.items():
+            points[team] = points.get(team, 0.0) + returns[seat]
+        return points
+
+    # -- board games: one move at a time -------------------------------------------------------
+    def classic_episode(self, episode: int, seed: int) -> tuple[dict[str, float], int, dict[str, Any]]:
+        env = classic.make(self.env_id, render_mode="rgb_array" if self.frames is not None else None,
+                           **self.params["env_kwargs"])
+        try:
+            env.reset(seed=seed)
+            level = self.params["coordination"]
+            returns = {s.seat_id: 0.0 for s in self.seats}
+            teams = {s.seat_id: s.seat_id for s in self.seats}
+            prompts = {s.seat_id: classic.instructions(self.env_id, env, s.seat_id, level) for s in self.seats}
+            limit = self.params["max_steps"]
+            length = 0
+            for agent in env.agent_iter():
+                observation, reward, terminated, truncated, _ = env.last()
+                returns[agent] += float(reward)
+                if terminated or truncated:
+                    env.step(None)
+                    continue
+                if limit is not None and length >= limit:
+                    break  # a draw by the run's move limit
+                self.publish(env)
+                seat = self.by_id[agent]
+                legal = classic.legal_moves(self.env_id, env, agent)
+                if isinstance(seat, LLMSeat):
+                    move = seat.choose(legal, prompts[agent], classic.board_text(self.env_id, env, agent),
+                                       self.stream, self.steps, episode)
+                elif isinstance(seat, StockfishSeat):
+                    move = seat.choose(legal, env.unwrapped.board)
+                elif isinstance(seat, CheckpointSeat):
+                    move = seat.choose(legal, observation, env.action_space(agent))
+                else:
+                    move = seat.choose(legal)
+                env.step(move.action)
+                self.steps += 1
+                length += 1
+            self.publish(env)
+            return returns, length, teams, dict(returns)  # +1 / -1 / 0: a board game's result
+        finally:
+            env.close()
+
+    # -- telemetry ----------------------------------------------------------------------------
+    def publish(self, env) -> None:
+        """A frame of the env, when one is due (LLM steps are slower than the frame rate: most are)."""
+        if self.frames is not None:
+            self.frames.maybe_publish(env.render)
+
+    def finish_episode(self, returns: dict[str, float], length: int, teams: dict[str, Any],
+                       points: dict[Any, float]) -> None:
+        outcome = self.standings.record(points, teams)
+        step = self.steps
+        self.emitter.episode(step, sum(returns.values()), length, agents=dict(returns))
+        scalars: dict[str, float] = {}
+        for seat in self.seats:
+            sid = seat.seat_id
+            scalars[f"results/{sid}/score"] = {"win": 1.0, "draw": 0.5, "loss": 0.0}[outcome[sid]]
+            scalars[f"results/{sid}/wins"] = self.standings.wins[sid]
+            scalars[f"results/{sid}/draws"] = self.standings.draws[sid]
+            scalars[f"results/{sid}/losses"] = self.standings.losses[sid]
+            scalars[f"elo/{sid}"] = self.standings.rating[sid]
+            if isinstance(seat, LLMSeat) and seat.calls:
+                scalars[f"llm/{sid}/calls"] = seat.calls
+                scalars[f"llm/{sid}/invalid_rate"] = seat.invalid / seat.calls
+                scalars[f"llm/{sid}/failed_calls"] = seat.failed
+                scalars[f"llm/{sid}/tokens_in"] = seat.tokens_in
+                scalars[f"llm/{sid}/tokens_out"] = seat.tokens_out
+                ordered = sorted(seat.latencies)
+                scalars[f"llm/{sid}/latency_p50_s"] = ordered[len(ordered) // 2]
+                scalars[f"llm/{sid}/latency_p99_s"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        self.emitter.scalars(scalars, step)
+        self.emitter.heartbeat(step)
+        sys.stderr.write(f"mosaic_llm: episode of {length} steps: "
+                         + ", ".join(f"{s.seat_id} ({s.label}) {outcome[s.seat_id]}" for s in self.seats) + "\n")
