@@ -152,6 +152,8 @@ class RunTail:
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
         self.phase: str | None = s.get("phase")
+        # the last system/* sample of the run (daemon.resources): {"cpu_percent": ..., "rss_mb": ...}
+        self.system: dict[str, Any] = dict(s.get("system") or {})
         self._rate_mark: tuple[float, int] | None = None
 
     def summary(self) -> dict[str, Any]:
@@ -162,6 +164,7 @@ class RunTail:
             "tags": sorted(self.tags), "sps": self.sps,
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
+            "system": self.system,
         }
 
     def _open(self) -> bool:
@@ -229,7 +232,11 @@ class RunTail:
         for ev in events:
             kind = ev["type"]
             if kind == tm.SCALAR:
-                self.tags.add(ev.get("tag", "?"))
+                tag = ev.get("tag", "?")
+                self.tags.add(tag)
+                if tag.startswith("system/"):
+                    self.system[tag[7:]] = ev.get("value")
+                    continue  # the daemon's sample of the run, at the run's step: no progress
                 step = ev.get("step")
             elif kind == tm.EPISODE:
                 self.episodes += 1

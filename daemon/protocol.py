@@ -38,14 +38,22 @@ LOGS = "logs"
 EVENTS = "read_events"
 FRAMES = "frames"
 SHUTDOWN = "shutdown"
+TAG = "tag"      # add/remove a run's tags (labels the user gives it)
+NOTE = "note"    # set a run's note
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
-                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, SHUTDOWN})
+                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, SHUTDOWN,
+                     TAG, NOTE})
 
 # -- notifications (server -> client) -----------------------------------
 NOTIFY_RUN = "run"          # a run record changed (params: {"rev", "run"} or {"rev", "deleted": id})
 NOTIFY_EVENTS = "events"    # telemetry lines of one run (params: {"run", "from", "to", "events"})
 NOTIFY_SYNCED = "synced"    # the backlog a subscribe asked for has been sent (params: {"rev"})
 NOTIFY_FRAME = "frame"      # one relayed FastLane frame (params: see daemon/relay.py)
+
+# -- a run's tags and note ------------------------------------------------
+TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,39}"  # no spaces, no ':' (the app's filter says tag:NAME)
+MAX_TAGS = 32
+MAX_NOTE = 4000  # characters
 
 # -- error codes ---------------------------------------------------------
 PARSE_ERROR = -32700

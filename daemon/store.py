@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS runs (
     ingest_offset INTEGER NOT NULL DEFAULT 0,
     rev           INTEGER NOT NULL,
     paused_at     REAL,             -- when the pause going on began (kept if the run ends paused)
-    paused_seconds REAL NOT NULL DEFAULT 0  -- pauses that ended, in all
+    paused_seconds REAL NOT NULL DEFAULT 0,  -- pauses that ended, in all
+    tags          TEXT NOT NULL DEFAULT '[]',  -- the user's labels of the run (mosaic tag), sorted
+    note          TEXT NOT NULL DEFAULT ''     -- the user's free text about the run (mosaic note)
 );
 CREATE INDEX IF NOT EXISTS runs_rev ON runs(rev);
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
@@ -56,10 +58,12 @@ CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, rev INTEGER NOT NULL
 _COLUMNS = ("id", "name", "worker", "algo", "env", "config", "state", "created_at", "started_at",
             "ended_at", "pid", "pid_start", "worker_pid", "exit_code", "exit_signal", "reason",
             "stderr_tail", "cancel_requested", "resources", "summary", "ingest_offset", "rev",
-            "paused_at", "paused_seconds")
+            "paused_at", "paused_seconds", "tags", "note")
 # Columns added after a store was first made: added to an older mosaic.db on open.
-_ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 0"}
-_JSON_COLUMNS = ("config", "summary", "resources")
+_ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 0",
+                  "tags": "TEXT NOT NULL DEFAULT '[]'", "note": "TEXT NOT NULL DEFAULT ''"}
+_JSON_COLUMNS = ("config", "summary", "resources", "tags")
+_JSON_EMPTY = {"tags": []}
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -120,7 +124,7 @@ class Store:
             return None
         out = dict(row)
         for col in _JSON_COLUMNS:
-            out[col] = json.loads(out[col]) if out[col] else {}
+            out[col] = json.loads(out[col]) if out[col] else _JSON_EMPTY.get(col, {})
         out["cancel_requested"] = bool(out["cancel_requested"])
         return out
 
@@ -143,9 +147,10 @@ class Store:
             rev = self._next_rev()
             values = {col: run.get(col) for col in _COLUMNS}
             values.update(rev=rev, cancel_requested=int(bool(run.get("cancel_requested"))),
-                          ingest_offset=run.get("ingest_offset", 0), paused_seconds=run.get("paused_seconds") or 0.0)
+                          ingest_offset=run.get("ingest_offset", 0), paused_seconds=run.get("paused_seconds") or 0.0,
+                          note=run.get("note") or "")
             for col in _JSON_COLUMNS:
-                values[col] = json.dumps(run.get(col) or {})
+                values[col] = json.dumps(run.get(col) or _JSON_EMPTY.get(col, {}))
             cols = ",".join(_COLUMNS)
             marks = ",".join("?" for _ in _COLUMNS)
             self.db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", [values[c] for c in _COLUMNS])

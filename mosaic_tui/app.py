@@ -350,6 +350,39 @@ class MosaicApp(App):
             return
         self.notify(f"unknown action {action}", severity="error")
 
+    def edit_annotation(self, run_id: str | None, what: str) -> None:
+        """`#` (what="tags") and `o` (what="note"): a prompt with the run's current value, saved on enter."""
+        from mosaic_tui.screens.annotate import AnnotateScreen, tag_changes
+        run = self.link.runs.get(run_id) if run_id else None
+        if run is None:
+            self.notify("no run here", severity="warning")
+            return
+        if what == "tags":
+            old = list(run.get("tags") or [])
+            screen = AnnotateScreen(f"Tags of {run['name']} (words; filter the runs with /tag:NAME)",
+                                    " ".join(old), "baseline ablation ...")
+        else:
+            screen = AnnotateScreen(f"Note on {run['name']}", run.get("note") or "", "what this run is about")
+
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            if what == "tags":
+                add, remove = tag_changes(old, text)
+                if add or remove:
+                    self._call_run(P.TAG, run, add=add, remove=remove)
+            elif text.strip() != (run.get("note") or ""):
+                self._call_run(P.NOTE, run, text=text)
+        self.push_screen(screen, done)
+
+    def _call_run(self, method: str, run: dict[str, Any], **params: Any) -> None:
+        async def work() -> None:
+            try:
+                await self.link.call(method, run=run["id"], **params)
+            except (P.RPCError, ConnectionError) as exc:
+                self.notify(getattr(exc, "message", str(exc)), title=f"{method} {run['name']}", severity="error")
+        self.run_worker(work(), group="run-actions")
+
     def _call_runs(self, method: str, runs: list[dict[str, Any]]) -> None:
         async def work() -> None:
             for run in runs:

@@ -18,7 +18,8 @@ from typing import Any
 from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
-                            failure_reason, plural, progress_text, run_label, smoothed_return)
+                            failure_reason, plural, progress_text, run_label, smoothed_return,
+                            system_figures, system_text)
 from workers.sdk.config import ConfigError, coerce_text, did_you_mean, eval_config, param_name
 
 EXIT_ERROR = 1
@@ -294,6 +295,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
     with _client(args) as client:
         runs = client.call(P.LIST, states=args.state or None)["runs"]
+    for tag in args.tag or []:
+        runs = [r for r in runs if tag in (r.get("tags") or [])]
     if args.json:
         _print_json(runs)
         return 0
@@ -303,10 +306,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
         s = run.get("summary") or {}
         rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], run["state"],
                      progress_text(run), _fmt_num(s.get("steps")), _fmt_num(smoothed_return(run, window)),
-                     best_text(run), duration(eta(run)), duration(elapsed(run, now))])
+                     best_text(run), duration(eta(run)), duration(elapsed(run, now)),
+                     " ".join(run.get("tags") or []) or "-"])
+        if args.wide:
+            rows[-1] += [*system_figures(run), (run.get("note") or "-").splitlines()[0][:40] or "-"]
+    header = ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}", "BEST@STEP", "ETA",
+              "ELAPSED", "TAGS"] + (["CPU", "RSS", "THREADS", "NOTE"] if args.wide else [])
     if rows:
-        print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}",
-                            "BEST@STEP", "ETA", "ELAPSED"]))
+        print(_table(rows, header))
         print(f"AVG{window}: mean of the last {window} episode returns (--window N)")
     else:
         print("no runs")
@@ -333,7 +340,8 @@ def cmd_show(args: argparse.Namespace) -> int:
               ("mean return", f"{_fmt_num(smoothed_return(run, window))} (last {window} episodes)"
                if s.get("returns") else None),
               ("best return", f"{_fmt_num(best)} at step {_fmt_num(best_step)}" if best is not None else None),
-              ("steps/s", _fmt_num(s.get("sps"))), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("steps/s", _fmt_num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("labels", " ".join(run.get("tags") or []) or None), ("note", run.get("note") or None),
               ("tags", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
               ("run dir", str(_home(args).run_dir(run["id"])))]
     for key, value in fields:
@@ -474,6 +482,30 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tag(args: argparse.Namespace) -> int:
+    """`mosaic tag RUN +baseline -old`: a bare word adds too."""
+    add, remove = [], []
+    for change in args.changes:
+        if change.startswith("-") and len(change) > 1:
+            remove.append(change[1:])
+        else:
+            add.append(change[1:] if change.startswith("+") else change)
+    with _client(args) as client:
+        run = client.call(P.TAG, run=args.run, add=add, remove=remove)
+    print(f"{run['name']}: {' '.join(run['tags']) or '(no tags)'}")
+    return 0
+
+
+def cmd_note(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        if args.text is None:
+            run = client.call(P.GET, run=args.run)
+        else:
+            run = client.call(P.NOTE, run=args.run, text=args.text)
+    print(run["note"] or f"{run['name']} has no note")
+    return 0
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_app
@@ -576,6 +608,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ls", parents=[common], help="list runs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--state", action="append", choices=P.STATES)
+    p.add_argument("--tag", action="append", metavar="TAG", help="only runs with this tag (repeatable: all of them)")
+    p.add_argument("--wide", action="store_true", help="also each run's CPU, memory and threads (last sample) and note")
     p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
                    help=f"the return shown is the mean of the last N episodes (default {DEFAULT_RETURN_WINDOW})")
     p.set_defaults(func=cmd_ls)
@@ -604,6 +638,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask")
     p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("tag", parents=[common], help="add (+TAG) or remove (-TAG) tags of a run")
+    p.add_argument("run")
+    p.add_argument("changes", nargs=argparse.REMAINDER, metavar="+TAG|-TAG",
+                   help="tags to add (+baseline or baseline) and remove (-old)")
+    p.set_defaults(func=cmd_tag)
+
+    p = sub.add_parser("note", parents=[common], help="set a run's note (\"\" clears it); without TEXT print it")
+    p.add_argument("run")
+    p.add_argument("text", nargs="?")
+    p.set_defaults(func=cmd_note)
 
     p = sub.add_parser("logs", parents=[common], help="print a run's output")
     p.add_argument("run")

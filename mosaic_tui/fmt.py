@@ -154,6 +154,25 @@ def run_label(run: dict[str, Any]) -> str:
     return f"{name} [eval]" if is_eval(run) else name
 
 
+def system_figures(run: dict[str, Any]) -> tuple[str, str, str]:
+    """(cpu, rss, threads) of the run's last resource sample as text ("-" for none yet)."""
+    system = (run.get("summary") or {}).get("system") or {}
+    cpu, rss, threads = system.get("cpu_percent"), system.get("rss_mb"), system.get("threads")
+    return (f"{cpu:.0f}%" if isinstance(cpu, (int, float)) else "-",
+            f"{rss:.0f}MB" if isinstance(rss, (int, float)) else "-",
+            str(threads) if isinstance(threads, int) else "-")
+
+
+def system_text(run: dict[str, Any]) -> str:
+    """The run's process tree, as the run header shows it: ``cpu 97% 412MB 18 threads``; "" before a sample."""
+    if not (run.get("summary") or {}).get("system"):
+        return ""
+    cpu, rss, threads = system_figures(run)
+    gpu = ((run.get("summary") or {}).get("system") or {}).get("gpu_mem_mb")
+    text = f"cpu {cpu} {rss} {threads} threads"
+    return text + (f" gpu {gpu:.0f}MB" if isinstance(gpu, (int, float)) else "")
+
+
 def failure_reason(run: dict[str, Any]) -> str | None:
     """Why a failed (or lost) run ended: the daemon's reason, else what the worker said."""
     if run.get("state") not in ("failed", "lost"):

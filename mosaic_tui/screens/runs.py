@@ -35,6 +35,10 @@ def detail_text(run: dict | None, now: float, window: int) -> Text:
     if left is not None:
         text.append(f"  ETA {fmt.duration(left)}")
     text.append(f"  elapsed {fmt.duration(fmt.elapsed(run, now))}")
+    if run.get("tags"):
+        text.append("  " + " ".join(f"#{t}" for t in run["tags"]), style="cyan")
+    if run.get("note"):
+        text.append(f"\n{run['note']}", style="italic")
     reason = fmt.failure_reason(run)
     if reason:
         text.append(f"\nfailed: {reason}" if state == "failed" else f"\n{state}: {reason}", style="bold red")
@@ -87,6 +91,8 @@ class RunsScreen(Screen):
         Binding("x", "cancel", "Cancel", id="runs.cancel"),
         Binding("D", "delete", "Delete", id="runs.delete"),
         Binding("w", "workers", "Workers", id="runs.workers"),
+        Binding("number_sign", "edit('tags')", "Tags", show=False, id="runs.tags"),
+        Binding("o", "edit('note')", "Note", show=False, id="runs.note"),
         Binding("escape", "back", "Clear", show=False, id="runs.back"),
     ]
 
@@ -99,7 +105,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         yield ConnectionBanner()
-        yield Input(placeholder="filter runs: words of name, worker, algo, env or state (enter: keep, esc: clear)",
+        yield Input(placeholder="filter runs: words of name, worker, algo, env, state, note; tag:NAME (enter: keep, esc: clear)",
                     id="filter")
         yield RunsTable(self.app.clock, self.app.return_window, id="runs")
         yield Static("No runs yet. Press n to start one, or submit with `mosaic submit`.", id="empty")
@@ -297,6 +303,9 @@ class RunsScreen(Screen):
             self.notify("select runs with space first", severity="warning")
             return
         self.app.open_compare(targets)
+
+    def action_edit(self, what: str) -> None:
+        self.app.edit_annotation(self.table.current_run_id, what)
 
     def action_workers(self) -> None:
         self.app.open_workers()

@@ -14,13 +14,13 @@ COLUMNS: list[tuple[str, str]] = [
     ("sel", " "), ("name", "name"), ("worker", "worker"), ("algo", "algo"), ("env", "env"),
     ("state", "state"), ("progress", "progress"), ("steps", "steps"), ("sps", "steps/s"),
     ("return", "avg{window}"), ("best", "best"), ("eta", "ETA"), ("elapsed", "elapsed"),
-    ("returns", "returns"),
+    ("returns", "returns"), ("tags", "tags"),
 ]
 COLUMN_KEYS = [key for key, _ in COLUMNS]
 # What a narrow terminal keeps, most wanted first: at 80 columns the state,
 # progress, return and ETA stay, and worker and algo go first.
 PRIORITY = ("sel", "name", "state", "progress", "return", "eta", "elapsed", "env", "best", "steps",
-            "sps", "returns", "algo", "worker")
+            "sps", "returns", "tags", "algo", "worker")
 NAME_MIN = 10          # a long name is cut to this before a wanted column goes
 SORT_KEYS = ("created", "name", "worker", "algo", "env", "state", "progress", "steps", "sps",
              "return", "best", "eta", "elapsed")
@@ -118,11 +118,20 @@ def groups_by_env(sort_key: str, runs: list[dict[str, Any]]) -> bool:
 
 
 def matches(run: dict[str, Any], query: str) -> bool:
-    """Every word of the query appears in the run's name, id, worker, algo, env or state."""
+    """Every word of the query appears in the run's name, id, worker, algo, env, state, tags or note;
+    ``tag:NAME`` asks for a run tagged NAME exactly."""
     if not query.strip():
         return True
-    hay = " ".join(str(run.get(k) or "") for k in ("name", "id", "worker", "algo", "env", "state")).lower()
-    return all(word in hay for word in query.lower().split())
+    tags = {t.lower() for t in run.get("tags") or []}
+    hay = " ".join([*(str(run.get(k) or "") for k in ("name", "id", "worker", "algo", "env", "state", "note")),
+                    *tags]).lower()
+    for word in query.lower().split():
+        if word.startswith("tag:"):
+            if word[4:] not in tags:
+                return False
+        elif word not in hay:
+            return False
+    return True
 
 
 def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt.DEFAULT_RETURN_WINDOW) -> tuple:
@@ -148,6 +157,7 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
         Cell(fmt.duration(left) if left is not None else "-", right=True),
         Cell(fmt.duration(fmt.elapsed(run, now)), right=True),
         Cell(fmt.sparkline(s.get("returns") or [], SPARK_WIDTH), "green"),
+        Cell(" ".join(run.get("tags") or []), "cyan"),
     )
 
 
