@@ -40,9 +40,13 @@ FRAMES = "frames"
 SHUTDOWN = "shutdown"
 TAG = "tag"      # add/remove a run's tags (labels the user gives it)
 NOTE = "note"    # set a run's note
+SWEEP = "sweep"                # submit a sweep spec (daemon/sweeps.py)
+SWEEPS = "sweeps"              # list the sweeps
+SWEEP_GET = "sweep_get"        # one sweep: trials ranked, their runs, param importances
+SWEEP_CANCEL = "sweep_cancel"  # stop a sweep and cancel its runs
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
                      RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, SHUTDOWN,
-                     TAG, NOTE})
+                     TAG, NOTE, SWEEP, SWEEPS, SWEEP_GET, SWEEP_CANCEL})
 
 # -- notifications (server -> client) -----------------------------------
 NOTIFY_RUN = "run"          # a run record changed (params: {"rev", "run"} or {"rev", "deleted": id})

@@ -214,7 +214,7 @@ class RunManager:
             n += 1
         return f"{base}-{n}"
 
-    def submit(self, config: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, config: dict[str, Any], sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
         desc, config = self.validate(config)
         if config.get("name"):
             if self.store.name_taken(config["name"]):
@@ -239,7 +239,7 @@ class RunManager:
         run = self.store.create_run({
             "id": run_id, "name": name, "worker": config["worker"], "algo": config["algo"],
             "env": config["env"], "config": config, "state": P.QUEUED, "created_at": time.time(),
-            "summary": summary,
+            "summary": summary, "sweep": sweep, "trial": trial,
         })
         self.on_run(run, run_id, run["rev"])
         self.schedule()

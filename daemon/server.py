@@ -26,6 +26,7 @@ from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range
 from daemon.runs import RunManager
 from daemon.store import Store, StoreError
+from daemon.sweeps import SweepController
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
@@ -98,6 +99,7 @@ class Daemon:
         self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
                                grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
                                resource_seconds=resource_seconds)
+        self.sweeps = SweepController(home, self.store, self.runs)
         self.runs.on_events = self._broadcast_events
         self.runs.on_run = self._broadcast_run
         self.clients: set[Client] = set()
@@ -108,12 +110,14 @@ class Daemon:
     async def serve(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self.runs.start(loop)
+        self.sweeps.start(loop)
         self.server = await asyncio.start_unix_server(self._handle, sock=sock, limit=READ_SIZE)
         log.info("daemon %s serving %s for home %s", self.epoch, self.home.socket_path, self.home.root)
         await self.stopping.wait()
         self.server.close()
         for client in list(self.clients):
             client.close()
+        self.sweeps.close()
         self.runs.close()
         self.store.close()
 
@@ -304,6 +308,28 @@ class Daemon:
         if len(text) > P.MAX_NOTE:
             raise P.RPCError(P.INVALID_PARAMS, f"a note is at most {P.MAX_NOTE} characters, not {len(text)}")
         return self.runs.update_record(run["id"], note=text.strip())
+
+    def _sweep(self, params: dict[str, Any]) -> dict[str, Any]:
+        ref = P.param(params, "sweep", str)
+        matches = self.store.resolve_sweep(ref)
+        if not matches:
+            raise P.RPCError(P.NOT_FOUND, f"no sweep named or with an id starting with {ref!r}")
+        if len(matches) > 1:
+            raise P.RPCError(P.AMBIGUOUS, f"{ref!r} matches several sweeps: "
+                                          + ", ".join(f"{m['id']} ({m['name']})" for m in matches[:5]))
+        return matches[0]
+
+    def m_sweep(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.sweeps.submit(P.param(params, "spec", dict))
+
+    def m_sweeps(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return [self.sweeps.describe(s) for s in self.store.list_sweeps()]
+
+    def m_sweep_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.sweeps.describe(self._sweep(params), details=True)
+
+    def m_sweep_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.sweeps.cancel(self._sweep(params))
 
     def m_shutdown(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         # Runs keep going: their supervisors do not depend on the daemon.

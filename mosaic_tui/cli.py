@@ -506,6 +506,97 @@ def cmd_note(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_spec(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
+    import yaml  # JSON is YAML too
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CLIError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(spec, dict):
+        raise CLIError(f"{path} must hold a mapping (base, params, trials, ...)")
+    return spec
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """`mosaic sweep SPEC.yaml`: start a sweep (daemon/sweeps.py documents the spec)."""
+    spec = _load_spec(args.spec)
+    with _client(args) as client:
+        sweep = client.call(P.SWEEP, spec=spec)
+        print(sweep["name"])
+        if not args.wait:
+            return 0
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        while sweep["state"] == "running":
+            if deadline is not None and time.monotonic() > deadline:
+                raise CLIError(f"timed out after {args.timeout:g}s waiting for sweep {sweep['name']}", EXIT_TIMEOUT)
+            time.sleep(0.5)
+            sweep = next(s for s in client.call(P.SWEEPS) if s["id"] == sweep["id"])
+    print(f"sweep {sweep['name']} {sweep['state']}: {plural(sweep['runs'], 'run')} in "
+          f"{plural(sweep['groups'], 'trial')}")
+    return 0 if sweep["state"] == "finished" else EXIT_RUN_NOT_SUCCEEDED
+
+
+def sweep_csv_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One row per run of a sweep: its trial, seed, state, params and objective."""
+    names = list(sweep["spec"]["params"])
+    header = ["sweep", "trial", "trial_state", "run_id", "run", "seed", "state"] + names + \
+        [f"objective:{sweep['spec']['objective']['tag']}"]
+    rows = []
+    for t in sorted(sweep["trials"], key=lambda t: t["trial"]):
+        for run in t["runs"]:
+            rows.append([sweep["name"], t["trial"], t["state"], run["id"], run["name"], run["seed"], run["state"]]
+                        + [t["params"].get(n, "") for n in names]
+                        + ["" if run["objective"] is None else run["objective"]])
+    return header, rows
+
+
+def cmd_sweeps(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        if args.sweep is None:
+            sweeps = client.call(P.SWEEPS)
+            if args.json:
+                _print_json(sweeps)
+            elif not sweeps:
+                print("no sweeps")
+            else:
+                print(_table([[s["id"][:10], s["name"], s["state"], s["spec"]["sampler"], str(s["groups"]),
+                               str(s["runs"]), s["spec"]["objective"]["direction"] + " " + s["spec"]["objective"]["tag"]]
+                              for s in sweeps], ["ID", "NAME", "STATE", "SAMPLER", "TRIALS", "RUNS", "OBJECTIVE"]))
+            return 0
+        if args.cancel:
+            sweep = client.call(P.SWEEP_CANCEL, sweep=args.sweep)
+            print(f"sweep {sweep['name']} {sweep['state']}")
+            return 0
+        sweep = client.call(P.SWEEP_GET, sweep=args.sweep)
+    if args.json:
+        _print_json(sweep)
+        return 0
+    if args.csv:
+        header, rows = sweep_csv_rows(sweep)
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(rows)
+        return 0
+    obj = sweep["spec"]["objective"]
+    print(f"sweep {sweep['name']} {sweep['state']}: {obj['direction']} {obj['agg']} of the last {obj['last']} "
+          f"{obj['tag']}, {plural(sweep['runs'], 'run')} in {plural(sweep['groups'], 'trial')}")
+    names = list(sweep["spec"]["params"])
+    rows = []
+    for rank, t in enumerate(sweep["trials"], 1):
+        band = f"{_fmt_num(t['mean'])} ± {_fmt_num(t['std'])}" if t["mean"] is not None else "-"
+        rows.append([str(rank), str(t["trial"]), t["state"], band, f"{_fmt_num(t['min'])}..{_fmt_num(t['max'])}",
+                     str(len(t["runs"]))] + [_fmt_num(t["params"].get(n)) for n in names])
+    print(_table(rows, ["RANK", "TRIAL", "STATE", "MEAN ± STD", "MIN..MAX", "SEEDS"] + [n.upper() for n in names]))
+    if sweep.get("importances"):
+        print("param importances: " + ", ".join(f"{k} {v:.2f}" for k, v in sweep["importances"].items()))
+    return 0
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_app
@@ -649,6 +740,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("text", nargs="?")
     p.set_defaults(func=cmd_note)
+
+    p = sub.add_parser("sweep", parents=[common], help="start a sweep from a YAML/JSON spec; prints its name")
+    p.add_argument("spec", help="the sweep spec: base, params, trials, seeds, parallel, sampler, objective, pruner")
+    p.add_argument("--wait", action="store_true", help="wait for every trial to end")
+    p.add_argument("--timeout", type=NUMBER, metavar="S", help="with --wait: give up after S seconds")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("sweeps", parents=[common], help="list the sweeps, or one sweep's trials ranked")
+    p.add_argument("sweep", nargs="?", help="a sweep name or id prefix")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true", help="with SWEEP: one row per run (params and objective)")
+    fmt.add_argument("--cancel", action="store_true", help="with SWEEP: stop it and cancel its runs")
+    p.set_defaults(func=cmd_sweeps)
 
     p = sub.add_parser("logs", parents=[common], help="print a run's output")
     p.add_argument("run")
