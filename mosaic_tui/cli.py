@@ -597,6 +597,40 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    """Event files from the store for RUN... (or a sweep's runs), then TensorBoard over them."""
+    from mosaic_tui import tensorboard as tb
+    if not args.runs and not args.sweep:
+        raise CLIError("give RUN... or --sweep S", EXIT_USAGE)
+    home = _home(args)
+    with _client(args) as client:
+        runs = [client.call(P.GET, run=ref) for ref in args.runs]
+        if args.sweep:
+            sweep = client.call(P.SWEEP_GET, sweep=args.sweep)
+            runs += [client.call(P.GET, run=r["id"]) for t in sweep["trials"] for r in t["runs"]]
+        for run in runs:
+            out, points = tb.export_run(client, home, run)
+            print(f"{run['name']}: {plural(points, 'point')} -> {out}")
+    spec = tb.logdir_spec(home, runs)
+    if args.no_launch:
+        print(f"tensorboard --logdir_spec {spec}")
+        return 0
+    port = args.port or tb.free_port()
+    proc = tb.launch(spec, port)
+    if not tb.wait_http(port):
+        proc.kill()
+        raise CLIError(f"TensorBoard did not answer on port {port}")
+    print(f"TensorBoard (pid {proc.pid}): http://127.0.0.1:{port}/")
+    print(f"from another machine: {tb.ssh_line(port)}   then open http://127.0.0.1:{port}/")
+    if args.detach:
+        return 0
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return 0
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_app
@@ -754,6 +788,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="with SWEEP: one row per run (params and objective)")
     fmt.add_argument("--cancel", action="store_true", help="with SWEEP: stop it and cancel its runs")
     p.set_defaults(func=cmd_sweeps)
+
+    p = sub.add_parser("tensorboard", aliases=["tb"], parents=[common],
+                       help="write runs' telemetry as TensorBoard event files and start TensorBoard over them")
+    p.add_argument("runs", nargs="*", metavar="RUN")
+    p.add_argument("--sweep", metavar="S", help="every run of this sweep")
+    p.add_argument("--port", type=INTEGER, help="default: a free port")
+    p.add_argument("--no-launch", action="store_true", help="only write the event files and print the command")
+    p.add_argument("--detach", action="store_true", help="leave TensorBoard running in the background and return")
+    p.set_defaults(func=cmd_tensorboard)
 
     p = sub.add_parser("logs", parents=[common], help="print a run's output")
     p.add_argument("run")

@@ -84,3 +84,37 @@ def test_resources_of_a_runs_process_tree_become_system_scalars(home, mosaic):
         assert all(p["step"] <= 1200 for p in data["system/threads"])
     finally:
         mosaic.run("daemon", "stop")
+
+
+def test_tensorboard_writes_event_files_from_the_store_and_serves_the_runs_by_name(daemon, mosaic):
+    import urllib.request
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    first = mosaic.synthetic(30, "rate=0", "tags=1", "episode_every=10", name="tb-one")
+    second = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=10", name="tb-two")
+    wait_state(daemon, first, P.SUCCEEDED)
+    wait_state(daemon, second, P.SUCCEEDED)
+    out = mosaic.run("tensorboard", "tb-one", "tb-two", "--no-launch", check=True).stdout
+    assert "tb-one: 36 points" in out and "tb-two: 24 points" in out   # 30 scalars + 3 episodes x (return, length)
+    from tensorboard.util.tensor_util import make_ndarray
+    acc = EventAccumulator(str(daemon.root / "tensorboard" / "tb-one"), size_guidance={"tensors": 0})  # every point
+    acc.Reload()
+    # tensorboard.summary.Writer writes scalars as v2 (tensor) summaries with the scalars plugin's metadata
+    assert set(acc.Tags()["tensors"]) == {"synthetic/value_0", "episode/return", "episode/length"}
+    values = acc.Tensors("synthetic/value_0")
+    assert [e.step for e in values] == list(range(1, 31)) and float(make_ndarray(values[-1].tensor_proto)) == 30.0
+    assert [float(make_ndarray(e.tensor_proto)) for e in acc.Tensors("episode/return")] == [10.0, 20.0, 30.0]
+    assert acc.SummaryMetadata("episode/return").plugin_data.plugin_name == "scalars"
+    # launched: TensorBoard answers on its port with the run names
+    proc = mosaic.run("tb", "tb-one", "tb-two", "--detach", check=True, timeout=120)
+    url = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stdout)
+    pid = int(re.search(r"pid (\d+)", proc.stdout).group(1))
+    try:
+        assert f"ssh -N -L {url.group(1)}:127.0.0.1:{url.group(1)}" in proc.stdout
+        with urllib.request.urlopen(url.group(0) + "data/runs", timeout=10) as r:
+            runs = json.loads(r.read())
+        # --logdir_spec names each run NAME/. (its directory) and NAME/worker (the worker's own files)
+        assert {r.split("/")[0] for r in runs} == {"tb-one", "tb-two"}, runs
+    finally:
+        import os
+        import signal
+        os.killpg(pid, signal.SIGTERM)
