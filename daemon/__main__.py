@@ -101,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home")
     parser.add_argument("--max-runs", type=int)
     parser.add_argument("--grace", type=float)
+    parser.add_argument("--socket", help="listen here instead of the home's socket path")
     args = parser.parse_args(argv)
-    home = Home.resolve(args.home)
+    home = Home.resolve(args.home, args.socket)
     try:
         home.ensure()
     except OSError as exc:

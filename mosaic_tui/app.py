@@ -449,11 +449,8 @@ def detect_graphics(args: Any = None):
 
 def run_app(home: Home, args: Any = None) -> int:
     """`mosaic` and `mosaic attach`: start the daemon if none runs, then the app."""
-    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
-    try:
-        Client(home, timeout=5, name="mosaic-app-probe").close()
-    except DaemonUnavailable:
-        start_daemon(home)
+    from mosaic_tui.client import connect
+    connect(home, name="mosaic-app-probe", timeout=5).close()  # starts the home's daemon (never a --socket one)
     app = MosaicApp(home, default_theme=terminal_default_theme(), graphics=detect_graphics(args),
                     all_workers=getattr(args, "all_workers", False))
     app.run()
@@ -462,12 +459,9 @@ def run_app(home: Home, args: Any = None) -> int:
 
 def run_watch(home: Home, args: Any = None) -> int:
     """`mosaic watch [RUN]`: the compact pane."""
-    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
+    from mosaic_tui.client import connect
     from mosaic_tui.watch import WatchApp
-    try:
-        Client(home, timeout=5, name="mosaic-watch-probe").close()
-    except DaemonUnavailable:
-        start_daemon(home)
+    connect(home, name="mosaic-watch-probe", timeout=5).close()  # starts the home's daemon (never a --socket one)
     app = WatchApp(home, getattr(args, "run", None), graphics=detect_graphics(args))
     app.run()
     return app.return_code or 0

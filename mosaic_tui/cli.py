@@ -83,7 +83,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 # -- connection -------------------------------------------------------------
 def _home(args: argparse.Namespace) -> Home:
-    return Home.resolve(args.home)
+    return Home.resolve(args.home, getattr(args, "socket", None))
 
 
 def _client(args: argparse.Namespace, autostart: bool = True):
@@ -672,6 +672,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS,
                         help="daemon home (default: $MOSAIC_HOME, ./var in a checkout, else the user data dir)")
+    common.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH",
+                        help="talk to the daemon on this socket (default: $MOSAIC_SOCKET, else the home's); "
+                             "never started from here (docs/remote.md)")
     graphics = argparse.ArgumentParser(add_help=False)
     graphics.add_argument("--graphics", choices=["auto", "kitty", "sixel", "halfblock", "none"],
                           default=argparse.SUPPRESS,
@@ -681,6 +684,13 @@ def build_parser() -> argparse.ArgumentParser:
                              help="offer the workers for tests (synthetic) in the new-run form too")
     parser = Parser(prog="mosaic", parents=[common, graphics, app_options],
                     description="Train and watch RL agents from the terminal.")
+    remote = parser.add_argument_group("remote (docs/remote.md)")
+    remote.add_argument("--ssh", metavar="[USER@]HOST",
+                        help="drive the daemon on HOST: start it if needed, forward its socket with ssh -L")
+    remote.add_argument("--remote-home", metavar="DIR", help="with --ssh: the daemon home on HOST")
+    remote.add_argument("--ssh-config", metavar="FILE", help="with --ssh: ssh -F FILE")
+    remote.add_argument("--remote-mosaic", metavar="CMD", default="mosaic",
+                        help="with --ssh: how to run mosaic on HOST (default: mosaic)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
@@ -836,8 +846,18 @@ def main(argv: list[str] | None = None) -> int:
         args.func = cmd_app
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `mosaic metrics RUN | head` ends quietly
     from mosaic_tui.client import DaemonUnavailable
+    from mosaic_tui.remote import RemoteError, SSHForward
+    forward = None
     try:
+        if args.ssh:
+            if getattr(args, "socket", None):
+                raise CLIError("--ssh and --socket: give one", EXIT_USAGE)
+            forward = SSHForward(args.ssh, args.remote_home, args.ssh_config, args.remote_mosaic).start()
+            args.socket = str(forward.local)
         return args.func(args)
+    except RemoteError as exc:
+        print(f"mosaic: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except CLIError as exc:
         print(f"mosaic: error: {exc}", file=sys.stderr)
         return exc.code
@@ -856,6 +876,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    finally:
+        if forward is not None:
+            forward.stop()
 
 
 if __name__ == "__main__":
