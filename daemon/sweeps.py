@@ -35,7 +35,6 @@ when the first sweep is submitted or found, not at the daemon's start.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
@@ -401,6 +400,7 @@ class SweepController:
             log.info("sweep %s finished", sweep["name"])
 
     def _start_trial(self, sweep: dict[str, Any], study) -> None:
+        from optuna.trial import TrialState
         spec = sweep["spec"]
         trial = study.ask(self.distributions(spec["params"]))
         base = spec["base"]
@@ -412,7 +412,7 @@ class SweepController:
                 self.runs.submit(config, sweep=sweep["id"], trial=trial.number)
             except ConfigError as exc:  # a sampled value the schema refuses (checked ends, not every point)
                 log.warning("sweep %s trial %s: %s", sweep["name"], trial.number, exc)
-                study.tell(trial.number, state=__import__("optuna").trial.TrialState.FAIL)
+                study.tell(trial.number, state=TrialState.FAIL)
                 return
 
     # -- reading -------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 from daemon import protocol as P
 from daemon.home import Home
+from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
                             failure_reason, plural, progress_text, run_label, smoothed_return,
                             system_figures, system_text)
@@ -541,20 +542,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if sweep["state"] == "finished" else EXIT_RUN_NOT_SUCCEEDED
 
 
-def sweep_csv_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    """One row per run of a sweep: its trial, seed, state, params and objective."""
-    names = list(sweep["spec"]["params"])
-    header = ["sweep", "trial", "trial_state", "run_id", "run", "seed", "state"] + names + \
-        [f"objective:{sweep['spec']['objective']['tag']}"]
-    rows = []
-    for t in sorted(sweep["trials"], key=lambda t: t["trial"]):
-        for run in t["runs"]:
-            rows.append([sweep["name"], t["trial"], t["state"], run["id"], run["name"], run["seed"], run["state"]]
-                        + [t["params"].get(n, "") for n in names]
-                        + ["" if run["objective"] is None else run["objective"]])
-    return header, rows
-
-
 def cmd_sweeps(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.sweep is None:
@@ -577,7 +564,7 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
         _print_json(sweep)
         return 0
     if args.csv:
-        header, rows = sweep_csv_rows(sweep)
+        header, rows = fmt.sweep_csv_rows(sweep)
         writer = csv.writer(sys.stdout)
         writer.writerow(header)
         writer.writerows(rows)

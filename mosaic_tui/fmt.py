@@ -256,3 +256,17 @@ def eng_value(text: str) -> float:
         if text.endswith(suffix):
             return float(text[:-1]) * 1000 ** group
     return float(text)
+
+
+def sweep_csv_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One row per run of a sweep: its trial, seed, state, params and objective."""
+    names = list(sweep["spec"]["params"])
+    header = ["sweep", "trial", "trial_state", "run_id", "run", "seed", "state"] + names + \
+        [f"objective:{sweep['spec']['objective']['tag']}"]
+    rows = []
+    for t in sorted(sweep["trials"], key=lambda t: t["trial"]):
+        for run in t["runs"]:
+            rows.append([sweep["name"], t["trial"], t["state"], run["id"], run["name"], run["seed"], run["state"]]
+                        + [t["params"].get(n, "") for n in names]
+                        + ["" if run["objective"] is None else run["objective"]])
+    return header, rows

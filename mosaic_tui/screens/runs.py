@@ -93,6 +93,8 @@ class RunsScreen(Screen):
         Binding("w", "workers", "Workers", id="runs.workers"),
         Binding("number_sign", "edit('tags')", "Tags", show=False, id="runs.tags"),
         Binding("o", "edit('note')", "Note", show=False, id="runs.note"),
+        Binding("f", "fold", "Fold seeds", show=False, id="runs.fold"),
+        Binding("S", "sweep", "Sweep", show=False, id="runs.sweep"),
         Binding("escape", "back", "Clear", show=False, id="runs.back"),
     ]
 
@@ -123,6 +125,7 @@ class RunsScreen(Screen):
         if state.get("sort") in SORT_KEYS:
             table.sort_key = state["sort"]
         table.sort_reverse = bool(state.get("reverse", True))
+        table.fold = bool(state.get("fold", False))
         self.query_one("#filter", Input).cursor_blink = self.app.cursor_blink
         self.refresh_runs(None)
         self.set_interval(1.0, self._tick, name="elapsed")
@@ -175,6 +178,8 @@ class RunsScreen(Screen):
         if self.table.grouped_by_env:
             status += " (grouped by env: returns of different envs are not ranked together)"
         status += f"   avg{self.table.window}: mean of the last {self.table.window} returns (a: change)"
+        if self.table.fold:
+            status += "   seeds folded (f)"
         if self.table.query_text:
             status += f"   filter: {self.table.query_text!r}"
         if sel:
@@ -278,11 +283,29 @@ class RunsScreen(Screen):
 
     # -- navigation and run actions ---------------------------------------------
     def _targets(self) -> list[str]:
+        """The selected rows' runs, or the highlighted row's; a folded group's row is all its seeds."""
         table = self.table
         if table.selected:
-            return [r for r in table.visible_ids if r in table.selected]
-        rid = table.current_run_id
-        return [rid] if rid else []
+            rows = [r for r in table.visible_ids if r in table.selected]
+        else:
+            rows = [table.current_run_id] if table.current_run_id else []
+        return [rid for row in rows for rid in table.group_of(row)]
+
+    def action_fold(self) -> None:
+        """Fold each sweep trial's seeds into one row (mean ± std of their returns), or unfold."""
+        self.table.fold = not self.table.fold
+        self.app.ui_state["fold"] = self.table.fold
+        self.table.resort()
+        self._update_title()
+
+    def action_sweep(self) -> None:
+        rid = self.table.current_run_id
+        run = self.app.link.runs.get(rid) if rid else None
+        if not run or not run.get("sweep"):
+            self.notify("not a sweep's run", severity="warning")
+            return
+        from mosaic_tui.screens.sweep import SweepScreen
+        self.app.push_screen(SweepScreen(run["sweep"]))
 
     def action_open(self) -> None:
         rid = self.table.current_run_id

@@ -1,0 +1,58 @@
+"""A sweep in the app, against a real daemon: seeds folded into one row per trial, the sweep view, its CSV."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+import yaml
+
+from tests.app.conftest import screen_text, wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path):
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.screens.sweep import SweepScreen
+    spec = {"name": "sw", "base": {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 40, "seed": 1,
+                                   "params": {"rate": 0, "episode_every": 5}},
+            "params": {"return_offset": [0, 50]}, "seeds": 2, "parallel": 2,
+            "objective": {"tag": "episode/return", "last": 3}}
+    path = tmp_path / "sw.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    mosaic.run("sweep", str(path), "--wait", "--timeout", "120", check=True)
+    mosaic.synthetic(5, "rate=0", name="lonely")
+    app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.screen.table
+        await wait_until(pilot, lambda: len(table.visible_ids) == 5, what="4 sweep runs and one other")
+        await pilot.press("f")
+        await wait_until(pilot, lambda: len(table.visible_ids) == 3, what="two trials folded, the other run alone")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        # the table's avg20 as mean ± std over the seeds: returns 5, 10, ..., 40 (+ offset); the seeds agree
+        rows = {line.split()[0]: line for line in text.splitlines() if "×2" in line}
+        assert set(rows) == {"sw-t0", "sw-t1"} and "lonely" in text
+        offset = {t: app.link.runs[table.group_of(r)[0]]["config"]["params"]["return_offset"]
+                  for r in table.visible_ids for t in rows if app.link.runs[r]["name"].startswith(t + "-")}
+        for t, line in rows.items():
+            assert f"{22.5 + offset[t]:g}±0" in line, line
+            assert "succeeded" in line
+        assert "seeds folded (f)" in text
+        best = next(t for t in rows if offset[t] == 50)
+        assert table.select_run(next(r for r in table.visible_ids if app.link.runs[r]["name"].startswith(best)))
+        await pilot.press("S")
+        await wait_until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.sweep is not None,
+                         what="the sweep view")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        lines = [line for line in text.splitlines() if "complete" in line]
+        assert len(lines) == 2 and lines[0].split()[:2] == ["1", best[-1]]   # offset 50 ranks first
+        assert "85 ± 0" in lines[0] and "35 ± 0" in lines[1]
+        assert "return_offset" in text and "0→35  50→85" in text     # the param against the objective
+        await pilot.press("e")
+        await wait_until(pilot, lambda: app.screen.last_export, what="the CSV")
+        with open(app.screen.last_export) as f:
+            rows = list(csv.DictReader(f))
+        assert len(rows) == 4 and {r["return_offset"] for r in rows} == {"0", "50"}
+        assert sorted(float(r["objective:episode/return"]) for r in rows) == [35.0, 35.0, 85.0, 85.0]
