@@ -81,6 +81,7 @@ class RunsScreen(Screen):
     BINDINGS = [
         Binding("enter", "open", "Open", id="runs.open"),
         Binding("n", "new", "New", id="runs.new"),
+        Binding("N", "new_sweep", "New sweep", show=False, id="runs.new_sweep"),
         Binding("e", "clone", "Clone+edit", id="runs.clone"),
         Binding("c", "compare", "Compare", id="runs.compare"),
         Binding("slash", "filter", "Filter", id="runs.filter"),
@@ -314,6 +315,12 @@ class RunsScreen(Screen):
 
     def action_new(self) -> None:
         self.app.open_new_run()
+
+    def action_new_sweep(self) -> None:
+        """A sweep based on the highlighted run's config."""
+        from mosaic_tui.screens.new_sweep import NewSweepScreen
+        rid = self.table.current_run_id
+        self.app.push_screen(NewSweepScreen(self.app.link.runs.get(rid) if rid else None))
 
     def action_clone(self) -> None:
         rid = self.table.current_run_id

@@ -56,3 +56,36 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
             rows = list(csv.DictReader(f))
         assert len(rows) == 4 and {r["return_offset"] for r in rows} == {"0", "50"}
         assert sorted(float(r["objective:episode/return"]) for r in rows) == [35.0, 35.0, 85.0, 85.0]
+
+
+async def test_new_sweep_screen_starts_from_the_highlighted_run_and_shows_a_refusal(daemon, mosaic):
+    import json
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.screens.new_sweep import NewSweepScreen
+    from textual.widgets import Static, TextArea
+    base = mosaic.synthetic(5, "rate=0", "episode_every=2", name="seedling")
+    app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: base in app.screen.table.visible_ids, what="the run listed")
+        app.screen.table.select_run(base)
+        await pilot.press("N")
+        await wait_until(pilot, lambda: isinstance(app.screen, NewSweepScreen), what="the new-sweep screen")
+        area = app.screen.query_one(TextArea)
+        spec = yaml.safe_load(area.text)
+        assert spec["base"]["worker"] == "synthetic" and spec["base"]["params"]["episode_every"] == 2
+        assert spec["params"] == {"rate": [0, 1]}   # a grid over its first numeric param (rate 0)
+        spec["params"] = {"nope": [1, 2]}
+        area.load_text(yaml.safe_dump(spec))
+        await pilot.press("ctrl+s")
+        error = app.screen.query_one("#sweep-error", Static)
+        await wait_until(pilot, lambda: "sweep.params.nope: not a parameter" in str(error.render()),
+                         what="the daemon's refusal under the editor")
+        spec["params"] = {"return_offset": [0, 1]}
+        spec["seeds"] = 1
+        spec["base"]["steps"] = 4
+        area.load_text(yaml.safe_dump(spec))
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: not isinstance(app.screen, NewSweepScreen), what="the sweep started")
+    sweeps = json.loads(mosaic.run("sweeps", "--json", check=True).stdout)
+    assert len(sweeps) == 1 and sweeps[0]["spec"]["params"] == {"return_offset": {"kind": "grid", "values": [0, 1]}}
+    assert sweeps[0]["spec"]["base"]["params"]["episode_every"] == 2
