@@ -57,6 +57,7 @@ class MosaicApp(App):
         self.restore = restore
         self.remember = remember
         self.cursor_blink = cursor_blink
+        self.tensorboard_url: str | None = None   # the last TensorBoard started from the palette
         self.link = Link(home, self._on_link_update, interval=interval)
         self.workers_cache: list[dict[str, Any]] | None = None   # the daemon's workers, for forms
         self._held_keys: list[events.Key] = []   # keys waiting for the one before them
@@ -374,6 +375,35 @@ class MosaicApp(App):
             elif text.strip() != (run.get("note") or ""):
                 self._call_run(P.NOTE, run, text=text)
         self.push_screen(screen, done)
+
+    def open_tensorboard(self, run_ids: list[str]) -> None:
+        """`mosaic tensorboard RUN... --detach` in a process of its own (TensorBoard is never imported
+        here); the URL and the ssh -L line come back as a notification and in ``tensorboard_url``."""
+        names = [self.link.runs[r]["name"] for r in run_ids if r in self.link.runs]
+        if not names:
+            return
+
+        async def work() -> None:
+            import asyncio
+            import re
+            import sys
+            cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(self.home.root)]
+            if self.home.socket is not None:
+                cmd += ["--socket", str(self.home.socket)]
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, "tensorboard", *names, "--detach", stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await proc.communicate()
+            text = out.decode(errors="replace")
+            url = re.search(r"http://127\.0\.0\.1:\d+/", text)
+            if proc.returncode != 0 or url is None:
+                lines = err.decode(errors="replace").strip().splitlines()
+                self.notify(lines[-1] if lines else "TensorBoard did not start", title="TensorBoard", severity="error")
+                return
+            self.tensorboard_url = url.group(0)
+            ssh = next((line for line in text.splitlines() if "ssh -N -L" in line), "")
+            self.notify(f"{url.group(0)}\n{ssh}", title=f"TensorBoard: {', '.join(names)}", timeout=30)
+        self.run_worker(work(), group="tensorboard")
 
     def _call_run(self, method: str, run: dict[str, Any], **params: Any) -> None:
         async def work() -> None:

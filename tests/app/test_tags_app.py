@@ -1,6 +1,8 @@
 """Tags and notes in the app, against a real daemon: `#` and `o` edit them, `/tag:NAME` filters."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from daemon import protocol as P
@@ -52,3 +54,31 @@ async def test_edit_tags_and_note_in_the_app_then_filter_by_tag(daemon, mosaic):
         assert app.screen.table.visible_ids == [first]
         assert "baseline lr" in screen_text(app)  # the tags column
     assert mosaic.show("second")["note"] == "keep"
+
+
+async def test_tensorboard_from_the_palette_for_the_highlighted_run(daemon, mosaic):
+    import os
+    import signal
+    import urllib.request
+    from mosaic_tui.app import MosaicApp
+    run_id = mosaic.synthetic(20, "rate=0", "tags=1", name="boarded")
+    wait_state(daemon, run_id, P.SUCCEEDED)
+    app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_until(pilot, lambda: run_id in app.screen.table.visible_ids, what="the run listed")
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"tensorboard for boarded")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.tensorboard_url, timeout=90, what="TensorBoard's URL")
+    port = int(app.tensorboard_url.rstrip("/").rsplit(":", 1)[1])
+    try:
+        with urllib.request.urlopen(app.tensorboard_url + "data/runs", timeout=10) as r:
+            assert [name.split("/")[0] for name in json.loads(r.read())] == ["boarded"]
+    finally:
+        import psutil   # the TensorBoard it started (its own session) on that port
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if "--logdir_spec" in cmd and str(port) in cmd:
+                os.killpg(proc.pid, signal.SIGTERM)
