@@ -11,6 +11,18 @@ from tests.app.conftest import screen_text, wait_until
 pytestmark = pytest.mark.anyio
 
 
+def test_group_band_is_the_mean_min_and_max_of_the_seeds_within_their_steps():
+    from mosaic_tui.series import Series, group_band
+    a, b = Series(), Series()
+    a.extend([1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0], [0, 1, 2, 3])
+    b.extend([1, 2, 3], [3.0, 4.0, 5.0], [0, 1, 2])          # one step behind
+    mean, low, high = group_band([a, b])
+    assert mean.steps.tolist() == [1, 2, 3, 4]
+    assert mean.values.tolist() == [2.0, 3.0, 4.0, 4.0]     # step 4: only a has it
+    assert low.values.tolist() == [1.0, 2.0, 3.0, 4.0] and high.values.tolist() == [3.0, 4.0, 5.0, 4.0]
+    assert group_band([a]) is None
+
+
 async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path):
     from mosaic_tui.app import MosaicApp
     from mosaic_tui.screens.sweep import SweepScreen
@@ -41,6 +53,20 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
         assert "seeds folded (f)" in text
         best = next(t for t in rows if offset[t] == 50)
         assert table.select_run(next(r for r in table.visible_ids if app.link.runs[r]["name"].startswith(best)))
+        # compare a folded row: its seeds drawn as their mean and min–max band
+        from mosaic_tui.screens.compare import CompareScreen
+        from mosaic_tui.widgets.metric_plot import MetricPlot
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen), what="compare")
+        app.screen.tag = "episode/return"
+        await wait_until(pilot, lambda: (app.screen.rebuild() or
+                                         [ln.label for ln in app.screen.query_one(MetricPlot).lines]
+                                         == [f"{best} ×2 mean", f"{best} ×2 min", f"{best} ×2 max"]),
+                         what="the group's band")
+        assert "seeds: mean, min–max (g)" in screen_text(app)
+        await pilot.press("g")
+        assert len(app.screen.query_one(MetricPlot).lines) == 2       # each seed again
+        await pilot.press("escape")
         await pilot.press("S")
         await wait_until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.sweep is not None,
                          what="the sweep view")
