@@ -448,7 +448,7 @@ class SweepController:
                 "std": statistics.pstdev(finite) if len(finite) > 1 else (0.0 if finite else None),
                 "min": min(finite) if finite else None, "max": max(finite) if finite else None,
                 "runs": [{"id": r["id"], "name": r["name"], "state": r["state"], "seed": r["config"].get("seed"),
-                          "objective": v} for r, v in zip(members, objectives)],
+                          "tags": r.get("tags") or [], "note": r.get("note") or "", "objective": v} for r, v in zip(members, objectives)],
             })
         sign = -1 if spec["objective"]["direction"] == "maximize" else 1
         trials.sort(key=lambda t: (t["mean"] is None, sign * (t["mean"] or 0.0)))

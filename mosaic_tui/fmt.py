@@ -261,12 +261,13 @@ def eng_value(text: str) -> float:
 def sweep_csv_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """One row per run of a sweep: its trial, seed, state, params and objective."""
     names = list(sweep["spec"]["params"])
-    header = ["sweep", "trial", "trial_state", "run_id", "run", "seed", "state"] + names + \
+    header = ["sweep", "trial", "trial_state", "run_id", "run", "seed", "state", "run_tags", "run_note"] + names + \
         [f"objective:{sweep['spec']['objective']['tag']}"]
     rows = []
     for t in sorted(sweep["trials"], key=lambda t: t["trial"]):
         for run in t["runs"]:
-            rows.append([sweep["name"], t["trial"], t["state"], run["id"], run["name"], run["seed"], run["state"]]
+            rows.append([sweep["name"], t["trial"], t["state"], run["id"], run["name"], run["seed"], run["state"],
+                         " ".join(run.get("tags") or []), run.get("note") or ""]
                         + [t["params"].get(n, "") for n in names]
                         + ["" if run["objective"] is None else run["objective"]])
     return header, rows

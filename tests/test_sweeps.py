@@ -7,6 +7,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from daemon import protocol as P
 from tests.conftest import connect, wait_for
 
@@ -84,6 +86,10 @@ def test_tpe_sweep_with_a_median_pruner_prunes_the_bad_region(daemon, mosaic, tm
             assert record["state"] == P.CANCELLED and "pruned" in record["tags"]
             assert record["reason"].startswith("pruned by sweep tpe at step")
             assert record["summary"]["steps"] < 400
+    # the sweep's CSV carries each run's tags (and note): pruned runs say so
+    rows = list(csv.DictReader(io.StringIO(mosaic.run("sweeps", "tpe", "--csv", check=True).stdout)))
+    assert {r["run_tags"] for r in rows if r["trial_state"] == "pruned"} == {"pruned"}
+    assert {r["run_tags"] for r in rows if r["trial_state"] == "complete"} == {""}
     assert median_offset is not None
 
 
@@ -103,3 +109,21 @@ def test_a_sweep_survives_a_daemon_sigkill_and_completes(daemon, mosaic, tmp_pat
     assert [t["state"] for t in sweep["trials"]] == ["complete"] * 3
     assert sorted(t["params"]["return_offset"] for t in sweep["trials"]) == [1, 2, 3]
     assert sweep["runs"] == 3 and all(r["state"] == P.SUCCEEDED for t in sweep["trials"] for r in t["runs"])
+
+
+@pytest.mark.slow
+def test_a_tiny_real_cleanrl_sweep_and_its_tensorboard(daemon, mosaic, tmp_path):
+    """Two trials of CleanRL's DQN on CartPole (2,000 steps each): the real library through the sweep path."""
+    spec = {"name": "dqn-lr", "base": {"worker": "cleanrl", "algo": "dqn", "env": "CartPole-v1", "steps": 2000,
+                                       "seed": 1, "params": {"learning-starts": 500, "train-frequency": 10,
+                                                             "buffer-size": 2000}},
+            "params": {"learning-rate": [0.00025, 0.001]},
+            "objective": {"tag": "charts/episodic_return", "last": 5}}
+    proc = mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "900", timeout=960)
+    assert proc.returncode == 0, proc.stderr + mosaic.run("ls").stdout
+    sweep = json.loads(mosaic.run("sweeps", "dqn-lr", "--json", check=True).stdout)
+    assert sorted(t["params"]["learning_rate"] for t in sweep["trials"]) == [0.00025, 0.001]
+    assert all(t["state"] == "complete" and t["value"] >= 1 for t in sweep["trials"])
+    out = mosaic.run("tensorboard", "--sweep", "dqn-lr", "--no-launch", check=True).stdout
+    # our export and CleanRL's own SummaryWriter files, side by side, by run name
+    assert "dqn-lr-t0-s1/worker:" in out and "dqn-lr-t1-s1:" in out

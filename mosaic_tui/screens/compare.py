@@ -301,7 +301,7 @@ class CompareScreen(Screen):
                 if k not in params:
                     params.append(k)
         tags = self.tags()
-        header = ["id", "name", "state"] + params + ["last_return", "episodes", "steps_done"] + \
+        header = ["id", "name", "state", "run_tags", "run_note"] + params + ["last_return", "episodes", "steps_done"] + \
             [f"last:{t}" for t in tags]
         rows = []
         for run in runs:
@@ -312,7 +312,7 @@ class CompareScreen(Screen):
             for t in tags:
                 v = series.tags[t].last() if series is not None and t in series.tags else None
                 lasts.append("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-            rows.append([run["id"], run["name"], run["state"]]
+            rows.append([run["id"], run["name"], run["state"], " ".join(run.get("tags") or []), run.get("note") or ""]
                         + [json.dumps(fp.get(p)) if isinstance(fp.get(p), (dict, list)) else
                            ("" if fp.get(p) is None else fp.get(p)) for p in params]
                         + [s.get("last_return", ""), s.get("episodes", ""), s.get("steps", "")] + lasts)

@@ -34,6 +34,10 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
     path.write_text(yaml.safe_dump(spec))
     mosaic.run("sweep", str(path), "--wait", "--timeout", "120", check=True)
     mosaic.synthetic(5, "rate=0", name="lonely")
+    import json
+    tagged = next(r["name"] for r in json.loads(mosaic.run("ls", "--json", check=True).stdout)
+                  if r.get("sweep") and r["config"]["params"]["return_offset"] == 50 and r["config"]["seed"] == 1)
+    mosaic.run("tag", tagged, "+best", check=True)
     app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
     async with app.run_test(size=(160, 30)) as pilot:
         table = app.screen.table
@@ -66,6 +70,10 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
         assert "seeds: mean, min–max (g)" in screen_text(app)
         await pilot.press("g")
         assert len(app.screen.query_one(MetricPlot).lines) == 2       # each seed again
+        await pilot.press("e")                                         # the runs' CSV has their tags
+        exported = list((daemon.root / "exports").glob("compare-*-runs.csv"))
+        with open(exported[0]) as f:
+            assert {r["name"]: r["run_tags"] for r in csv.DictReader(f)}[tagged] == "best"
         await pilot.press("escape")
         await pilot.press("S")
         await wait_until(pilot, lambda: isinstance(app.screen, SweepScreen) and app.screen.sweep is not None,
