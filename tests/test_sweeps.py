@@ -67,7 +67,7 @@ def test_sweep_params_are_checked_against_the_schema_before_any_run(daemon, mosa
 
 def test_tpe_sweep_with_a_median_pruner_prunes_the_bad_region(daemon, mosaic, tmp_path):
     # returns are step % 500 + return_offset: a trial with a low offset is behind the median at every step
-    spec = {"name": "tpe", "base": {**BASE, "steps": 400, "params": {"rate": 200, "episode_every": 10}},
+    spec = {"name": "tpe", "base": {**BASE, "steps": 2000, "params": {"rate": 400, "episode_every": 10}},
             "params": {"return_offset": {"uniform": [-1000, 100]}}, "trials": 6, "parallel": 1, "seed": 3,
             "objective": {"tag": "episode/return", "last": 5},
             "pruner": {"type": "median", "startup_trials": 2}}
@@ -77,20 +77,17 @@ def test_tpe_sweep_with_a_median_pruner_prunes_the_bad_region(daemon, mosaic, tm
     pruned = [t for t in sweep["trials"] if t["state"] == "pruned"]
     assert pruned, [(t["state"], t["params"]) for t in sweep["trials"]]
     complete = [t for t in sweep["trials"] if t["state"] == "complete"]
-    first_two = sorted(sweep["trials"], key=lambda t: t["trial"])[:2]
-    median_offset = sorted(t["params"]["return_offset"] for t in first_two)[0]
     for t in pruned:   # pruned ones were worse than what had completed
         assert t["params"]["return_offset"] < max(c["params"]["return_offset"] for c in complete)
         for run in t["runs"]:
             record = mosaic.show(run["id"])
             assert record["state"] == P.CANCELLED and "pruned" in record["tags"]
             assert record["reason"].startswith("pruned by sweep tpe at step")
-            assert record["summary"]["steps"] < 400
+            assert record["summary"]["steps"] < 2000     # stopped early
     # the sweep's CSV carries each run's tags (and note): pruned runs say so
     rows = list(csv.DictReader(io.StringIO(mosaic.run("sweeps", "tpe", "--csv", check=True).stdout)))
     assert {r["run_tags"] for r in rows if r["trial_state"] == "pruned"} == {"pruned"}
     assert {r["run_tags"] for r in rows if r["trial_state"] == "complete"} == {""}
-    assert median_offset is not None
 
 
 def test_a_sweep_survives_a_daemon_sigkill_and_completes(daemon, mosaic, tmp_path):
@@ -122,7 +119,7 @@ def test_a_tiny_real_cleanrl_sweep_and_its_tensorboard(daemon, mosaic, tmp_path)
     proc = mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "900", timeout=960)
     assert proc.returncode == 0, proc.stderr + mosaic.run("ls").stdout
     sweep = json.loads(mosaic.run("sweeps", "dqn-lr", "--json", check=True).stdout)
-    assert sorted(t["params"]["learning_rate"] for t in sweep["trials"]) == [0.00025, 0.001]
+    assert sorted(t["params"]["learning-rate"] for t in sweep["trials"]) == [0.00025, 0.001]   # its schema's spelling
     assert all(t["state"] == "complete" and t["value"] >= 1 for t in sweep["trials"])
     out = mosaic.run("tensorboard", "--sweep", "dqn-lr", "--no-launch", check=True).stdout
     # our export and CleanRL's own SummaryWriter files, side by side, by run name
