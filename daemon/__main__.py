@@ -58,6 +58,7 @@ SETTINGS_TYPES = {
     "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
     "worker_nice": "an integer from 0 to 19",
+    "resource_sample_seconds": "a number of seconds >= 0.2 (0 turns the sampling off)",
 }
 
 
@@ -84,6 +85,8 @@ def load_settings(home: Home) -> dict:
             "cpu_sets": lambda v: isinstance(v, list) and all(
                 isinstance(c, list) and c and all(isinstance(i, int) and i >= 0 for i in c) for c in v),
             "worker_nice": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 19,
+            "resource_sample_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+            and (v == 0 or v >= 0.2),
         }.get(key)
         if ok is None:
             raise SettingsError(f"{home.settings_file}: unknown setting {key!r} "
@@ -98,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home")
     parser.add_argument("--max-runs", type=int)
     parser.add_argument("--grace", type=float)
+    parser.add_argument("--socket", help="listen here instead of the home's socket path")
     args = parser.parse_args(argv)
-    home = Home.resolve(args.home)
+    home = Home.resolve(args.home, args.socket)
     try:
         home.ensure()
     except OSError as exc:
@@ -129,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     async def run() -> None:
         daemon = Daemon(home, max_concurrent=max_runs, grace_seconds=grace,
                         gpus=settings.get("gpus"), cpu_sets=settings.get("cpu_sets"),
-                        worker_nice=settings.get("worker_nice", 10))
+                        worker_nice=settings.get("worker_nice", 10),
+                        resource_seconds=float(settings.get("resource_sample_seconds", 5.0)))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, daemon.stopping.set)

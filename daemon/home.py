@@ -45,11 +45,15 @@ def default_home() -> Path:
 @dataclass(frozen=True)
 class Home:
     root: Path
+    # a socket given by the user (--socket, $MOSAIC_SOCKET): a daemon elsewhere,
+    # e.g. a server's, forwarded here by `ssh -L` (docs/remote.md)
+    socket: Path | None = None
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike | None = None) -> "Home":
+    def resolve(cls, home: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> "Home":
         path = Path(home) if home else default_home()
-        return cls(path.expanduser().absolute())
+        socket = socket or os.environ.get("MOSAIC_SOCKET") or None
+        return cls(path.expanduser().absolute(), Path(socket).expanduser().absolute() if socket else None)
 
     @property
     def db(self) -> Path:
@@ -95,6 +99,8 @@ class Home:
         a per-user 0700 directory under the temp dir, named by a hash of the
         home, so every client derives the same path without asking anyone.
         """
+        if self.socket is not None:
+            return self.socket
         preferred = self.state_dir / "daemon.sock"
         if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
             return preferred

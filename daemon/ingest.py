@@ -166,6 +166,8 @@ class RunTail:
             0 if s.get("lines") else None)
         # LLM workers: final llm_step events only (partial ones are a reply still streaming)
         self.llm: dict[str, Any] = dict(s.get("llm") or {})
+        # the last system/* sample of the run (daemon.resources): {"cpu_percent": ..., "rss_mb": ...}
+        self.system: dict[str, Any] = dict(s.get("system") or {})
         self._rate_mark: tuple[float, int] | None = None
 
     def summary(self) -> dict[str, Any]:
@@ -179,6 +181,7 @@ class RunTail:
             "irregular_from": self.irregular_from,
             "dataset": self.dataset,
             **({"llm": dict(self.llm)} if self.llm else {}),
+            "system": self.system,
         }
 
     def _open(self) -> bool:
@@ -248,7 +251,11 @@ class RunTail:
         for ev in events:
             kind = ev["type"]
             if kind == tm.SCALAR:
-                self.tags.add(ev.get("tag", "?"))
+                tag = ev.get("tag", "?")
+                self.tags.add(tag)
+                if tag.startswith("system/"):
+                    self.system[tag[7:]] = ev.get("value")
+                    continue  # the daemon's sample of the run, at the run's step: no progress
                 step = ev.get("step")
             elif kind == tm.EPISODE:
                 self.episodes += 1

@@ -39,14 +39,26 @@ EVENTS = "read_events"
 FRAMES = "frames"
 DATASETS = "datasets"
 SHUTDOWN = "shutdown"
+TAG = "tag"      # add/remove a run's tags (labels the user gives it)
+NOTE = "note"    # set a run's note
+SWEEP = "sweep"                # submit a sweep spec (daemon/sweeps.py)
+SWEEPS = "sweeps"              # list the sweeps
+SWEEP_GET = "sweep_get"        # one sweep: trials ranked, their runs, param importances
+SWEEP_CANCEL = "sweep_cancel"  # stop a sweep and cancel its runs
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
-                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN})
+                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN,
+                     TAG, NOTE, SWEEP, SWEEPS, SWEEP_GET, SWEEP_CANCEL})
 
 # -- notifications (server -> client) -----------------------------------
 NOTIFY_RUN = "run"          # a run record changed (params: {"rev", "run"} or {"rev", "deleted": id})
 NOTIFY_EVENTS = "events"    # telemetry lines of one run (params: {"run", "from", "to", "events"})
 NOTIFY_SYNCED = "synced"    # the backlog a subscribe asked for has been sent (params: {"rev"})
 NOTIFY_FRAME = "frame"      # one relayed FastLane frame (params: see daemon/relay.py)
+
+# -- a run's tags and note ------------------------------------------------
+TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,39}"  # no spaces, no ':' (the app's filter says tag:NAME)
+MAX_TAGS = 32
+MAX_NOTE = 4000  # characters
 
 # -- error codes ---------------------------------------------------------
 PARSE_ERROR = -32700

@@ -33,6 +33,7 @@ from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, S
                          TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail
 from daemon.inotify import Inotify
+from daemon.resources import ResourceSampler
 from daemon.store import Store, StoreError, new_ulid
 from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
@@ -96,7 +97,8 @@ class ActiveRun:
 class RunManager:
     def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
                  max_concurrent: int, grace_seconds: float = 10.0, gpus: list[str] | None = None,
-                 cpu_sets: list[list[int]] | None = None, worker_nice: int = 10):
+                 cpu_sets: list[list[int]] | None = None, worker_nice: int = 10,
+                 resource_seconds: float = 5.0):
         self.home = home
         self.store = store
         self.workers = workers
@@ -110,6 +112,8 @@ class RunManager:
         self.gpus = [str(g) for g in (gpus or [])]
         self.cpu_sets = [list(c) for c in (cpu_sets or [])]
         self.active: dict[str, ActiveRun] = {}
+        # one sampler for every running run's process tree (system/* scalars)
+        self.resources = ResourceSampler(resource_seconds, self._running_trees) if resource_seconds > 0 else None
         self._limit_timers: dict[str, asyncio.TimerHandle] = {}
         self._unrecorded: dict[str, tuple[str, str | None, dict[str, Any]]] = {}
         self.inotify: Inotify | None = None
@@ -134,6 +138,8 @@ class RunManager:
             self.inotify = None
         self.adopt_all()
         loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
+        if self.resources is not None:
+            loop.call_later(self.resources.interval, self._sample_resources)
         self.schedule()
 
     def adopt_all(self) -> None:
@@ -244,7 +250,7 @@ class RunManager:
             n += 1
         return f"{base}-{n}"
 
-    def submit(self, config: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, config: dict[str, Any], sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
         desc, config = self.validate(config)
         if config.get("name"):
             if self.store.name_taken(config["name"]):
@@ -269,7 +275,7 @@ class RunManager:
         run = self.store.create_run({
             "id": run_id, "name": name, "worker": config["worker"], "algo": config["algo"],
             "env": config["env"], "config": config, "state": P.QUEUED, "created_at": time.time(),
-            "summary": summary,
+            "summary": summary, "sweep": sweep, "trial": trial,
         })
         self.on_run(run, run_id, run["rev"])
         self.schedule()
@@ -384,6 +390,22 @@ class RunManager:
         for run_id in list(self.active):
             self._ingest(run_id)
         self._loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
+
+    def _running_trees(self) -> list[tuple[str, int, str, int]]:
+        """What the resource sampler measures: runs that run (not paused, not starting)."""
+        out = []
+        for run_id, active in self.active.items():
+            run = self.store.get(run_id)
+            if run is not None and run["state"] == P.RUNNING:
+                out.append((run_id, active.shim_pid, active.tail.path, active.tail.steps))
+        return out
+
+    def _sample_resources(self) -> None:
+        try:
+            self.resources.sample_all()
+        except Exception:  # a sampler bug must not stop the daemon's loop
+            log.exception("resource sampling failed")
+        self._loop.call_later(self.resources.interval, self._sample_resources)
 
     def _ingest(self, run_id: str, final: bool = False) -> bool:
         """Read one chunk of new lines of a run; True if it read anything."""
@@ -596,6 +618,12 @@ class RunManager:
         rev = self.store.delete_run(run["id"])
         self.on_run(None, run["id"], rev)
         return rev
+
+    def update_record(self, run_id: str, **fields: Any) -> dict[str, Any]:
+        """Change fields the user owns (tags, note) and tell the clients."""
+        updated = self.store.update_run(run_id, **fields)
+        self.on_run(updated, run_id, updated["rev"])
+        return updated
 
     def ingested_offset(self, run: dict[str, Any]) -> int:
         """How far clients may be served from this run's file."""

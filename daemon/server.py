@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import socket
 import struct
 import time
@@ -25,6 +26,7 @@ from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range, read_verbatim_range
 from daemon.runs import RunManager
 from daemon.store import Store, StoreError
+from daemon.sweeps import SweepController
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
@@ -88,14 +90,16 @@ class Client:
 class Daemon:
     def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0,
                  gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None,
-                 worker_nice: int = 10):
+                 worker_nice: int = 10, resource_seconds: float = 5.0):
         self.home = home
         self.epoch = f"{int(time.time() * 1000):x}-{os.getpid()}"
         self.started = time.time()
         self.store = Store(home.db)
         self.workers, self.worker_errors = discovery.discover()
         self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
-                               grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice)
+                               grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
+                               resource_seconds=resource_seconds)
+        self.sweeps = SweepController(home, self.store, self.runs)
         self.runs.on_events = self._broadcast_events
         self.runs.on_run = self._broadcast_run
         self.clients: set[Client] = set()
@@ -106,12 +110,14 @@ class Daemon:
     async def serve(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self.runs.start(loop)
+        self.sweeps.start(loop)
         self.server = await asyncio.start_unix_server(self._handle, sock=sock, limit=READ_SIZE)
         log.info("daemon %s serving %s for home %s", self.epoch, self.home.socket_path, self.home.root)
         await self.stopping.wait()
         self.server.close()
         for client in list(self.clients):
             client.close()
+        self.sweeps.close()
         self.runs.close()
         self.store.close()
 
@@ -281,6 +287,50 @@ class Daemon:
         run = self._run(params)
         rev = self.runs.delete(run)
         return {"deleted": run["id"], "rev": rev}
+
+    def m_tag(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Add and remove tags of a run (any state); returns the new record."""
+        run = self._run(params)
+        add = P.param(params, "add", list, [])
+        remove = P.param(params, "remove", list, [])
+        for tag in add + remove:
+            if not isinstance(tag, str) or not re.fullmatch(P.TAG_PATTERN, tag):
+                raise P.RPCError(P.INVALID_PARAMS, f"tag {tag!r}: a tag is 1-40 letters, digits or . _ / - "
+                                                   "(starting with a letter or digit)")
+        tags = sorted((set(run.get("tags") or []) - set(remove)) | set(add))
+        if len(tags) > P.MAX_TAGS:
+            raise P.RPCError(P.INVALID_PARAMS, f"a run has at most {P.MAX_TAGS} tags")
+        return self.runs.update_record(run["id"], tags=tags)
+
+    def m_note(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Set (or with an empty text, clear) a run's note."""
+        run = self._run(params)
+        text = P.param(params, "text", str)
+        if len(text) > P.MAX_NOTE:
+            raise P.RPCError(P.INVALID_PARAMS, f"a note is at most {P.MAX_NOTE} characters, not {len(text)}")
+        return self.runs.update_record(run["id"], note=text.strip())
+
+    def _sweep(self, params: dict[str, Any]) -> dict[str, Any]:
+        ref = P.param(params, "sweep", str)
+        matches = self.store.resolve_sweep(ref)
+        if not matches:
+            raise P.RPCError(P.NOT_FOUND, f"no sweep named or with an id starting with {ref!r}")
+        if len(matches) > 1:
+            raise P.RPCError(P.AMBIGUOUS, f"{ref!r} matches several sweeps: "
+                                          + ", ".join(f"{m['id']} ({m['name']})" for m in matches[:5]))
+        return matches[0]
+
+    def m_sweep(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.sweeps.submit(P.param(params, "spec", dict))
+
+    def m_sweeps(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return [self.sweeps.describe(s) for s in self.store.list_sweeps()]
+
+    def m_sweep_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.sweeps.describe(self._sweep(params), details=True)
+
+    def m_sweep_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.sweeps.cancel(self._sweep(params))
 
     def m_shutdown(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         # Runs keep going: their supervisors do not depend on the daemon.

@@ -48,7 +48,19 @@ CREATE TABLE IF NOT EXISTS runs (
     ingest_offset INTEGER NOT NULL DEFAULT 0,
     rev           INTEGER NOT NULL,
     paused_at     REAL,             -- when the pause going on began (kept if the run ends paused)
-    paused_seconds REAL NOT NULL DEFAULT 0  -- pauses that ended, in all
+    paused_seconds REAL NOT NULL DEFAULT 0,  -- pauses that ended, in all
+    tags          TEXT NOT NULL DEFAULT '[]',  -- the user's labels of the run (mosaic tag), sorted
+    note          TEXT NOT NULL DEFAULT '',    -- the user's free text about the run (mosaic note)
+    sweep         TEXT,             -- the sweep the run belongs to (daemon/sweeps.py)
+    trial         INTEGER           -- its trial in that sweep: the runs of one trial (seeds) are a group
+);
+CREATE TABLE IF NOT EXISTS sweeps (
+    id         TEXT PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    spec       TEXT NOT NULL,      -- the checked spec (JSON)
+    state      TEXT NOT NULL,      -- running, finished, cancelled
+    created_at REAL NOT NULL,
+    ended_at   REAL
 );
 CREATE INDEX IF NOT EXISTS runs_rev ON runs(rev);
 CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
@@ -58,10 +70,13 @@ CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, rev INTEGER NOT NULL
 _COLUMNS = ("id", "name", "worker", "algo", "env", "config", "state", "created_at", "started_at",
             "ended_at", "pid", "pid_start", "worker_pid", "exit_code", "exit_signal", "reason",
             "stderr_tail", "cancel_requested", "resources", "summary", "ingest_offset", "rev",
-            "paused_at", "paused_seconds")
+            "paused_at", "paused_seconds", "tags", "note", "sweep", "trial")
 # Columns added after a store was first made: added to an older mosaic.db on open.
-_ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 0"}
-_JSON_COLUMNS = ("config", "summary", "resources")
+_ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 0",
+                  "tags": "TEXT NOT NULL DEFAULT '[]'", "note": "TEXT NOT NULL DEFAULT ''",
+                  "sweep": "TEXT", "trial": "INTEGER"}
+_JSON_COLUMNS = ("config", "summary", "resources", "tags")
+_JSON_EMPTY = {"tags": []}
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -125,7 +140,7 @@ class Store:
         out = dict(row)
         for col in _JSON_COLUMNS:
             text = out[col]
-            out[col] = {} if not text else raw_json(text) if wire else json.loads(text)
+            out[col] = _JSON_EMPTY.get(col, {}) if not text else raw_json(text) if wire else json.loads(text)
         out["cancel_requested"] = bool(out["cancel_requested"])
         return out
 
@@ -148,9 +163,10 @@ class Store:
             rev = self._next_rev()
             values = {col: run.get(col) for col in _COLUMNS}
             values.update(rev=rev, cancel_requested=int(bool(run.get("cancel_requested"))),
-                          ingest_offset=run.get("ingest_offset", 0), paused_seconds=run.get("paused_seconds") or 0.0)
+                          ingest_offset=run.get("ingest_offset", 0), paused_seconds=run.get("paused_seconds") or 0.0,
+                          note=run.get("note") or "")
             for col in _JSON_COLUMNS:
-                values[col] = json.dumps(run.get(col) or {})
+                values[col] = json.dumps(run.get(col) or _JSON_EMPTY.get(col, {}))
             cols = ",".join(_COLUMNS)
             marks = ",".join("?" for _ in _COLUMNS)
             self.db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", [values[c] for c in _COLUMNS])
@@ -223,6 +239,48 @@ class Store:
         if not prefix or any(c not in _CROCKFORD for c in prefix):
             return []  # not an id prefix (and never a LIKE pattern)
         rows = self.db.execute("SELECT * FROM runs WHERE id LIKE ? ORDER BY id LIMIT 10", (prefix + "%",)).fetchall()
+        return [self._row(r) for r in rows]
+
+    # -- sweeps ------------------------------------------------------------
+    def create_sweep(self, sweep: dict[str, Any]) -> dict[str, Any]:
+        def op():
+            self.db.execute("INSERT INTO sweeps (id, name, spec, state, created_at) VALUES (?, ?, ?, ?, ?)",
+                            (sweep["id"], sweep["name"], json.dumps(sweep["spec"]), sweep["state"],
+                             sweep["created_at"]))
+        self._write(op)
+        return self.get_sweep(sweep["id"])
+
+    def update_sweep(self, sweep_id: str, **fields: Any) -> None:
+        def op():
+            for key, value in fields.items():
+                if key not in ("state", "ended_at"):
+                    raise KeyError(key)
+                self.db.execute(f"UPDATE sweeps SET {key} = ? WHERE id = ?", (value, sweep_id))
+        self._write(op)
+
+    def get_sweep(self, sweep_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["spec"] = json.loads(out["spec"])
+        return out
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        return [self.get_sweep(r[0]) for r in self.db.execute("SELECT id FROM sweeps ORDER BY id")]
+
+    def resolve_sweep(self, ref: str) -> list[dict[str, Any]]:
+        row = self.db.execute("SELECT id FROM sweeps WHERE name = ?", (ref,)).fetchone()
+        if row is not None:
+            return [self.get_sweep(row[0])]
+        prefix = ref.upper()
+        if not prefix or any(c not in _CROCKFORD for c in prefix):
+            return []
+        rows = self.db.execute("SELECT id FROM sweeps WHERE id LIKE ? ORDER BY id LIMIT 10", (prefix + "%",))
+        return [self.get_sweep(r[0]) for r in rows.fetchall()]
+
+    def sweep_runs(self, sweep_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT * FROM runs WHERE sweep = ? ORDER BY trial, id", (sweep_id,)).fetchall()
         return [self._row(r) for r in rows]
 
     def name_taken(self, name: str) -> bool:

@@ -57,6 +57,7 @@ class MosaicApp(App):
         self.restore = restore
         self.remember = remember
         self.cursor_blink = cursor_blink
+        self.tensorboard_url: str | None = None   # the last TensorBoard started from the palette
         self.link = Link(home, self._on_link_update, interval=interval)
         self.workers_cache: list[dict[str, Any]] | None = None   # the daemon's workers, for forms
         self._held_keys: list[events.Key] = []   # keys waiting for the one before them
@@ -350,6 +351,68 @@ class MosaicApp(App):
             return
         self.notify(f"unknown action {action}", severity="error")
 
+    def edit_annotation(self, run_id: str | None, what: str) -> None:
+        """`#` (what="tags") and `o` (what="note"): a prompt with the run's current value, saved on enter."""
+        from mosaic_tui.screens.annotate import AnnotateScreen, tag_changes
+        run = self.link.runs.get(run_id) if run_id else None
+        if run is None:
+            self.notify("no run here", severity="warning")
+            return
+        if what == "tags":
+            old = list(run.get("tags") or [])
+            screen = AnnotateScreen(f"Tags of {run['name']} (words; filter the runs with /tag:NAME)",
+                                    " ".join(old), "baseline ablation ...")
+        else:
+            screen = AnnotateScreen(f"Note on {run['name']}", run.get("note") or "", "what this run is about")
+
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            if what == "tags":
+                add, remove = tag_changes(old, text)
+                if add or remove:
+                    self._call_run(P.TAG, run, add=add, remove=remove)
+            elif text.strip() != (run.get("note") or ""):
+                self._call_run(P.NOTE, run, text=text)
+        self.push_screen(screen, done)
+
+    def open_tensorboard(self, run_ids: list[str]) -> None:
+        """`mosaic tensorboard RUN... --detach` in a process of its own (TensorBoard is never imported
+        here); the URL and the ssh -L line come back as a notification and in ``tensorboard_url``."""
+        names = [self.link.runs[r]["name"] for r in run_ids if r in self.link.runs]
+        if not names:
+            return
+
+        async def work() -> None:
+            import asyncio
+            import re
+            import sys
+            cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(self.home.root)]
+            if self.home.socket is not None:
+                cmd += ["--socket", str(self.home.socket)]
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, "tensorboard", *names, "--detach", stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await proc.communicate()
+            text = out.decode(errors="replace")
+            url = re.search(r"http://127\.0\.0\.1:\d+/", text)
+            if proc.returncode != 0 or url is None:
+                lines = err.decode(errors="replace").strip().splitlines()
+                self.notify(lines[-1] if lines else "TensorBoard did not start", title="TensorBoard", severity="error")
+                return
+            self.tensorboard_url = url.group(0)
+            ssh = next((line for line in text.splitlines() if "ssh -N -L" in line), "")
+            self.notify(f"{url.group(0)}\n{ssh}", title=f"TensorBoard: {', '.join(names)}", timeout=30)
+        self.run_worker(work(), group="tensorboard")
+
+    def _call_run(self, method: str, run: dict[str, Any], **params: Any) -> None:
+        async def work() -> None:
+            try:
+                await self.link.call(method, run=run["id"], **params)
+            except (P.RPCError, ConnectionError) as exc:
+                self.notify(getattr(exc, "message", str(exc)), title=f"{method} {run['name']}", severity="error")
+        self.run_worker(work(), group="run-actions")
+
     def _call_runs(self, method: str, runs: list[dict[str, Any]]) -> None:
         async def work() -> None:
             for run in runs:
@@ -416,11 +479,8 @@ def detect_graphics(args: Any = None):
 
 def run_app(home: Home, args: Any = None) -> int:
     """`mosaic` and `mosaic attach`: start the daemon if none runs, then the app."""
-    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
-    try:
-        Client(home, timeout=5, name="mosaic-app-probe").close()
-    except DaemonUnavailable:
-        start_daemon(home)
+    from mosaic_tui.client import connect
+    connect(home, name="mosaic-app-probe", timeout=5).close()  # starts the home's daemon (never a --socket one)
     app = MosaicApp(home, default_theme=terminal_default_theme(), graphics=detect_graphics(args),
                     all_workers=getattr(args, "all_workers", False))
     app.run()
@@ -429,12 +489,9 @@ def run_app(home: Home, args: Any = None) -> int:
 
 def run_watch(home: Home, args: Any = None) -> int:
     """`mosaic watch [RUN]`: the compact pane."""
-    from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
+    from mosaic_tui.client import connect
     from mosaic_tui.watch import WatchApp
-    try:
-        Client(home, timeout=5, name="mosaic-watch-probe").close()
-    except DaemonUnavailable:
-        start_daemon(home)
+    connect(home, name="mosaic-watch-probe", timeout=5).close()  # starts the home's daemon (never a --socket one)
     app = WatchApp(home, getattr(args, "run", None), graphics=detect_graphics(args))
     app.run()
     return app.return_code or 0

@@ -17,8 +17,10 @@ from typing import Any
 
 from daemon import protocol as P
 from daemon.home import Home
+from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
-                            failure_reason, plural, progress_text, run_label, smoothed_return)
+                            failure_reason, plural, progress_text, run_label, smoothed_return,
+                            system_figures, system_text)
 from workers.sdk.config import ConfigError, coerce_text, did_you_mean, eval_config, param_name
 
 EXIT_ERROR = 1
@@ -82,7 +84,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 # -- connection -------------------------------------------------------------
 def _home(args: argparse.Namespace) -> Home:
-    return Home.resolve(args.home)
+    return Home.resolve(args.home, getattr(args, "socket", None))
 
 
 def _client(args: argparse.Namespace, autostart: bool = True):
@@ -295,6 +297,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
     with _client(args) as client:
         runs = client.call(P.LIST, states=args.state or None)["runs"]
+    for tag in args.tag or []:
+        runs = [r for r in runs if tag in (r.get("tags") or [])]
     if args.json:
         _print_json(runs)
         return 0
@@ -304,10 +308,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
         s = run.get("summary") or {}
         rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], run["state"],
                      progress_text(run), _fmt_num(s.get("steps")), _fmt_num(smoothed_return(run, window)),
-                     best_text(run), duration(eta(run)), duration(elapsed(run, now))])
+                     best_text(run), duration(eta(run)), duration(elapsed(run, now)),
+                     " ".join(run.get("tags") or []) or "-"])
+        if args.wide:
+            rows[-1] += [*system_figures(run), (run.get("note") or "-").splitlines()[0][:40] or "-"]
+    header = ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}", "BEST@STEP", "ETA",
+              "ELAPSED", "TAGS"] + (["CPU", "RSS", "THREADS", "NOTE"] if args.wide else [])
     if rows:
-        print(_table(rows, ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}",
-                            "BEST@STEP", "ETA", "ELAPSED"]))
+        print(_table(rows, header))
         print(f"AVG{window}: mean of the last {window} episode returns (--window N)")
     else:
         print("no runs")
@@ -334,7 +342,8 @@ def cmd_show(args: argparse.Namespace) -> int:
               ("mean return", f"{_fmt_num(smoothed_return(run, window))} (last {window} episodes)"
                if s.get("returns") else None),
               ("best return", f"{_fmt_num(best)} at step {_fmt_num(best_step)}" if best is not None else None),
-              ("steps/s", _fmt_num(s.get("sps"))), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("steps/s", _fmt_num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("labels", " ".join(run.get("tags") or []) or None), ("note", run.get("note") or None),
               ("tags", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
               ("run dir", str(_home(args).run_dir(run["id"])))]
     for key, value in fields:
@@ -475,6 +484,141 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tag(args: argparse.Namespace) -> int:
+    """`mosaic tag RUN +baseline -old`: a bare word adds too."""
+    add, remove = [], []
+    for change in args.changes:
+        if change.startswith("-") and len(change) > 1:
+            remove.append(change[1:])
+        else:
+            add.append(change[1:] if change.startswith("+") else change)
+    with _client(args) as client:
+        run = client.call(P.TAG, run=args.run, add=add, remove=remove)
+    print(f"{run['name']}: {' '.join(run['tags']) or '(no tags)'}")
+    return 0
+
+
+def cmd_note(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        if args.text is None:
+            run = client.call(P.GET, run=args.run)
+        else:
+            run = client.call(P.NOTE, run=args.run, text=args.text)
+    print(run["note"] or f"{run['name']} has no note")
+    return 0
+
+
+def _load_spec(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
+    import yaml  # JSON is YAML too
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CLIError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(spec, dict):
+        raise CLIError(f"{path} must hold a mapping (base, params, trials, ...)")
+    return spec
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """`mosaic sweep SPEC.yaml`: start a sweep (daemon/sweeps.py documents the spec)."""
+    spec = _load_spec(args.spec)
+    with _client(args) as client:
+        sweep = client.call(P.SWEEP, spec=spec)
+        print(sweep["name"])
+        if not args.wait:
+            return 0
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        while sweep["state"] == "running":
+            if deadline is not None and time.monotonic() > deadline:
+                raise CLIError(f"timed out after {args.timeout:g}s waiting for sweep {sweep['name']}", EXIT_TIMEOUT)
+            time.sleep(0.5)
+            sweep = next(s for s in client.call(P.SWEEPS) if s["id"] == sweep["id"])
+    print(f"sweep {sweep['name']} {sweep['state']}: {plural(sweep['runs'], 'run')} in "
+          f"{plural(sweep['groups'], 'trial')}")
+    return 0 if sweep["state"] == "finished" else EXIT_RUN_NOT_SUCCEEDED
+
+
+def cmd_sweeps(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        if args.sweep is None:
+            sweeps = client.call(P.SWEEPS)
+            if args.json:
+                _print_json(sweeps)
+            elif not sweeps:
+                print("no sweeps")
+            else:
+                print(_table([[s["id"][:10], s["name"], s["state"], s["spec"]["sampler"], str(s["groups"]),
+                               str(s["runs"]), s["spec"]["objective"]["direction"] + " " + s["spec"]["objective"]["tag"]]
+                              for s in sweeps], ["ID", "NAME", "STATE", "SAMPLER", "TRIALS", "RUNS", "OBJECTIVE"]))
+            return 0
+        if args.cancel:
+            sweep = client.call(P.SWEEP_CANCEL, sweep=args.sweep)
+            print(f"sweep {sweep['name']} {sweep['state']}")
+            return 0
+        sweep = client.call(P.SWEEP_GET, sweep=args.sweep)
+    if args.json:
+        _print_json(sweep)
+        return 0
+    if args.csv:
+        header, rows = fmt.sweep_csv_rows(sweep)
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(rows)
+        return 0
+    obj = sweep["spec"]["objective"]
+    print(f"sweep {sweep['name']} {sweep['state']}: {obj['direction']} {obj['agg']} of the last {obj['last']} "
+          f"{obj['tag']}, {plural(sweep['runs'], 'run')} in {plural(sweep['groups'], 'trial')}")
+    names = list(sweep["spec"]["params"])
+    rows = []
+    for rank, t in enumerate(sweep["trials"], 1):
+        band = f"{_fmt_num(t['mean'])} ± {_fmt_num(t['std'])}" if t["mean"] is not None else "-"
+        rows.append([str(rank), str(t["trial"]), t["state"], band, f"{_fmt_num(t['min'])}..{_fmt_num(t['max'])}",
+                     str(len(t["runs"]))] + [_fmt_num(t["params"].get(n)) for n in names])
+    print(_table(rows, ["RANK", "TRIAL", "STATE", "MEAN ± STD", "MIN..MAX", "SEEDS"] + [n.upper() for n in names]))
+    if sweep.get("importances"):
+        print("param importances: " + ", ".join(f"{k} {v:.2f}" for k, v in sweep["importances"].items()))
+    return 0
+
+
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    """Event files from the store for RUN... (or a sweep's runs), then TensorBoard over them."""
+    from mosaic_tui import tensorboard as tb
+    if not args.runs and not args.sweep:
+        raise CLIError("give RUN... or --sweep S", EXIT_USAGE)
+    home = _home(args)
+    with _client(args) as client:
+        runs = [client.call(P.GET, run=ref) for ref in args.runs]
+        if args.sweep:
+            sweep = client.call(P.SWEEP_GET, sweep=args.sweep)
+            runs += [client.call(P.GET, run=r["id"]) for t in sweep["trials"] for r in t["runs"]]
+        for run in runs:
+            out, points = tb.export_run(client, home, run)
+            print(f"{run['name']}: {plural(points, 'point')} -> {out}")
+    spec = tb.logdir_spec(home, runs)
+    if args.no_launch:
+        print(f"tensorboard --logdir_spec {spec}")
+        return 0
+    port = args.port or tb.free_port()
+    proc = tb.launch(spec, port)
+    if not tb.wait_http(port):
+        proc.kill()
+        raise CLIError(f"TensorBoard did not answer on port {port}")
+    print(f"TensorBoard (pid {proc.pid}): http://127.0.0.1:{port}/")
+    print(f"from another machine: {tb.ssh_line(port)}   then open http://127.0.0.1:{port}/")
+    if args.detach:
+        return 0
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return 0
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_app
@@ -516,6 +660,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS,
                         help="daemon home (default: $MOSAIC_HOME, ./var in a checkout, else the user data dir)")
+    common.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH",
+                        help="talk to the daemon on this socket (default: $MOSAIC_SOCKET, else the home's); "
+                             "never started from here (docs/remote.md)")
     graphics = argparse.ArgumentParser(add_help=False)
     graphics.add_argument("--graphics", choices=["auto", "kitty", "sixel", "halfblock", "none"],
                           default=argparse.SUPPRESS,
@@ -525,6 +672,13 @@ def build_parser() -> argparse.ArgumentParser:
                              help="offer the workers for tests (synthetic) in the new-run form too")
     parser = Parser(prog="mosaic", parents=[common, graphics, app_options],
                     description="Train and watch RL agents from the terminal.")
+    remote = parser.add_argument_group("remote (docs/remote.md)")
+    remote.add_argument("--ssh", metavar="[USER@]HOST",
+                        help="drive the daemon on HOST: start it if needed, forward its socket with ssh -L")
+    remote.add_argument("--remote-home", metavar="DIR", help="with --ssh: the daemon home on HOST")
+    remote.add_argument("--ssh-config", metavar="FILE", help="with --ssh: ssh -F FILE")
+    remote.add_argument("--remote-mosaic", metavar="CMD", default="mosaic",
+                        help="with --ssh: how to run mosaic on HOST (default: mosaic)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
@@ -577,6 +731,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ls", parents=[common], help="list runs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--state", action="append", choices=P.STATES)
+    p.add_argument("--tag", action="append", metavar="TAG", help="only runs with this tag (repeatable: all of them)")
+    p.add_argument("--wide", action="store_true", help="also each run's CPU, memory and threads (last sample) and note")
     p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
                    help=f"the return shown is the mean of the last N episodes (default {DEFAULT_RETURN_WINDOW})")
     p.set_defaults(func=cmd_ls)
@@ -605,6 +761,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask")
     p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("tag", parents=[common], help="add (+TAG) or remove (-TAG) tags of a run")
+    p.add_argument("run")
+    p.add_argument("changes", nargs=argparse.REMAINDER, metavar="+TAG|-TAG",
+                   help="tags to add (+baseline or baseline) and remove (-old)")
+    p.set_defaults(func=cmd_tag)
+
+    p = sub.add_parser("note", parents=[common], help="set a run's note (\"\" clears it); without TEXT print it")
+    p.add_argument("run")
+    p.add_argument("text", nargs="?")
+    p.set_defaults(func=cmd_note)
+
+    p = sub.add_parser("sweep", parents=[common], help="start a sweep from a YAML/JSON spec; prints its name")
+    p.add_argument("spec", help="the sweep spec: base, params, trials, seeds, parallel, sampler, objective, pruner")
+    p.add_argument("--wait", action="store_true", help="wait for every trial to end")
+    p.add_argument("--timeout", type=NUMBER, metavar="S", help="with --wait: give up after S seconds")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("sweeps", parents=[common], help="list the sweeps, or one sweep's trials ranked")
+    p.add_argument("sweep", nargs="?", help="a sweep name or id prefix")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true", help="with SWEEP: one row per run (params and objective)")
+    fmt.add_argument("--cancel", action="store_true", help="with SWEEP: stop it and cancel its runs")
+    p.set_defaults(func=cmd_sweeps)
+
+    p = sub.add_parser("tensorboard", aliases=["tb"], parents=[common],
+                       help="write runs' telemetry as TensorBoard event files and start TensorBoard over them")
+    p.add_argument("runs", nargs="*", metavar="RUN")
+    p.add_argument("--sweep", metavar="S", help="every run of this sweep")
+    p.add_argument("--port", type=INTEGER, help="default: a free port")
+    p.add_argument("--no-launch", action="store_true", help="only write the event files and print the command")
+    p.add_argument("--detach", action="store_true", help="leave TensorBoard running in the background and return")
+    p.set_defaults(func=cmd_tensorboard)
 
     p = sub.add_parser("logs", parents=[common], help="print a run's output")
     p.add_argument("run")
@@ -644,8 +834,18 @@ def main(argv: list[str] | None = None) -> int:
         args.func = cmd_app
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `mosaic metrics RUN | head` ends quietly
     from mosaic_tui.client import DaemonUnavailable
+    from mosaic_tui.remote import RemoteError, SSHForward
+    forward = None
     try:
+        if args.ssh:
+            if getattr(args, "socket", None):
+                raise CLIError("--ssh and --socket: give one", EXIT_USAGE)
+            forward = SSHForward(args.ssh, args.remote_home, args.ssh_config, args.remote_mosaic).start()
+            args.socket = str(forward.local)
         return args.func(args)
+    except RemoteError as exc:
+        print(f"mosaic: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except CLIError as exc:
         print(f"mosaic: error: {exc}", file=sys.stderr)
         return exc.code
@@ -664,6 +864,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    finally:
+        if forward is not None:
+            forward.stop()
 
 
 if __name__ == "__main__":

@@ -113,6 +113,8 @@ class Client:
 
 def daemon_command(home: Home, max_runs: int | None = None) -> list[str]:
     cmd = [sys.executable, "-m", "daemon", "--home", str(home.root)]
+    if home.socket is not None:
+        cmd += ["--socket", str(home.socket)]
     if max_runs:
         cmd += ["--max-runs", str(max_runs)]
     return cmd
@@ -161,6 +163,9 @@ def connect(home: Home, autostart: bool = True, name: str = "mosaic-cli", timeou
     except DaemonUnavailable:
         if not autostart:
             raise
+        if home.socket is not None:
+            # a socket given by the user may be a forwarded one: its daemon is not ours to start
+            raise DaemonUnavailable(f"no daemon answers on {home.socket}") from None
     start_daemon(home)
     return Client(home, timeout=timeout, name=name)
 

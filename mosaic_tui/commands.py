@@ -1,4 +1,4 @@
-"""The command palette's run actions (ctrl+p): cancel, pause, resume, clone, delete, open.
+"""The command palette's run actions (ctrl+p): cancel, pause, resume, clone, delete, open, TensorBoard.
 
 The runs offered first are the ones the current screen is about: the run of a
 detail screen, or the selected (else highlighted) runs of the runs table; then
@@ -57,6 +57,10 @@ class RunCommands(Provider):
                 else:
                     callback = partial(app.act_on_runs, action, [run["id"]])
                 yield text, callback, help_text, run["id"] in focus_ids
+        if focus:
+            names = ", ".join(r["name"] for r in focus[:3]) + (f" and {len(focus) - 3} more" if len(focus) > 3 else "")
+            yield (f"TensorBoard for {names}", partial(app.open_tensorboard, [r["id"] for r in focus]),
+                   "event files from the store; TensorBoard on a free localhost port", True)
         yield "New run", app.open_new_run, "worker → algorithm → environment → form", True
         yield "Workers", app.open_workers, "installed workers and their capabilities", True
         yield "Cycle theme", app.action_cycle_theme, "mosaic-dark, mosaic-light, mosaic-high-contrast", True

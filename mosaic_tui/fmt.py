@@ -161,6 +161,25 @@ def run_label(run: dict[str, Any]) -> str:
     return f"{name} [eval]" if is_eval(run) else name
 
 
+def system_figures(run: dict[str, Any]) -> tuple[str, str, str]:
+    """(cpu, rss, threads) of the run's last resource sample as text ("-" for none yet)."""
+    system = (run.get("summary") or {}).get("system") or {}
+    cpu, rss, threads = system.get("cpu_percent"), system.get("rss_mb"), system.get("threads")
+    return (f"{cpu:.0f}%" if isinstance(cpu, (int, float)) else "-",
+            f"{rss:.0f}MB" if isinstance(rss, (int, float)) else "-",
+            str(threads) if isinstance(threads, int) else "-")
+
+
+def system_text(run: dict[str, Any]) -> str:
+    """The run's process tree, as the run header shows it: ``cpu 97% 412MB 18 threads``; "" before a sample."""
+    if not (run.get("summary") or {}).get("system"):
+        return ""
+    cpu, rss, threads = system_figures(run)
+    gpu = ((run.get("summary") or {}).get("system") or {}).get("gpu_mem_mb")
+    text = f"cpu {cpu} {rss} {threads} threads"
+    return text + (f" gpu {gpu:.0f}MB" if isinstance(gpu, (int, float)) else "")
+
+
 def failure_reason(run: dict[str, Any]) -> str | None:
     """Why a failed (or lost) run ended: the daemon's reason, else what the worker said."""
     if run.get("state") not in ("failed", "lost"):
@@ -244,3 +263,18 @@ def eng_value(text: str) -> float:
         if text.endswith(suffix):
             return float(text[:-1]) * 1000 ** group
     return float(text)
+
+
+def sweep_csv_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One row per run of a sweep: its trial, seed, state, params and objective."""
+    names = list(sweep["spec"]["params"])
+    header = ["sweep", "trial", "trial_state", "run_id", "run", "seed", "state", "run_tags", "run_note"] + names + \
+        [f"objective:{sweep['spec']['objective']['tag']}"]
+    rows = []
+    for t in sorted(sweep["trials"], key=lambda t: t["trial"]):
+        for run in t["runs"]:
+            rows.append([sweep["name"], t["trial"], t["state"], run["id"], run["name"], run["seed"], run["state"],
+                         " ".join(run.get("tags") or []), run.get("note") or ""]
+                        + [t["params"].get(n, "") for n in names]
+                        + ["" if run["objective"] is None else run["objective"]])
+    return header, rows

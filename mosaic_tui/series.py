@@ -156,6 +156,32 @@ class Series:
         return self._spread
 
 
+def group_band(members: list[Series]) -> tuple[Series, Series, Series] | None:
+    """Mean, min and max of several runs' series of one tag (a sweep trial's seeds), on the union of
+    their steps; each run counts only within its own steps (a run behind does not pull the mean down)."""
+    members = [m for m in members if len(m)]
+    if len(members) < 2:
+        return None
+    grid = np.unique(np.concatenate([m.steps for m in members]))
+    stack = np.full((len(members), len(grid)), np.nan)
+    for i, m in enumerate(members):
+        order = np.argsort(m.steps, kind="stable")
+        steps, values = m.steps[order], m.values[order]
+        inside = (grid >= steps[0]) & (grid <= steps[-1])
+        stack[i, inside] = np.interp(grid[inside], steps, values)
+    walls = np.interp(grid, np.sort(members[0].steps), np.sort(members[0].walls))
+    out = []
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # a step only one run reached: nan-free anyway
+            for reduce in (np.nanmean, np.nanmin, np.nanmax):
+                ser = Series(len(grid))
+                ser.extend(grid, reduce(stack, axis=0), walls)
+                out.append(ser)
+    return out[0], out[1], out[2]
+
+
 def spread_steps(steps: np.ndarray, previous: float | None = None) -> np.ndarray:
     """Where to draw points reported at these (non-decreasing) steps.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.metric_plot import PALETTE, MetricPlot, PlotLine, PlotOptions
+from mosaic_tui.series import group_band
 from mosaic_tui.widgets.metrics_pane import SMOOTH_STEPS, tag_order
 
 COMMON_KEYS = ("worker", "algo", "env", "steps", "seed", "device")
@@ -82,6 +84,7 @@ class CompareScreen(Screen):
         Binding("l", "logy", "Log-y", id="compare.logy"),
         Binding("t", "xaxis", "Step/time", id="compare.xaxis"),
         Binding("a", "all_params", "All params", id="compare.all_params"),
+        Binding("g", "groups", "Seed bands", id="compare.groups"),
         Binding("e", "export", "Export CSV", id="compare.export"),
         Binding("j", "down", "Down", show=False, id="compare.down"),
         Binding("k", "up", "Up", show=False, id="compare.up"),
@@ -93,6 +96,7 @@ class CompareScreen(Screen):
         self.options = PlotOptions()
         self.tag: str | None = None
         self.show_all = False
+        self.bands = True             # a sweep trial's seeds drawn as their mean and min–max band
         self.last_export: str | None = None
         self._dirty = False
 
@@ -133,9 +137,22 @@ class CompareScreen(Screen):
             self.tag = tags[0] if tags else None
         plot = self.query_one(MetricPlot)
         lines = []
+        drawn: set[str] = set()
+        if self.bands and self.tag is not None:
+            for i, (label, members) in enumerate(self.groups()):
+                got = [self.app.link.series.get(r["id"]) for r in members]
+                band = group_band([g.tags[self.tag] for g in got if g is not None and self.tag in g.tags])
+                if band is None:
+                    continue
+                color = PALETTE[i % len(PALETTE)]
+                t0 = next(g.t0 for g in got if g is not None)
+                lines.append(PlotLine(f"{label} mean", band[0], t0, color))
+                lines.append(PlotLine(f"{label} min", band[1], t0, color))
+                lines.append(PlotLine(f"{label} max", band[2], t0, color))
+                drawn.update(r["id"] for r in members)
         for i, run in enumerate(self.runs):
             series = self.app.link.series.get(run["id"])
-            if series is None or self.tag is None or self.tag not in series.tags:
+            if run["id"] in drawn or series is None or self.tag is None or self.tag not in series.tags:
                 continue
             lines.append(PlotLine(run["name"], series.tags[self.tag], series.t0, PALETTE[i % len(PALETTE)]))
         plot.lines = lines
@@ -145,6 +162,21 @@ class CompareScreen(Screen):
         self.fill_table()
         self.update_bar(tags)
 
+    def groups(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """The compared runs that are seeds of one sweep trial, two or more: (label, runs)."""
+        from mosaic_tui.widgets.runs_table import group_key
+        found: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for run in self.runs:
+            key = group_key(run)
+            if key is not None:
+                found.setdefault(key, []).append(run)
+        return [(re.sub(r"-s\d+$", "", members[0]["name"]) + f" ×{len(members)}", members)
+                for members in found.values() if len(members) > 1]
+
+    def action_groups(self) -> None:
+        self.bands = not self.bands
+        self.rebuild()
+
     def update_bar(self, tags: list[str] | None = None) -> None:
         tags = tags if tags is not None else self.tags()
         o = self.options
@@ -152,6 +184,7 @@ class CompareScreen(Screen):
         self.query_one("#compare-bar", Static).update(
             f"tag {self.tag or '-'} ({pos}, [ ])   smoothing {o.smoothing:g} (+/-)   "
             f"log-y {'on' if o.logy else 'off'} (l)   x: {o.xaxis} (t)   e: export CSV"
+            + (f"   seeds: {'mean, min–max' if self.bands else 'each run'} (g)" if self.groups() else "")
             + (f"   exported {self.last_export}" if self.last_export else ""))
         self.query_one(TitleBar).update(f"Compare {fmt.plural(len(self.runs), 'run')}: "
                                         + ", ".join(r["name"] for r in self.runs))
@@ -268,7 +301,7 @@ class CompareScreen(Screen):
                 if k not in params:
                     params.append(k)
         tags = self.tags()
-        header = ["id", "name", "state"] + params + ["last_return", "episodes", "steps_done"] + \
+        header = ["id", "name", "state", "run_tags", "run_note"] + params + ["last_return", "episodes", "steps_done"] + \
             [f"last:{t}" for t in tags]
         rows = []
         for run in runs:
@@ -279,7 +312,7 @@ class CompareScreen(Screen):
             for t in tags:
                 v = series.tags[t].last() if series is not None and t in series.tags else None
                 lasts.append("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-            rows.append([run["id"], run["name"], run["state"]]
+            rows.append([run["id"], run["name"], run["state"], " ".join(run.get("tags") or []), run.get("note") or ""]
                         + [json.dumps(fp.get(p)) if isinstance(fp.get(p), (dict, list)) else
                            ("" if fp.get(p) is None else fp.get(p)) for p in params]
                         + [s.get("last_return", ""), s.get("episodes", ""), s.get("steps", "")] + lasts)

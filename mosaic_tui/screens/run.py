@@ -39,6 +39,11 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
     text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
     text.append(f"  {fmt.num(s.get('sps'))} steps/s")
     text.append(f"  {run.get('worker')}/{run.get('algo')}  {run.get('env')}")
+    system = fmt.system_text(run)
+    if system and state in ("running", "paused"):
+        text.append(f"  {system}")
+    if run.get("tags"):
+        text.append("  " + " ".join(f"#{t}" for t in run["tags"]), style="cyan")
     reason = fmt.failure_reason(run) or run.get("reason")
     if reason:
         text.append(f"  {reason}", style="italic")
@@ -79,6 +84,8 @@ class RunScreen(Screen):
         Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
         Binding("D", "delete", "Delete", show=False, id="run.delete"),
         Binding("e", "clone", "Clone+edit", show=False, id="run.clone"),
+        Binding("number_sign", "edit('tags')", "Tags", show=False, id="run.tags"),
+        Binding("o", "edit('note')", "Note", show=False, id="run.note"),
     ]
 
     def __init__(self, run_id: str, tab: str | None = None) -> None:
@@ -267,6 +274,9 @@ class RunScreen(Screen):
 
     def action_clone(self) -> None:
         self.app.act_on_runs("clone", [self.run_id])
+
+    def action_edit(self, what: str) -> None:
+        self.app.edit_annotation(self.run_id, what)
 
     def ui_place(self) -> dict:
         try:

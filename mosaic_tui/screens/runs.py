@@ -35,6 +35,10 @@ def detail_text(run: dict | None, now: float, window: int) -> Text:
     if left is not None:
         text.append(f"  ETA {fmt.duration(left)}")
     text.append(f"  elapsed {fmt.duration(fmt.elapsed(run, now))}")
+    if run.get("tags"):
+        text.append("  " + " ".join(f"#{t}" for t in run["tags"]), style="cyan")
+    if run.get("note"):
+        text.append(f"\n{run['note']}", style="italic")
     reason = fmt.failure_reason(run)
     if reason:
         text.append(f"\nfailed: {reason}" if state == "failed" else f"\n{state}: {reason}", style="bold red")
@@ -77,6 +81,7 @@ class RunsScreen(Screen):
     BINDINGS = [
         Binding("enter", "open", "Open", id="runs.open"),
         Binding("n", "new", "New", id="runs.new"),
+        Binding("N", "new_sweep", "New sweep", show=False, id="runs.new_sweep"),
         Binding("e", "clone", "Clone+edit", id="runs.clone"),
         Binding("c", "compare", "Compare", id="runs.compare"),
         Binding("slash", "filter", "Filter", id="runs.filter"),
@@ -87,6 +92,10 @@ class RunsScreen(Screen):
         Binding("x", "cancel", "Cancel", id="runs.cancel"),
         Binding("D", "delete", "Delete", id="runs.delete"),
         Binding("w", "workers", "Workers", id="runs.workers"),
+        Binding("number_sign", "edit('tags')", "Tags", show=False, id="runs.tags"),
+        Binding("o", "edit('note')", "Note", show=False, id="runs.note"),
+        Binding("f", "fold", "Fold seeds", show=False, id="runs.fold"),
+        Binding("S", "sweep", "Sweep", show=False, id="runs.sweep"),
         Binding("escape", "back", "Clear", show=False, id="runs.back"),
     ]
 
@@ -99,7 +108,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         yield ConnectionBanner()
-        yield Input(placeholder="filter runs: words of name, worker, algo, env or state (enter: keep, esc: clear)",
+        yield Input(placeholder="filter runs: words of name, worker, algo, env, state, note; tag:NAME (enter: keep, esc: clear)",
                     id="filter")
         yield RunsTable(self.app.clock, self.app.return_window, id="runs")
         yield Static("No runs yet. Press n to start one, or submit with `mosaic submit`.", id="empty")
@@ -117,6 +126,7 @@ class RunsScreen(Screen):
         if state.get("sort") in SORT_KEYS:
             table.sort_key = state["sort"]
         table.sort_reverse = bool(state.get("reverse", True))
+        table.fold = bool(state.get("fold", False))
         self.query_one("#filter", Input).cursor_blink = self.app.cursor_blink
         self.refresh_runs(None)
         self.set_interval(1.0, self._tick, name="elapsed")
@@ -169,6 +179,8 @@ class RunsScreen(Screen):
         if self.table.grouped_by_env:
             status += " (grouped by env: returns of different envs are not ranked together)"
         status += f"   avg{self.table.window}: mean of the last {self.table.window} returns (a: change)"
+        if self.table.fold:
+            status += "   seeds folded (f)"
         if self.table.query_text:
             status += f"   filter: {self.table.query_text!r}"
         if sel:
@@ -272,11 +284,29 @@ class RunsScreen(Screen):
 
     # -- navigation and run actions ---------------------------------------------
     def _targets(self) -> list[str]:
+        """The selected rows' runs, or the highlighted row's; a folded group's row is all its seeds."""
         table = self.table
         if table.selected:
-            return [r for r in table.visible_ids if r in table.selected]
-        rid = table.current_run_id
-        return [rid] if rid else []
+            rows = [r for r in table.visible_ids if r in table.selected]
+        else:
+            rows = [table.current_run_id] if table.current_run_id else []
+        return [rid for row in rows for rid in table.group_of(row)]
+
+    def action_fold(self) -> None:
+        """Fold each sweep trial's seeds into one row (mean ± std of their returns), or unfold."""
+        self.table.fold = not self.table.fold
+        self.app.ui_state["fold"] = self.table.fold
+        self.table.resort()
+        self._update_title()
+
+    def action_sweep(self) -> None:
+        rid = self.table.current_run_id
+        run = self.app.link.runs.get(rid) if rid else None
+        if not run or not run.get("sweep"):
+            self.notify("not a sweep's run", severity="warning")
+            return
+        from mosaic_tui.screens.sweep import SweepScreen
+        self.app.push_screen(SweepScreen(run["sweep"]))
 
     def action_open(self) -> None:
         rid = self.table.current_run_id
@@ -285,6 +315,12 @@ class RunsScreen(Screen):
 
     def action_new(self) -> None:
         self.app.open_new_run()
+
+    def action_new_sweep(self) -> None:
+        """A sweep based on the highlighted run's config."""
+        from mosaic_tui.screens.new_sweep import NewSweepScreen
+        rid = self.table.current_run_id
+        self.app.push_screen(NewSweepScreen(self.app.link.runs.get(rid) if rid else None))
 
     def action_clone(self) -> None:
         rid = self.table.current_run_id
@@ -297,6 +333,9 @@ class RunsScreen(Screen):
             self.notify("select runs with space first", severity="warning")
             return
         self.app.open_compare(targets)
+
+    def action_edit(self, what: str) -> None:
+        self.app.edit_annotation(self.table.current_run_id, what)
 
     def action_workers(self) -> None:
         self.app.open_workers()

@@ -404,7 +404,9 @@ class FramesView(Widget, can_focus=True):
         if self.source == SOURCE_SHM or now - self._last_check < 1.0 and self.source is not None:
             return
         self._last_check = now
-        if self.force_relay is not True and self._segment_here():
+        home = getattr(self.app, "home", None)
+        remote = getattr(home, "socket", None) is not None  # a --socket daemon may be another host's
+        if self.force_relay is not True and not remote and self._segment_here():
             from workers.fastlane.reader import FrameReader
             self._stop_relay()
             self.reader = FrameReader(self.run_id, self.stream)

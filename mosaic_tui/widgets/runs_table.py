@@ -1,6 +1,8 @@
 """The runs table: one row a run, sortable, filterable, multi-select."""
 from __future__ import annotations
 
+import re
+import statistics
 from typing import Any, Callable
 
 from textual.binding import Binding
@@ -14,13 +16,13 @@ COLUMNS: list[tuple[str, str]] = [
     ("sel", " "), ("name", "name"), ("worker", "worker"), ("algo", "algo"), ("env", "env"),
     ("state", "state"), ("progress", "progress"), ("steps", "steps"), ("sps", "steps/s"),
     ("return", "avg{window}"), ("best", "best"), ("eta", "ETA"), ("elapsed", "elapsed"),
-    ("returns", "returns"),
+    ("returns", "returns"), ("tags", "tags"),
 ]
 COLUMN_KEYS = [key for key, _ in COLUMNS]
 # What a narrow terminal keeps, most wanted first: at 80 columns the state,
 # progress, return and ETA stay, and worker and algo go first.
 PRIORITY = ("sel", "name", "state", "progress", "return", "eta", "elapsed", "env", "best", "steps",
-            "sps", "returns", "algo", "worker")
+            "sps", "returns", "tags", "algo", "worker")
 NAME_MIN = 10          # a long name is cut to this before a wanted column goes
 SORT_KEYS = ("created", "name", "worker", "algo", "env", "state", "progress", "steps", "sps",
              "return", "best", "eta", "elapsed")
@@ -118,11 +120,20 @@ def groups_by_env(sort_key: str, runs: list[dict[str, Any]]) -> bool:
 
 
 def matches(run: dict[str, Any], query: str) -> bool:
-    """Every word of the query appears in the run's name, id, worker, algo, env or state."""
+    """Every word of the query appears in the run's name, id, worker, algo, env, state, tags or note;
+    ``tag:NAME`` asks for a run tagged NAME exactly."""
     if not query.strip():
         return True
-    hay = " ".join(str(run.get(k) or "") for k in ("name", "id", "worker", "algo", "env", "state")).lower()
-    return all(word in hay for word in query.lower().split())
+    tags = {t.lower() for t in run.get("tags") or []}
+    hay = " ".join([*(str(run.get(k) or "") for k in ("name", "id", "worker", "algo", "env", "state", "note")),
+                    *tags]).lower()
+    for word in query.lower().split():
+        if word.startswith("tag:"):
+            if word[4:] not in tags:
+                return False
+        elif word not in hay:
+            return False
+    return True
 
 
 def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt.DEFAULT_RETURN_WINDOW) -> tuple:
@@ -148,7 +159,41 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
         Cell(fmt.duration(left) if left is not None else "-", right=True),
         Cell(fmt.duration(fmt.elapsed(run, now)), right=True),
         Cell(fmt.sparkline(s.get("returns") or [], SPARK_WIDTH), "green"),
+        Cell(" ".join(run.get("tags") or []), "cyan"),
     )
+
+
+_SEED_SUFFIX = re.compile(r"-s\d+$")
+
+
+def group_key(run: dict[str, Any]) -> tuple[str, int] | None:
+    """The group of a sweep's run: its sweep and trial (the runs of one trial differ by their seed)."""
+    if run.get("sweep") is None or run.get("trial") is None:
+        return None
+    return (run["sweep"], run["trial"])
+
+
+def group_cells(members: list[dict[str, Any]], selected: bool, now: float, window: int) -> tuple:
+    """One row for a group: the first run's cells, with the group's name and seed count, how many
+    ended, and the return as mean ± std over the seeds (each seed's mean of its last ``window`` returns)."""
+    first = members[0]
+    cells = list(row_cells(first, selected, now, window))
+    index = {key: i for i, key in enumerate(COLUMN_KEYS)}
+    base = _SEED_SUFFIX.sub("", str(first.get("name", "")))
+    cells[index["name"]] = Cell(f"{base} ×{len(members)}", "bold")
+    states = {m.get("state") for m in members}
+    if len(states) == 1:
+        state = states.pop()
+        cells[index["state"]] = Cell(state, fmt.STATE_STYLES.get(state, ""))
+    else:
+        done = sum(1 for m in members if m.get("state") in ("succeeded", "failed", "cancelled", "lost"))
+        cells[index["state"]] = Cell(f"{done}/{len(members)} done", "yellow")
+    returns = [v for v in (fmt.smoothed_return(m, window) for m in members) if isinstance(v, (int, float))]
+    if returns:
+        mean = statistics.fmean(returns)
+        std = statistics.pstdev(returns) if len(returns) > 1 else 0.0
+        cells[index["return"]] = Cell(f"{fmt.num(mean)}±{fmt.num(std)}", right=True)
+    return tuple(cells)
 
 
 def fit_columns(natural: dict[str, int], available: int, padding: int) -> dict[str, int]:
@@ -208,6 +253,9 @@ class RunsTable(DataTable):
         self.sort_reverse = True
         self.query_text = ""
         self.selected: set[str] = set()
+        self.fold = False               # a sweep trial's seeds in one row (mean ± std)
+        self._groups: dict[str, list[dict[str, Any]]] = {}  # row id -> the runs it stands for
+        self._rep_of: dict[str, str] = {}                   # run id -> the row that holds it
         self._order: list[str] = []
         self._cells: dict[str, tuple] = {}
         self._runs: dict[str, dict[str, Any]] = {}
@@ -292,6 +340,23 @@ class RunsTable(DataTable):
     def ordered(self, runs: dict[str, dict[str, Any]]) -> list[str]:
         now = self.clock()
         visible = [r for r in runs.values() if matches(r, self.query_text)]
+        self._groups, self._rep_of = {}, {}
+        if self.fold:
+            # a sweep trial's seeds in one row, held by its first run
+            by_key: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            for run in visible:
+                key = group_key(run)
+                if key is not None:
+                    by_key.setdefault(key, []).append(run)
+            hidden = set()
+            for members in by_key.values():
+                members.sort(key=lambda r: r["id"])
+                rep = members[0]["id"]
+                self._groups[rep] = members
+                for m in members:
+                    self._rep_of[m["id"]] = rep
+                hidden.update(m["id"] for m in members[1:])
+            visible = [r for r in visible if r["id"] not in hidden]
         visible.sort(key=lambda r: (sort_value(r, self.sort_key, now, self.window), r["id"]),
                      reverse=self.sort_reverse)
         if groups_by_env(self.sort_key, visible):
@@ -305,17 +370,30 @@ class RunsTable(DataTable):
         now = self.clock()
         order = self.ordered(runs)
         if order != self._order:
-            self._cells = {rid: row_cells(runs[rid], rid in self.selected, now, self.window) for rid in order}
+            self._cells = {rid: self._row(rid, now) for rid in order}
             self._order = order
             self._layout(force=True)
             return
+        if changed is not None:
+            changed = {self._rep_of.get(r, r) for r in changed}   # a seed's change is its group's row
         ids = order if changed is None else [r for r in changed if r in runs and r in self._cells]
         for rid in ids:
             self._update_row(rid, now)
         self._layout()
 
+    def _row(self, rid: str, now: float) -> tuple:
+        members = self._groups.get(rid)
+        if members and len(members) > 1:
+            members = [self._runs.get(m["id"], m) for m in members]
+            return group_cells(members, rid in self.selected, now, self.window)
+        return row_cells(self._runs[rid], rid in self.selected, now, self.window)
+
+    def group_of(self, rid: str) -> list[str]:
+        """The run ids a row stands for (a folded group's seeds, else the run)."""
+        return [m["id"] for m in self._groups.get(rid, [])] or [rid]
+
     def _update_row(self, rid: str, now: float) -> None:
-        cells = row_cells(self._runs[rid], rid in self.selected, now, self.window)
+        cells = self._row(rid, now)
         old = self._cells.get(rid)
         if old is None:
             return

@@ -20,6 +20,8 @@ _PARAMS: dict[str, Any] = {
              "description": "how many scalar tags, emitted round-robin"},
     "episode_every": {"type": "integer", "default": 100, "minimum": 0,
                       "description": "an episode event every N steps (0: none)"},
+    "return_offset": {"type": "number", "default": 0.0,
+                      "description": "added to every episode return (makes runs differ: sweep tests)"},
     "exit_code": {"type": "integer", "default": 0, "minimum": 0, "maximum": 255,
                   "description": "exit with this code at the end"},
     "die_by_signal": {"type": ["string", "null"], "default": None,

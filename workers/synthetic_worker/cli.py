@@ -50,7 +50,7 @@ def main() -> int:
             n = 0 if p["still_frames"] else step
             frames[0].publish(cartpole_frame(n) if p["frame_pattern"] == "cartpole" else frames[1].frame(n))
         if p["episode_every"] and step % p["episode_every"] == 0:
-            emitter.episode(step, float(step % 500), p["episode_every"])
+            emitter.episode(step, float(step % 500) + p["return_offset"], p["episode_every"])
         if p["garbage_every"] and step % p["garbage_every"] == 0:
             emitter.flush()
             os.write(emitter.fd, b"this is not json \xff\xfe\n")

@@ -1,0 +1,93 @@
+"""`mosaic tensorboard RUN... | --sweep S`: the runs' telemetry as TensorBoard event files, and TensorBoard over them.
+
+The daemon's store is the source: each run's scalars and episode tags (the same
+points as `mosaic metrics`) are written with TensorBoard's own writer
+(``tensorboard.summary.Writer``) under ``<home>/tensorboard/<run name>/``, one
+directory a run, so TensorBoard names each run by its name. A run's directory
+is written afresh each time (a finished run's file is complete; a live run's is
+what it has logged so far). What a worker wrote itself into its run directory's
+``tensorboard/`` (CleanRL's SummaryWriter) is served beside it as
+``<run name>/worker``. TensorBoard is imported in this command's process only,
+never in the daemon or the app.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from daemon import protocol as P
+from daemon.home import TENSORBOARD_DIR, Home
+
+
+def export_run(client, home: Home, run: dict[str, Any]) -> tuple[Path, int]:
+    """Write one run's scalars as an event file; returns its directory and the number of points."""
+    from tensorboard.summary import Writer
+    out = home.root / "tensorboard" / run["name"]
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    writer = Writer(str(out))
+    points = 0
+    offset = 0
+    try:
+        while True:
+            page = client.call(P.METRICS, run=run["id"], **{"from": offset})
+            for tag, series in page["points"].items():
+                for step, value, wall in series:
+                    if isinstance(value, (int, float)) and isinstance(step, int):
+                        writer.add_scalar(tag, float(value), step, wall_time=wall)
+                        points += 1
+            if page["next"] >= page["end"] or page["next"] == offset:
+                break
+            offset = page["next"]
+    finally:
+        writer.close()
+    return out, points
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def logdir_spec(home: Home, runs: list[dict[str, Any]]) -> str:
+    """name:dir pairs: the exported scalars of each run, and the worker's own event files when there are some."""
+    parts = []
+    for run in runs:
+        parts.append(f"{run['name']}:{home.root / 'tensorboard' / run['name']}")
+        own = home.run_dir(run["id"]) / TENSORBOARD_DIR
+        if own.is_dir() and any(own.iterdir()):
+            parts.append(f"{run['name']}/worker:{own}")
+    return ",".join(parts)
+
+
+def launch(spec: str, port: int) -> subprocess.Popen:
+    """TensorBoard on 127.0.0.1:port (the venv's own `tensorboard`)."""
+    exe = Path(sys.executable).with_name("tensorboard")
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "tensorboard.main"]
+    return subprocess.Popen(command + ["--logdir_spec", spec, "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def ssh_line(port: int) -> str:
+    host = socket.gethostname()
+    return f"ssh -N -L {port}:127.0.0.1:{port} {os.environ.get('USER', 'you')}@{host}"
+
+
+def wait_http(port: int, timeout: float = 60.0) -> bool:
+    import urllib.request
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.3)
+    return False

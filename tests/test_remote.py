@@ -1,0 +1,167 @@
+"""The app and the CLI on a "laptop" driving a daemon on a "server" over a real OpenSSH link.
+
+The server is this machine: Debian's openssh-server started by the test on
+127.0.0.1 and a spare port, with its own host key and a throwaway client key
+in a temp dir, and stopped at the end. The server's daemon has a home of its
+own; nothing but the ssh-forwarded socket joins the two.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon import protocol as P
+from daemon.home import Home
+from tests.conftest import ROOT, _stop_everything, wait_for
+
+SSHD = "/usr/sbin/sshd"
+
+pytestmark = pytest.mark.skipif(not (os.path.exists(SSHD) and shutil.which("ssh")),
+                                reason="openssh-server and openssh-client are needed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sshd():
+    """A real sshd on 127.0.0.1:<spare port> for this user; yields (ssh config file, host alias)."""
+    d = Path(tempfile.mkdtemp(prefix="msshd-", dir="/tmp"))
+    os.chmod(d, 0o700)
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    shutil.copy(d / "client_key.pub", d / "authorized_keys")
+    os.chmod(d / "authorized_keys", 0o600)
+    port = free_port()
+    (d / "sshd_config").write_text(f"""
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {d / 'host_key'}
+AuthorizedKeysFile {d / 'authorized_keys'}
+PidFile {d / 'sshd.pid'}
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+AllowStreamLocalForwarding yes
+AllowTcpForwarding yes
+""")
+    if os.getuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # the privilege separation directory sshd needs as root
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
+                            stdout=subprocess.DEVNULL, stderr=open(d / "sshd.log", "wb"))
+    config = d / "ssh_config"
+    config.write_text(f"""
+Host server
+  HostName 127.0.0.1
+  Port {port}
+  User {os.environ.get('USER') or __import__('pwd').getpwuid(os.getuid()).pw_name}
+  IdentityFile {d / 'client_key'}
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+""")
+    try:
+        def up():
+            return subprocess.run(["ssh", "-F", str(config), "-o", "BatchMode=yes", "server", "true"],
+                                  capture_output=True, timeout=20).returncode == 0
+        wait_for(up, 30, 0.2, "sshd to accept the test key")
+        yield str(config), "server", proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def server_home():
+    path = tempfile.mkdtemp(prefix="mhs-", dir="/tmp")
+    h = Home.resolve(path)
+    yield h
+    _stop_everything(h)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remote_mosaic() -> str:
+    """How the server runs mosaic: this checkout with this venv."""
+    return f"cd {shlex.quote(str(ROOT))} && PYTHONPATH={shlex.quote(str(ROOT))} {shlex.quote(sys.executable)} -m mosaic_tui.cli"
+
+
+def laptop(home, *args, ssh=None, check=True, timeout=120):
+    cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root)]
+    if ssh:
+        config, host, remote_home = ssh
+        cmd += ["--ssh", host, "--ssh-config", config, "--remote-mosaic", remote_mosaic(), "--remote-home", remote_home]
+    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mosaic {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.mark.anyio
+async def test_the_app_over_an_ssh_forwarded_socket_shows_a_runs_plot_and_frames_and_survives_a_dropped_link(
+        sshd, server_home, home):
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.remote import SSHForward
+    from tests.app.conftest import wait_until
+    config, host, sshd_proc = sshd
+    ssh = (config, host, str(server_home.root))
+    # the CLI over --ssh starts the server's daemon and submits there
+    run_id = laptop(home, "submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "4000",
+                    "--set", "rate=400", "--frames", "--fps", "10", "--name", "far", ssh=ssh).stdout.strip()
+    assert (server_home.runs_dir / run_id / "events.jsonl").exists()   # it is the server's run
+    assert not home.db.exists()                                        # and nothing happened here
+    forward = SSHForward(host, str(server_home.root), config, remote_mosaic()).start()
+    try:
+        # --socket (and $MOSAIC_SOCKET) on any command
+        out = json.loads(laptop(home, "--socket", str(forward.local), "show", "far", "--json").stdout)
+        assert out["id"] == run_id
+        app = MosaicApp(Home.resolve(home.root, forward.local), restore=False, remember=False, cursor_blink=False,
+                        all_workers=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: run_id in app.link.runs, what="the server's run listed")
+            app.open_run(run_id)
+
+            def points():
+                series = app.link.series.get(run_id)
+                return sum(len(s) for s in series.tags.values()) if series else 0
+            await wait_until(pilot, lambda: points() > 50, what="the run's telemetry over ssh")
+            from mosaic_tui.widgets.metrics_pane import MetricsPane
+            await wait_until(pilot, lambda: "synthetic/value_0" in app.screen.query_one(MetricsPane).plots,
+                             what="its plot")
+            await pilot.press("4")
+            from mosaic_tui.widgets.frames_view import SOURCE_RELAY, FramesView
+            view = app.screen.query_one(FramesView)
+            await wait_until(pilot, lambda: view.source == SOURCE_RELAY and re.search(r"frame \d+", str(view.header_text())),
+                             what="a frame through the daemon's relay")
+            # the link drops: ssh dies; the watcher reopens it and the app reconnects by itself
+            before = points()
+            os.kill(forward.proc.pid, signal.SIGKILL)
+            await wait_until(pilot, lambda: forward.restarts >= 1, timeout=30, what="the forwarding reopened")
+            await wait_until(pilot, lambda: app.link.connected and points() > before + 50, timeout=60,
+                             what="telemetry again after the reconnect")
+    finally:
+        forward.stop()
+        laptop(home, "--socket", str(server_home.socket_path), "cancel", "far", check=False)
+    assert not forward.local.exists()

@@ -1,0 +1,126 @@
+"""Sweeps through the real daemon and CLI, with the synthetic worker: grid, TPE with pruning, a daemon SIGKILL."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+
+import pytest
+
+from daemon import protocol as P
+from tests.conftest import connect, wait_for
+
+
+def write_spec(tmp_path, spec: dict, name: str = "sweep.yaml") -> str:
+    import yaml
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+BASE = {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 40, "seed": 7,
+        "params": {"rate": 0, "episode_every": 5}}
+
+
+def test_grid_sweep_of_two_by_two_by_two_seeds_gives_eight_runs_in_four_groups_and_a_csv(daemon, mosaic, tmp_path):
+    spec = {"name": "grid", "base": BASE, "seeds": 2, "parallel": 2,
+            "params": {"return_offset": [0, 100], "episode-every": {"grid": [5, 10]}},
+            "objective": {"tag": "episode/return", "last": 3, "agg": "mean", "direction": "maximize"}}
+    proc = mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "240")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["grid", "sweep grid finished: 8 runs in 4 trials"]
+    sweep = json.loads(mosaic.run("sweeps", "grid", "--json", check=True).stdout)
+    assert sweep["spec"]["sampler"] == "grid" and len(sweep["trials"]) == 4
+    assert sorted((t["params"]["return_offset"], t["params"]["episode_every"]) for t in sweep["trials"]) == \
+        [(0, 5), (0, 10), (100, 5), (100, 10)]
+    for t in sweep["trials"]:
+        assert t["state"] == "complete" and sorted(r["seed"] for r in t["runs"]) == [7, 8]
+        # the last 3 returns of a 40-step run: steps 30, 35, 40 (every 5) or 20, 30, 40 (every 10)
+        expected = t["params"]["return_offset"] + (35.0 if t["params"]["episode_every"] == 5 else 30.0)
+        assert t["mean"] == t["value"] == expected and t["std"] == 0.0
+    best = sweep["trials"][0]
+    assert best["params"] == {"return_offset": 100, "episode_every": 5}   # ranked: best first
+    assert set(sweep["importances"]) == {"return_offset", "episode_every"}
+    assert abs(sum(sweep["importances"].values()) - 1.0) < 1e-6   # Optuna's evaluator (4 points: no ranking)
+    rows = list(csv.DictReader(io.StringIO(mosaic.run("sweeps", "grid", "--csv", check=True).stdout)))
+    assert len(rows) == 8 and {r["state"] for r in rows} == {"succeeded"}
+    assert {(r["trial"], r["seed"]) for r in rows} == {(str(t), s) for t in range(4) for s in ("7", "8")}
+    assert all(float(r["objective:episode/return"]) == float(r["return_offset"]) + (35 if r["episode_every"] == "5" else 30)
+               for r in rows)
+    runs = json.loads(mosaic.run("ls", "--json", check=True).stdout)
+    assert len(runs) == 8 and len({(r["sweep"], r["trial"]) for r in runs}) == 4
+    table = mosaic.run("sweeps", "grid", check=True).stdout.splitlines()
+    assert table[2].split()[:4] == ["1", str(best["trial"]), "complete", "135"]
+
+
+def test_sweep_params_are_checked_against_the_schema_before_any_run(daemon, mosaic, tmp_path):
+    for params, message in (({"learning_rate": [1, 2]}, "sweep.params.learning_rate: not a parameter of synthetic"),
+                            ({"tags": {"int": [0, 3]}}, "sweep.params.tags: 0: "),
+                            ({"rate": {"uniform": [2, 1]}}, "sweep.params.rate: uniform: [low, high] with low < high")):
+        proc = mosaic.run("sweep", write_spec(tmp_path, {"base": BASE, "params": params}))
+        assert proc.returncode == 1 and proc.stderr.startswith(f"mosaic: error: {message}"), proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []
+
+
+def test_tpe_sweep_with_a_median_pruner_prunes_the_bad_region(daemon, mosaic, tmp_path):
+    # returns are step % 500 + return_offset: a trial with a low offset is behind the median at every step
+    spec = {"name": "tpe", "base": {**BASE, "steps": 2000, "params": {"rate": 400, "episode_every": 10}},
+            "params": {"return_offset": {"uniform": [-1000, 100]}}, "trials": 6, "parallel": 1, "seed": 3,
+            "objective": {"tag": "episode/return", "last": 5},
+            "pruner": {"type": "median", "startup_trials": 2}}
+    assert mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "300").returncode == 0
+    sweep = json.loads(mosaic.run("sweeps", "tpe", "--json", check=True).stdout)
+    assert sweep["spec"]["sampler"] == "tpe"
+    pruned = [t for t in sweep["trials"] if t["state"] == "pruned"]
+    assert pruned, [(t["state"], t["params"]) for t in sweep["trials"]]
+    complete = [t for t in sweep["trials"] if t["state"] == "complete"]
+    for t in pruned:   # pruned ones were worse than what had completed
+        assert t["params"]["return_offset"] < max(c["params"]["return_offset"] for c in complete)
+        for run in t["runs"]:
+            record = mosaic.show(run["id"])
+            assert record["state"] == P.CANCELLED and "pruned" in record["tags"]
+            assert record["reason"].startswith("pruned by sweep tpe at step")
+            assert record["summary"]["steps"] < 2000     # stopped early
+    # the sweep's CSV carries each run's tags (and note): pruned runs say so
+    rows = list(csv.DictReader(io.StringIO(mosaic.run("sweeps", "tpe", "--csv", check=True).stdout)))
+    assert {r["run_tags"] for r in rows if r["trial_state"] == "pruned"} == {"pruned"}
+    assert {r["run_tags"] for r in rows if r["trial_state"] == "complete"} == {""}
+
+
+def test_a_sweep_survives_a_daemon_sigkill_and_completes(daemon, mosaic, tmp_path):
+    spec = {"name": "tough", "base": {**BASE, "steps": 300, "params": {"rate": 150, "episode_every": 10}},
+            "params": {"return_offset": [1, 2, 3]}, "parallel": 1}
+    mosaic.run("sweep", write_spec(tmp_path, spec), check=True)
+    wait_for(lambda: any(r["state"] == P.RUNNING for r in json.loads(mosaic.run("ls", "--json").stdout)), 60,
+             what="the first trial's run")
+    os.kill(int(daemon.pid_file.read_text()), signal.SIGKILL)
+    mosaic.run("daemon", "start", check=True)
+    with connect(daemon) as client:
+        def finished():
+            return next(s for s in client.call(P.SWEEPS) if s["name"] == "tough")["state"] == "finished"
+        wait_for(finished, 120, 0.3, "the sweep to finish after the restart")
+        sweep = client.call(P.SWEEP_GET, sweep="tough")
+    assert [t["state"] for t in sweep["trials"]] == ["complete"] * 3
+    assert sorted(t["params"]["return_offset"] for t in sweep["trials"]) == [1, 2, 3]
+    assert sweep["runs"] == 3 and all(r["state"] == P.SUCCEEDED for t in sweep["trials"] for r in t["runs"])
+
+
+@pytest.mark.slow
+def test_a_tiny_real_cleanrl_sweep_and_its_tensorboard(daemon, mosaic, tmp_path):
+    """Two trials of CleanRL's DQN on CartPole (2,000 steps each): the real library through the sweep path."""
+    spec = {"name": "dqn-lr", "base": {"worker": "cleanrl", "algo": "dqn", "env": "CartPole-v1", "steps": 2000,
+                                       "seed": 1, "params": {"learning-starts": 500, "train-frequency": 10,
+                                                             "buffer-size": 2000}},
+            "params": {"learning-rate": [0.00025, 0.001]},
+            "objective": {"tag": "charts/episodic_return", "last": 5}}
+    proc = mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "900", timeout=960)
+    assert proc.returncode == 0, proc.stderr + mosaic.run("ls").stdout
+    sweep = json.loads(mosaic.run("sweeps", "dqn-lr", "--json", check=True).stdout)
+    assert sorted(t["params"]["learning-rate"] for t in sweep["trials"]) == [0.00025, 0.001]   # its schema's spelling
+    assert all(t["state"] == "complete" and t["value"] >= 1 for t in sweep["trials"])
+    out = mosaic.run("tensorboard", "--sweep", "dqn-lr", "--no-launch", check=True).stdout
+    # our export and CleanRL's own SummaryWriter files, side by side, by run name
+    assert "dqn-lr-t0-s1/worker:" in out and "dqn-lr-t1-s1:" in out
