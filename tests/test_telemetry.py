@@ -43,7 +43,7 @@ def test_every_event_type_round_trips():
         assert tm.check_event(event) is event
     assert events[2]["value"] == "nan"
     assert events[3]["return"] == 200.0 and events[3]["agents"] == {"agent_0": 100.0}
-    assert em.lines_written == 10
+    assert em.lines_written == 11
 
 
 @pytest.mark.parametrize("event, problem", [
