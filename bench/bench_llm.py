@@ -1,0 +1,106 @@
+"""The local LLM through the balrog worker against llama.cpp alone, on the same prompts.
+
+    python -m bench.bench_llm
+
+Managed: a balrog naive run on BabyAI (the local Gemma 3 270M, GBNF grammar over
+the six actions) through a daemon; its llm_step events give each call's prompt,
+latency and output tokens. Bare: a fresh process loads the same GGUF with the
+same settings into llama-cpp-python and sends the same prompts, in the same
+order (so llama.cpp's prefix cache helps both alike), with the same grammar,
+timing each ``create_completion``. Pairs alternate managed, bare, managed, bare.
+
+Figures: tokens/s of each side (output tokens / model time), the worker's env
+steps/s (steps / wall time of its loop, env and telemetry included), and model
+time bare / managed on the same prompts (goal >= 0.97: the worker adds nothing
+to a call). Both sides run with n_threads=2, one at a time.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from bench.common import ROOT, daemon_home, figure, median, print_table
+
+ENV = "BabyAI-GoToRedBallGrey-v0"
+STEPS = 10
+PAIRS = 2
+THREADS = 2
+
+BARE = r"""
+import json, sys, time
+from llama_cpp import Llama, LlamaGrammar
+from workers.sdk.llm.client import default_model_path, gbnf_choices
+from workers.sdk.llm.babyai import ACTION_LIST
+prompts = json.load(open(sys.argv[1]))
+llm = Llama(model_path=default_model_path(), n_ctx=8192, n_threads=int(sys.argv[2]), seed=0, verbose=False)
+grammar = LlamaGrammar.from_string(gbnf_choices(ACTION_LIST), verbose=False)
+out = []
+for prompt in prompts:
+    tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+    t = time.monotonic(); n = 0
+    for chunk in llm.create_completion(tokens, max_tokens=256, temperature=0.0, grammar=grammar, stream=True, seed=0):
+        n += 1
+    out.append((time.monotonic() - t, n))
+print(json.dumps(out))
+"""
+
+
+def managed(home) -> dict:
+    from daemon import protocol as P
+    from mosaic_tui.client import Client
+
+    config = {"worker": "balrog", "algo": "naive", "env": ENV, "seed": 1,
+              "params": {"episodes": 1, "max_steps_per_episode": STEPS, "n_threads": THREADS}}
+    with Client(home, name="bench") as c:
+        run = c.call(P.SUBMIT, config=config)
+        while c.call(P.GET, run=run["id"])["state"] not in P.FINAL_STATES:
+            time.sleep(0.5)
+        final = c.call(P.GET, run=run["id"])
+    if final["state"] != P.SUCCEEDED:
+        raise RuntimeError(f"managed run {final['state']}: {final.get('reason')}")
+    events = [json.loads(line) for line in (home.run_dir(run["id"]) / "events.jsonl").read_bytes().splitlines()]
+    steps = [e for e in events if e["type"] == "llm_step" and not e.get("partial")]
+    started = next(e["t"] for e in events if e["type"] == "run_started")
+    ended = next(e["t"] for e in events if e["type"] == "episode")
+    return {"prompts": [s["prompt"] + "\n\nAssistant:" for s in steps],
+            "model_s": sum(s["latency_s"] for s in steps), "tokens": sum(s["tokens_out"] for s in steps),
+            "steps_per_s": len(steps) / (ended - started)}
+
+
+def bare(prompts: list[str]) -> dict:
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(prompts, f)
+        f.flush()
+        out = subprocess.run([sys.executable, "-c", BARE, f.name, str(THREADS)], capture_output=True, text=True,
+                             check=True, cwd=ROOT).stdout
+    timings = json.loads(out.strip().splitlines()[-1])
+    return {"model_s": sum(t for t, _ in timings), "tokens": sum(n for _, n in timings)}
+
+
+def run() -> list[dict]:
+    managed_runs, bare_runs = [], []
+    with daemon_home(max_runs=1) as (home, _pid):
+        for _ in range(PAIRS):
+            m = managed(home)
+            managed_runs.append(m)
+            bare_runs.append(bare(m["prompts"]))
+    m_tps = [m["tokens"] / m["model_s"] for m in managed_runs]
+    b_tps = [b["tokens"] / b["model_s"] for b in bare_runs]
+    ratios = [b["model_s"] / m["model_s"] for m, b in zip(managed_runs, bare_runs)]
+    return [
+        figure("local Gemma 270M through the balrog worker, output tokens/s (median)", median(m_tps), "tokens/s", "",
+               f"runs: {', '.join(f'{v:.1f}' for v in m_tps)}; {STEPS} BabyAI steps, grammar over 6 actions"),
+        figure("the same prompts, llama-cpp-python alone, output tokens/s (median)", median(b_tps), "tokens/s", "",
+               f"runs: {', '.join(f'{v:.1f}' for v in b_tps)}"),
+        figure("balrog worker env steps/s with the local model (median)",
+               median([m["steps_per_s"] for m in managed_runs]), "steps/s", "", "env, prompt, call, telemetry"),
+        figure("model time on the same prompts, bare / through the worker", median(ratios), "ratio", ">= 0.97",
+               f"pairs: {', '.join(f'{r:.3f}' for r in ratios)}", median(ratios) >= 0.97),
+    ]
+
+
+if __name__ == "__main__":
+    print_table(run())

@@ -1,0 +1,172 @@
+"""The balrog worker through the real daemon and CLI: a misbehaving endpoint, budgets, the key, the local model."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from daemon import protocol as P
+from tests.conftest import wait_state
+from tests.llm_fault_server import FaultServer, free_port_url
+from workers.balrog_worker import WORKER
+from workers.sdk.config import ConfigError
+from workers.sdk.llm import keys
+
+KEY = "sk-planted-balrog-5f3c9e1d7a2b"
+BABYAI = "BabyAI-GoToRedBallGrey-v0"
+
+
+def events_of(home, run_id: str) -> list[dict]:
+    path = home.run_dir(run_id) / "events.jsonl"
+    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def llm_steps(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["type"] == "llm_step" and not e.get("partial")]
+
+
+def submit(mosaic, algo: str, env: str, *sets: str) -> str:
+    args = ["--worker", "balrog", "--algo", algo, "--env", env]
+    for s in sets:
+        args += ["--set", s]
+    return mosaic.submit(*args)
+
+
+def endpoint(url: str, *more: str) -> tuple[str, ...]:
+    return ("backend=openai", f"base_url={url}", "model=fault-model", "api_key_env=MOSAIC_TEST_KEY",
+            "backoff_s=0.01", "timeout_s=2", *more)
+
+
+def test_faults_budget_and_key_never_leaked(daemon, mosaic):
+    """Three runs against the misbehaving endpoint, one daemon:
+    - a failed call (429 then garbage, after its retries) is recorded and the default action played;
+    - on_error=fail with the endpoint down fails the run, naming the reason;
+    - a token budget stops a run cleanly, as completed.
+    The key, read from <home>/keys (0600), reaches the endpoint and nothing else."""
+    home = mosaic.home
+    keys.write_key("MOSAIC_TEST_KEY", KEY, home=str(home.root))
+    with FaultServer(["429", "garbage", "garbage"], usage=(12, 2)) as server:
+        faulty = submit(mosaic, "naive", BABYAI, *endpoint(server.base_url, "retries=2", "max_steps_per_episode=2"))
+        down = submit(mosaic, "naive", BABYAI, *endpoint(free_port_url(), "retries=1", "on_error=fail"))
+        faulty_run = wait_state(home, faulty, P.FINAL_STATES, timeout=120)
+        down_run = wait_state(home, down, P.FINAL_STATES, timeout=120)
+        budget = submit(mosaic, "robust_naive", BABYAI,
+                        *endpoint(server.base_url, "max_total_tokens=20", "episodes=3"))
+        budget_run = wait_state(home, budget, P.FINAL_STATES, timeout=120)
+        assert {r["headers"].get("authorization") for r in server.requests} == {f"Bearer {KEY}"}
+
+    assert faulty_run["state"] == P.SUCCEEDED, faulty_run
+    steps = llm_steps(events_of(home, faulty))
+    assert [s["step"] for s in steps] == [0, 1]
+    assert "malformed" in steps[0]["error"] and steps[0]["valid"] is False and steps[0]["played"] == "go forward"
+    assert steps[1]["error"] is None and steps[1]["action"] == "go forward" and steps[1]["valid"] is True
+    assert faulty_run["summary"]["llm"] == {"calls": 2, "invalid": 1, "errors": 1, "tokens_in": 12, "tokens_out": 2}
+    results = json.loads((home.run_dir(faulty) / "results.json").read_text())
+    assert results["totals"]["llm_errors"] == 1 and results["totals"]["invalid_rate"] == 0.5
+
+    assert down_run["state"] == P.FAILED
+    assert "LLM call failed at step 0" in down_run["reason"] and "down or too slow" in down_run["reason"]
+
+    assert budget_run["state"] == P.SUCCEEDED, budget_run
+    assert budget_run["summary"]["phase"] == "token budget reached: 28 of 20 tokens"
+    budget_results = json.loads((home.run_dir(budget) / "results.json").read_text())
+    assert budget_results["stopped_by_budget"] and len(budget_results["episodes"]) == 1
+    assert budget_results["episodes"][0]["steps"] == 2 and budget_results["totals"]["tokens_in"] == 24
+    robust = llm_steps(events_of(home, budget))
+    assert robust[0]["reply"] == "go forward" and robust[0]["candidate"] == "go forward"  # no tags: the whole reply
+
+    # the transcript export, then every file of the home: the key is nowhere but its 0600 file
+    from mosaic_tui.widgets.transcript_view import Transcript, export_transcript
+    export_transcript(home, faulty, faulty_run, Transcript(home.run_dir(faulty) / "events.jsonl"))
+    key_file = Path(keys.key_file("MOSAIC_TEST_KEY", str(home.root)))
+    leaked = [str(p) for p in Path(home.root).rglob("*")
+              if p.is_file() and p != key_file and KEY.encode() in p.read_bytes()]
+    assert leaked == []
+    assert any((Path(home.root) / "exports").glob("transcript-*.jsonl"))
+
+
+def test_bad_configs_refused_at_submit_with_one_line(daemon, mosaic):
+    cases = [
+        (("--set", "api_key=sk-x"), "api_key: unknown parameter"),     # a key never goes in a config
+        (("--set", "backend=gemini"), "backend"),
+        (("--set", "max_cost=1"), "max_cost: a cost budget needs params.price_in"),
+        (("--set", "model=/nowhere.gguf"), "model: /nowhere.gguf is not a file"),
+        (("--set", "api_key_env=sk key"), "api_key_env"),
+    ]
+    for sets, expected in cases:
+        proc = mosaic.run("submit", "--worker", "balrog", "--algo", "naive", "--env", BABYAI, *sets)
+        assert proc.returncode != 0 and expected in proc.stderr, (sets, proc.stderr)
+        assert proc.stderr.startswith("mosaic: error:") and proc.stderr.count("\n") == 1
+        assert "sk-x" not in proc.stderr
+    proc = mosaic.run("submit", "--worker", "balrog", "--algo", "naive", "--env", "BabyAI-GoToRedBal-v0")
+    assert "did you mean" in proc.stderr and "BabyAI-GoToRedBall-v0" in proc.stderr
+    proc = mosaic.run("submit", "--worker", "balrog", "--algo", "few_shot", "--env", "crafter")
+    assert "params.demos: few_shot needs demonstrations" in proc.stderr
+
+
+def test_descriptor_is_light_and_lists_installed_families():
+    import subprocess
+    import sys
+    code = ("import sys, workers.balrog_worker as b; b.WORKER.capabilities(); b.WORKER.schema('naive'); "
+            "heavy = [m for m in ('llama_cpp', 'openai', 'anthropic', 'gymnasium', 'minigrid', 'nle', 'torch') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout.strip()
+    assert out == "[]"
+    caps = WORKER.capabilities()
+    assert caps["algorithms"] == ["naive", "cot", "robust_naive", "robust_cot", "few_shot", "random"]
+    assert "babyai" in caps["env_families"]
+    with pytest.raises(ConfigError, match="mode"):
+        WORKER.validate({"worker": "balrog", "algo": "naive", "env": BABYAI, "mode": "eval"})
+
+
+# -- the real local model, one short episode per env family --------------------------------------
+FAMILY_RUNS = [  # (agent, env, extra params): every family, and the agent types that parse differently
+    ("naive", BABYAI, ()),
+    ("few_shot", BABYAI, ("demo_episodes=1", "max_icl_history=4")),
+    ("robust_cot", "crafter", ("max_tokens=16",)),
+    ("robust_naive", "textworld-coin", ()),
+    ("cot", "MiniHack-Room-5x5-v0", ("max_tokens=16",)),
+    ("naive", "NetHackScore-v0", ()),
+    ("random", "BabyAI-GoToRedBallGrey-v0", ()),
+]
+
+
+@pytest.mark.slow
+def test_one_episode_per_family_with_the_local_model(daemon, mosaic):
+    """No LLM configuration: the local Gemma GGUF through llama.cpp plays two steps of each family."""
+    home = mosaic.home
+    runs = []
+    for agent, env, extra in FAMILY_RUNS:
+        sets = ["max_steps_per_episode=2", "max_text_history=2", *extra]
+        if agent != "random":
+            sets.append("n_threads=1")
+        runs.append((agent, env, submit(mosaic, agent, env, *sets)))
+    for agent, env, run_id in runs:
+        run = wait_state(home, run_id, P.FINAL_STATES, timeout=600)
+        assert run["state"] == P.SUCCEEDED, (agent, env, run.get("reason"), run.get("stderr_tail"))
+        events = events_of(home, run_id)
+        started = next(e for e in events if e["type"] == "run_started")
+        results = json.loads((home.run_dir(run_id) / "results.json").read_text())
+        assert results["episodes"][0]["steps"] == 2, (agent, env)
+        if agent == "random":
+            assert llm_steps(events) == [] and "llm" not in run["summary"]
+            continue
+        assert started["model"] == "gemma-3-270m-q4_k_m.gguf"
+        steps = llm_steps(events)
+        assert [s["step"] for s in steps] == [0, 1], (agent, env)
+        for s in steps:
+            assert s["error"] is None and s["tokens_in"] > 50 and s["tokens_out"] >= 1 and s["latency_s"] > 0
+            # the prompt has it as BALROG puts it: "Current Observation:", short-term context, long-term
+            assert s["observation"] and all(line in s["prompt"] for line in s["observation"].splitlines())
+            assert (s["action"] is not None) == s["valid"]
+        if agent in ("naive", "robust_naive", "few_shot"):  # constrained by the grammar: always legal
+            assert all(s["valid"] for s in steps), (agent, env, [s["reply"] for s in steps])
+        if agent == "few_shot":
+            assert "START OF DEMONSTRATION EPISODE 1" in steps[0]["prompt"]
+        totals = results["totals"]
+        assert totals["llm_calls"] == 2 and totals["latency_p50"] > 0 and totals["latency_p99"] >= totals["latency_p50"]
+        assert run["summary"]["llm"]["calls"] == 2
+        assert "episode/success" in run["summary"]["tags"] and "llm/invalid_rate" in run["summary"]["tags"]

@@ -1,0 +1,103 @@
+"""The BALROG worker: a language-model agent plays BabyAI, Crafter, TextWorld, MiniHack or NetHack.
+
+BALROG (balrog-ai/BALROG, not on PyPI) evaluates LLMs as single agents: its
+agent types (naive, cot, robust_naive, robust_cot, few_shot), history prompt
+builder, env text wrappers and metrics are rebuilt faithfully on the shared LLM
+layer (workers/sdk/llm). The "algorithm" is the agent type; the model is any
+backend of the LLM layer, by default the local Gemma model. The daemon imports
+this module: it stays light (no llama_cpp, gymnasium, nle). docs/workers/balrog.md
+is the user's guide.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workers.balrog_worker import catalog
+from workers.sdk.config import ConfigError, RunConfig
+from workers.sdk.descriptor import WorkerDescriptor, dist_version
+from workers.sdk.envs import unknown_env
+from workers.sdk.llm import families
+from workers.sdk.llm.client import SpecError, normalise_spec, spec_from_params
+
+
+class BalrogDescriptor(WorkerDescriptor):
+    name = "balrog"
+    package = "workers.balrog_worker"
+    upstream = "llama-cpp-python"
+    description = ("BALROG's LLM agents (naive, chain of thought, robust, few-shot; random baseline) on BabyAI, "
+                   "Crafter, TextWorld, MiniHack and NetHack; a local Gemma model by default, or any "
+                   "OpenAI-compatible or Anthropic endpoint")
+
+    def metadata(self) -> dict[str, Any]:
+        meta = super().metadata()
+        meta["upstream"] = "BALROG (rebuilt), llama.cpp"
+        return meta
+
+    def available(self) -> bool:
+        return dist_version("llama-cpp-python") is not None and bool(catalog.available_families())
+
+    def capabilities(self) -> dict[str, Any]:
+        available = catalog.available_families()
+        return {
+            "paradigms": ["single_agent"],
+            "algorithms": list(catalog.AGENTS),
+            "env_families": available,
+            "envs": {agent: [e for f in available for e in families.FAMILIES[f]["envs"]] for agent in catalog.AGENTS},
+            "action_spaces": {agent: ["text"] for agent in catalog.AGENTS},
+            "llm_backends": ["local", "openai", "anthropic"],
+            "max_agents": 1,
+            "self_play": False,
+            "pause": True,
+            "checkpoints": False,
+            "gpu": False,
+            "frames": True,
+            "transcript": True,
+            "schema_version": catalog.SCHEMA_VERSION,
+        }
+
+    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
+        if algo not in catalog.AGENTS:
+            raise ConfigError("algo", f"unknown agent {algo!r} for worker 'balrog'; "
+                                      f"choose from {', '.join(catalog.AGENTS)}")
+        return catalog.schema(algo, env)
+
+    def check_env(self, config: RunConfig) -> None:
+        family = families.family_of(config.env)
+        if family is None or family not in catalog.FAMILIES:
+            raise unknown_env(config.env, families.known_envs(available_only=False), self.name)
+        if not families.family_available(family):
+            needs = ", ".join(families.FAMILIES[family]["needs"])
+            raise ConfigError("env", f"{config.env} is a {family} environment, which needs {needs}: "
+                                     f"not all installed")
+        known = families.registered_envs(family)
+        if config.env not in known:
+            raise unknown_env(config.env, list(known), self.name)
+        if config.mode == "eval":
+            raise ConfigError("mode", "a balrog run is an evaluation already; use mode 'train' (the default)")
+        if config.checkpoint is not None:
+            raise ConfigError("checkpoint", "a balrog agent has no checkpoint: its model is params.model")
+
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
+        p = config.params
+        if config.algo != "random":
+            try:
+                spec = normalise_spec(spec_from_params(p))
+            except SpecError as exc:
+                raise ConfigError(f"params.{exc.field}", str(exc).split(": ", 1)[-1]) from None
+            if spec["backend"] == "local" and spec["model"] and not os.path.isfile(os.path.expanduser(spec["model"])):
+                raise ConfigError("params.model", f"{spec['model']} is not a file (a GGUF model for the local "
+                                                  f"backend)")
+            if p["max_cost"] is not None and spec["price_in"] is None and spec["price_out"] is None:
+                raise ConfigError("params.max_cost", "a cost budget needs params.price_in / price_out")
+        if p["demos"] is not None:
+            if config.algo != "few_shot":
+                raise ConfigError("params.demos", "only the few_shot agent uses demonstrations")
+            if not os.path.isfile(os.path.expanduser(p["demos"])):
+                raise ConfigError("params.demos", f"{p['demos']} is not a file (an events.jsonl of an earlier run)")
+        elif config.algo == "few_shot" and families.family_of(config.env) != "babyai":
+            raise ConfigError("params.demos", "few_shot needs demonstrations outside BabyAI: an earlier run's "
+                                              "events.jsonl")
+
+
+WORKER = BalrogDescriptor()
