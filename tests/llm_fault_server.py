@@ -1,7 +1,7 @@
 """A small OpenAI-compatible HTTP server that misbehaves on purpose (the fault tests' endpoint).
 
 ``FaultServer(script)`` answers ``POST /v1/chat/completions`` with a streamed
-reply (``text``), after the faults queued in ``script`` have been served, one
+reply (``text``) and ``POST /v1/messages`` with an Anthropic Messages stream, after the faults queued in ``script`` have been served, one
 per request: ``"429"`` (rate limited, Retry-After 0), ``"500"``, ``"slow"``
 (sleeps ``slow_s`` before answering), ``"404"`` (no such model: not worth a retry), ``"garbage"`` (200 with an HTML page),
 ``"hang_up"`` (closes the connection without a word). It records each
@@ -57,6 +57,8 @@ class FaultServer:
                     return
                 if fault == "slow":
                     time.sleep(outer.slow_s)
+                if self.path.endswith("/messages"):
+                    return self._stream_anthropic(outer.text)
                 self._stream(outer.text)
 
             def _send(self, status, body, kind, headers=None):
@@ -86,6 +88,34 @@ class FaultServer:
                 parts.append(chunk(usage={"prompt_tokens": outer.usage[0], "completion_tokens": outer.usage[1],
                                           "total_tokens": sum(outer.usage)}))
                 parts.append(b"data: [DONE]\n\n")
+                body = b"".join(parts)
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def _stream_anthropic(self, text):
+                """The Messages API's event stream (what the anthropic SDK reads)."""
+                def event(kind, data):
+                    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+                usage_in, usage_out = outer.usage
+                parts = [event("message_start", {"message": {
+                    "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "fault-model",
+                    "stop_reason": None, "stop_sequence": None,
+                    "usage": {"input_tokens": usage_in, "output_tokens": 1}}}),
+                    event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})]
+                for i, word in enumerate(text.split(" ")):
+                    parts.append(event("content_block_delta", {"index": 0, "delta": {
+                        "type": "text_delta", "text": word if i == 0 else " " + word}}))
+                parts += [event("content_block_stop", {"index": 0}),
+                          event("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                                  "usage": {"output_tokens": usage_out}}),
+                          event("message_stop", {})]
                 body = b"".join(parts)
                 try:
                     self.send_response(200)

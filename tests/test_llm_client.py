@@ -179,3 +179,22 @@ def test_history_prompt_builder_as_balrog_builds_it():
     ]
     builder.max_text_history = 1
     assert builder.get_prompt()[2] == {"role": "user", "content": "Observation:"}  # beyond the text history
+
+
+def test_anthropic_backend_streams_retries_and_sends_the_key(planted_key):
+    seen = []
+    with FaultServer(["429", "500"], text="<|ACTION|>turn left<|END|>", usage=(40, 7)) as server:
+        client = make_client({"backend": "anthropic", "base_url": server.base_url.removesuffix("/v1"),
+                              "model": "fault-model", "api_key_env": "MOSAIC_TEST_KEY", "backoff_s": 0.01,
+                              "retries": 2})
+        reply = client.complete([{"role": "system", "content": "rules"}, {"role": "assistant", "content": "hi"},
+                                 {"role": "user", "content": "act"}], choices=CHOICES, on_text=seen.append)
+    assert reply.error is None and reply.attempts == 3
+    assert reply.text == "<|ACTION|>turn left<|END|>" and seen[-1] == reply.text and len(seen) >= 2
+    assert reply.action is None and not reply.valid      # no constrained decoding: the agent parses the tags
+    assert extract(reply.text, "robust") == "turn left"
+    assert (reply.tokens_in, reply.tokens_out) == (40, 7)
+    body = server.requests[-1]["body"]
+    assert body["system"] == "rules" and [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    headers = server.requests[-1]["headers"]
+    assert KEY in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))

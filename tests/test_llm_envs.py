@@ -56,3 +56,35 @@ def test_every_registered_id_belongs_to_its_family():
     with pytest.raises(ValueError, match="no text family"):
         make_text_env("CartPole-v1")
     assert as_text({"long_term_context": "a\n", "short_term_context": ""}) == "a"
+
+
+def test_balrog_babyai_frames_reach_fastlane(tmp_path, monkeypatch):
+    """The random baseline on BabyAI with frames on: the env's RGB frames land in the run's FastLane ring."""
+    import os
+
+    from workers.balrog_worker import WORKER
+    from workers.balrog_worker.runtime import BalrogRun
+    from workers.fastlane import layout
+    from workers.fastlane.reader import FrameReader
+    from workers.sdk.frames import env_frames
+    from workers.sdk.telemetry import Emitter
+
+    monkeypatch.chdir(tmp_path)
+    run_id = f"TESTBALROGFRAMES{os.getpid()}"
+    config = WORKER.validate({"worker": "balrog", "algo": "random", "env": "BabyAI-GoToRedBallGrey-v0",
+                              "run_id": run_id, "frames": {"enabled": True, "fps": 120, "max_dim": 64},
+                              "params": {"episodes": 1, "max_steps_per_episode": 3}})
+    frames = env_frames(config)
+    with open(tmp_path / "events.jsonl", "wb") as out:
+        emitter = Emitter(out.fileno())
+        try:
+            results = BalrogRun(config, emitter, frames).run()
+            emitter.close()
+            with FrameReader(run_id) as reader:
+                assert reader.attach() and reader.head >= 1
+                n, image = reader.latest()
+                assert image.shape[2] == 3 and max(image.shape[:2]) <= 64 and image.any()
+        finally:
+            frames.close()
+            layout.cleanup(run_id)
+    assert results["episodes"][0]["steps"] == 3 and results["totals"]["steps"] == 3

@@ -12,7 +12,7 @@ from textual.widgets import Static
 GROUPS = ("Navigation", "Runs", "View", "App")
 # the last part of a binding id that says what a key is for
 _NAVIGATION = {"down", "up", "top", "bottom", "end", "left", "right", "back", "forward", "open", "workers",
-               "metrics", "logs", "config", "frames", "artifacts"}
+               "metrics", "logs", "config", "frames", "artifacts", "transcript"}
 _RUNS = {"new", "clone", "cancel", "pause", "resume", "delete", "select", "compare", "eval", "submit"}
 
 
@@ -21,7 +21,8 @@ def purpose(binding_id: str) -> str:
     prefix, _, name = binding_id.rpartition(".")
     if not binding_id or prefix == "app":
         return "App"
-    if prefix in ("frames", "watch", "compare", "logs", "metrics", "artifacts") and name not in _NAVIGATION:
+    if prefix in ("frames", "watch", "compare", "logs", "metrics", "artifacts", "transcript") \
+            and name not in _NAVIGATION:
         # keys of a view: the frames' pause is not a run's; evaluating a checkpoint starts one
         return "Runs" if (prefix, name) == ("artifacts", "eval") else "View"
     if name in _NAVIGATION or prefix == "table":

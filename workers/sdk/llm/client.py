@@ -360,8 +360,7 @@ def _http_retryable(exc: Exception) -> Retryable | None:
             except (TypeError, ValueError):
                 wait = None
         return Retryable(f"HTTP {status}: {'rate limited' if status == 429 else 'server error'}", wait)
-    if name in ("APIResponseValidationError", "JSONDecodeError") or isinstance(exc, (ValueError, KeyError,
-                                                                                       TypeError, IndexError)):
+    if name in ("APIResponseValidationError", "JSONDecodeError"):
         return Retryable(f"malformed answer: {name}: {exc}")
     return None
 
@@ -456,8 +455,9 @@ class AnthropicClient(LLMClient):
         turns = _alternating([m for m in messages if m["role"] != "system"])
         kwargs: dict[str, Any] = {"system": system} if system else {}
         try:
+            # temperature through the body: anthropic 2.x's stream() has no parameter for it
             with self.sdk.messages.stream(model=self.model, messages=turns, max_tokens=max(1, max_tokens),
-                                          temperature=self.spec["temperature"], **kwargs) as stream:
+                                          extra_body={"temperature": self.spec["temperature"]}, **kwargs) as stream:
                 text = ""
                 for piece in stream.text_stream:
                     text += piece
