@@ -17,12 +17,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from daemon import protocol as P
 from daemon.home import Home
 from tests.conftest import ROOT, _stop_everything, wait_for
 
