@@ -378,7 +378,10 @@ class SweepController:
             # reported at whole twentieths of the run's steps: the pruner compares trials at the same step
             bucket = max(1, int(spec["base"].get("steps") or 1000) // 20)
             step = (min(steps) // bucket) * bucket
-            if spec["pruner"]["type"] != "none" and len(values) == len(runs) and step > self.reported.get(key, 0):
+            last_step = int(spec["base"].get("steps") or 0)
+            # a run at its last step is done: its value is told, never pruned (a cancel would only race its exit)
+            if spec["pruner"]["type"] != "none" and len(values) == len(runs) and step > self.reported.get(key, 0) \
+                    and not (last_step and min(steps) >= last_step):
                 self.reported[key] = step
                 trial = optuna.trial.Trial(study, frozen._trial_id)
                 trial.report(statistics.fmean(values), step)

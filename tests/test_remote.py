@@ -17,12 +17,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from daemon import protocol as P
 from daemon.home import Home
 from tests.conftest import ROOT, _stop_everything, wait_for
 
@@ -127,8 +125,9 @@ async def test_the_app_over_an_ssh_forwarded_socket_shows_a_runs_plot_and_frames
     from tests.app.conftest import wait_until
     config, host, sshd_proc = sshd
     ssh = (config, host, str(server_home.root))
-    # the CLI over --ssh starts the server's daemon and submits there
-    run_id = laptop(home, "submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "4000",
+    # the CLI over --ssh starts the server's daemon and submits there (a run long enough for a loaded
+    # machine: it is cancelled at the end)
+    run_id = laptop(home, "submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "40000",
                     "--set", "rate=400", "--frames", "--fps", "10", "--name", "far", ssh=ssh).stdout.strip()
     assert (server_home.runs_dir / run_id / "events.jsonl").exists()   # it is the server's run
     assert not home.db.exists()                                        # and nothing happened here
