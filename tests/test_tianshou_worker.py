@@ -201,6 +201,7 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_every_algorithm_through_the_daemon(daemon, mosaic):
     """Every algorithm a few hundred steps (offline: 100 gradient steps on a dataset recorded
     by a DQN run on CartPole and a SAC run on Pendulum), two at a time; the wall time of each

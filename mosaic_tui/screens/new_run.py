@@ -334,8 +334,10 @@ class NewRunScreen(Screen):
                 self.field(name).display = bool(caps.get("frames"))
             for name in ("mode", "checkpoint", "eval_episodes"):
                 self.field(name).display = bool(caps.get("checkpoints"))
-            self.field("record").display = bool(caps.get("record"))
-            self.field("dataset").display = algo in (caps.get("offline_algorithms") or [])
+            # an algorithm that learns from a dataset chooses one; the others may record one
+            offline = algo in (caps.get("offline_algorithms") or [])
+            self.field("record").display = bool(caps.get("record")) and not offline
+            self.field("dataset").display = offline
         key = self.chosen_key()
         if key != self._schema_key and self.field("dataset").display and key[2]:
             self.load_datasets(key[2])
