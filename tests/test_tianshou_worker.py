@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,30 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, connect, wait_for
+from tests.test_ray_worker import WAIT, events_of, finish, of_type  # the same run helpers
 from workers.sdk.config import ConfigError
-from workers.sdk.telemetry import check_event
 from workers.tianshou_worker import WORKER, catalog
 
 pytest.importorskip("tianshou")
-WAIT = "600"
-
-
-def events_of(home, run_id: str) -> list[dict]:
-    lines = (home.run_dir(run_id) / "events.jsonl").read_text().splitlines()
-    return [check_event(json.loads(line)) for line in lines]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
-
-
-def finish(mosaic, run_id: str, state: str = "succeeded") -> dict:
-    mosaic.run("wait", run_id, "--timeout", WAIT)
-    run = mosaic.show(run_id)
-    if run["state"] != state:
-        stderr = (mosaic.home.run_dir(run_id) / "stderr.log").read_text(errors="replace")[-4000:]
-        raise AssertionError(f"run {run_id} is {run['state']} ({run.get('reason')}), not {state}:\n{stderr}")
-    return run
 
 
 def submit(mosaic, config: dict) -> str:

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from workers.sdk.config import ConfigError, RunConfig, check_value
-from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
 from workers.sdk.envs import unknown_env
 from workers.sdk.rundir import CHECKPOINT_META
 from workers.tianshou_worker import catalog
@@ -71,8 +71,7 @@ class TianshouDescriptor(WorkerDescriptor):
                                      f"{config.env} has {info['actions']} actions")
         if config.mode == "train" and config.steps is None:
             raise ConfigError("steps", "is required to train (env steps; offline: gradient steps)")
-        if config.device != "cpu" and not torch_has_gpu_build():
-            raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+        check_torch_device(config.device)
 
     def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         info = catalog.ALGORITHMS[config.algo]
