@@ -113,6 +113,7 @@ def test_capabilities():
 SMALL = {"epoch_num_steps": 300, "test_envs": 1, "test_step_num_episodes": 2, "hidden_sizes": [32]}
 
 
+@pytest.mark.slow
 def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic):
     """DQN records a dataset; discrete CQL learns from it by the run's name; DQN resumes from
     its checkpoint; an eval of the checkpoint publishes frames and records the episodes it

@@ -11,6 +11,7 @@ pytestmark = pytest.mark.anyio
 pytest.importorskip("tianshou")
 
 
+@pytest.mark.slow  # trains a real (tiny) DQN to record from
 async def test_record_then_offline_from_the_form(daemon):
     from daemon import protocol as P
     from tests.conftest import connect
