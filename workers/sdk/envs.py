@@ -44,3 +44,8 @@ def unknown_env(env: str, known: list[str], worker: str) -> ConfigError:
     """The error for an env id a worker does not know: the closest known ids, else all of them."""
     hint = did_you_mean(env, known) or f"; choose from {', '.join(known) or 'nothing: no env family is installed'}"
     return ConfigError("env", f"unknown environment {env!r} for worker {worker!r}{hint}")
+
+
+def missing_family(env: str, family: str, needs: Iterable[str]) -> ConfigError:
+    """The error for an env whose family's distributions are not all installed."""
+    return ConfigError("env", f"{env} is a {family} environment, which needs {', '.join(needs)}: not all installed")
