@@ -4,7 +4,8 @@ Checkpoints (the ones the run reported, ``summary.checkpoints``, and anything
 else under ``checkpoints/``), videos (CleanRL's ``--capture-video`` writes
 ``videos/<run name>/*.mp4`` in the run directory) and TensorBoard logs (the
 directories holding ``events.out.tfevents.*`` files: ``tensorboard/<run
-name>`` for CleanRL). ``c`` copies the highlighted path (OSC 52, which
+name>`` for CleanRL) and a recorded offline dataset (``dataset.hdf5``,
+workers/sdk/dataset.py). ``c`` copies the highlighted path (OSC 52, which
 works over SSH and in tmux with ``set-clipboard on``); on a checkpoint, ``E``
 starts an evaluation run of it with frames on and opens it.
 """
