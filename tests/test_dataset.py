@@ -104,3 +104,14 @@ def test_cleanrl_training_env_records_a_dataset(tmp_path):
     lengths = np.diff(np.concatenate([[-1], np.flatnonzero(buf.done)]))
     reported = [e["length"] for e in events if e["type"] == "episode"]
     assert all(int(n) in reported for n in lengths)
+
+
+def test_artifacts_tab_lists_the_recorded_dataset(tmp_path):
+    from mosaic_tui.widgets.artifacts_view import DATASET, collect
+
+    recorder = Recorder({"episodes": 1}, "CartPole-v1", str(tmp_path))
+    _play(recorder.wrap(gym.make("CartPole-v1")), 100)
+    assert [a.kind for a in collect({}, tmp_path)] == []
+    recorder.finish()
+    found = collect({}, tmp_path)
+    assert [(a.kind, a.path.name) for a in found] == [(DATASET, "dataset.hdf5")] and found[0].size() > 0

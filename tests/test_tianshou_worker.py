@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,30 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, connect, wait_for
+from tests.test_ray_worker import WAIT, events_of, finish, of_type  # the same run helpers
 from workers.sdk.config import ConfigError
-from workers.sdk.telemetry import check_event
 from workers.tianshou_worker import WORKER, catalog
 
 pytest.importorskip("tianshou")
-WAIT = "600"
-
-
-def events_of(home, run_id: str) -> list[dict]:
-    lines = (home.run_dir(run_id) / "events.jsonl").read_text().splitlines()
-    return [check_event(json.loads(line)) for line in lines]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
-
-
-def finish(mosaic, run_id: str, state: str = "succeeded") -> dict:
-    mosaic.run("wait", run_id, "--timeout", WAIT)
-    run = mosaic.show(run_id)
-    if run["state"] != state:
-        stderr = (mosaic.home.run_dir(run_id) / "stderr.log").read_text(errors="replace")[-4000:]
-        raise AssertionError(f"run {run_id} is {run['state']} ({run.get('reason')}), not {state}:\n{stderr}")
-    return run
 
 
 def submit(mosaic, config: dict) -> str:
@@ -133,6 +113,7 @@ def test_capabilities():
 SMALL = {"epoch_num_steps": 300, "test_envs": 1, "test_step_num_episodes": 2, "hidden_sizes": [32]}
 
 
+@pytest.mark.slow
 def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic):
     """DQN records a dataset; discrete CQL learns from it by the run's name; DQN resumes from
     its checkpoint; an eval of the checkpoint publishes frames and records the episodes it
@@ -201,6 +182,7 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_every_algorithm_through_the_daemon(daemon, mosaic):
     """Every algorithm a few hundred steps (offline: 100 gradient steps on a dataset recorded
     by a DQN run on CartPole and a SAC run on Pendulum), two at a time; the wall time of each

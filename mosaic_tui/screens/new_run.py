@@ -191,7 +191,7 @@ class NewRunScreen(Screen):
         yield ConnectionBanner()
         with VerticalScroll(id="form"):
             for section, names in SECTIONS:
-                yield Static(section, classes="section")
+                yield Static(section, classes="section", id=f"section-{section.lower()}")
                 for name in names:
                     yield self._common_field(name, specs[name])
                 if section == "Run":   # the algorithm's own parameters right under what chose them
@@ -338,8 +338,11 @@ class NewRunScreen(Screen):
                 self.field(name).display = bool(caps.get("frames"))
             for name in ("mode", "checkpoint", "eval_episodes"):
                 self.field(name).display = bool(caps.get("checkpoints"))
-            self.field("record").display = bool(caps.get("record"))
-            self.field("dataset").display = algo in (caps.get("offline_algorithms") or [])
+            # an algorithm that learns from a dataset chooses one; the others may record one
+            offline = algo in (caps.get("offline_algorithms") or [])
+            self.field("record").display = bool(caps.get("record")) and not offline
+            self.field("dataset").display = offline
+            self.query_one("#section-data").display = self.field("record").display or offline
         key = self.chosen_key()
         if key != self._schema_key and self.field("dataset").display and key[2]:
             self.load_datasets(key[2])

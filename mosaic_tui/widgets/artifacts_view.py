@@ -4,7 +4,8 @@ Checkpoints (the ones the run reported, ``summary.checkpoints``, and anything
 else under ``checkpoints/``), videos (CleanRL's ``--capture-video`` writes
 ``videos/<run name>/*.mp4`` in the run directory) and TensorBoard logs (the
 directories holding ``events.out.tfevents.*`` files: ``tensorboard/<run
-name>`` for CleanRL). ``c`` copies the highlighted path (OSC 52, which
+name>`` for CleanRL) and a recorded offline dataset (``dataset.hdf5``,
+workers/sdk/dataset.py). ``c`` copies the highlighted path (OSC 52, which
 works over SSH and in tmux with ``set-clipboard on``); on a checkpoint, ``E``
 starts an evaluation run of it with frames on and opens it.
 """
@@ -24,8 +25,9 @@ from textual.widgets import DataTable, Static
 
 from daemon import protocol as P
 from workers.sdk.config import eval_config
+from workers.sdk.rundir import DATASET_FILE
 
-CHECKPOINT, VIDEO, TENSORBOARD = "checkpoint", "video", "tensorboard"
+CHECKPOINT, VIDEO, TENSORBOARD, DATASET = "checkpoint", "video", "tensorboard", "dataset"
 SCAN_SECONDS = 2.0          # a shown tab rescans this often (new checkpoints, videos)
 MAX_DEPTH = 4               # how deep under the run directory videos and event files are looked for
 SKIP_DIRS = {"checkpoints"}  # walked on their own; never into a checkpoint's own files
@@ -53,7 +55,8 @@ class Artifact:
 
 
 def collect(run: dict[str, Any] | None, run_dir: Path) -> list[Artifact]:
-    """Every artifact of a run: checkpoints first (the reported ones in order), then videos, then logs."""
+    """Every artifact of a run: checkpoints first (the reported ones in order), then its
+    recorded dataset, videos, then logs."""
     found: list[Artifact] = []
     seen: set[Path] = set()
     reported = ((run or {}).get("summary") or {}).get("checkpoints") or []
@@ -83,7 +86,9 @@ def collect(run: dict[str, Any] | None, run_dir: Path) -> list[Artifact]:
         if any(f.startswith("events.out.tfevents") for f in filenames):
             boards.append(Artifact(TENSORBOARD, here))
         videos.extend(Artifact(VIDEO, here / f) for f in sorted(filenames) if f.endswith(".mp4"))
-    return found + videos + boards
+    # a recorded offline dataset (workers/sdk/dataset.py): what an offline run can name
+    datasets = [Artifact(DATASET, run_dir / DATASET_FILE)] if (run_dir / DATASET_FILE).is_file() else []
+    return found + datasets + videos + boards
 
 
 def size_text(size: int) -> str:

@@ -11,6 +11,7 @@ pytestmark = pytest.mark.anyio
 pytest.importorskip("tianshou")
 
 
+@pytest.mark.slow  # trains a real (tiny) DQN to record from
 async def test_record_then_offline_from_the_form(daemon):
     from daemon import protocol as P
     from tests.conftest import connect
@@ -33,6 +34,8 @@ async def test_record_then_offline_from_the_form(daemon):
         # while no run has recorded on CartPole, an offline algorithm cannot be submitted
         await choose(pilot, screen, "algo", "discrete_cql")
         await wait_until(pilot, lambda: screen.field("dataset").display, what="the dataset field")
+        assert not screen.field("record").display   # it steps no env: nothing to record
+        screen.field("name").set_value("")
         await wait_until(pilot, lambda: screen.field("dataset").error, what="the dataset field's error")
         assert "no run recorded a dataset on CartPole-v1" in screen.field("dataset").error
         await wait_until(pilot, lambda: (app.link.runs.get(run["id"]) or {}).get("state") in P.FINAL_STATES,

@@ -12,8 +12,8 @@ from typing import Any
 
 from workers.ray_worker import catalog
 from workers.sdk.config import ConfigError, RunConfig, check_value
-from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
-from workers.sdk.envs import unknown_env
+from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
+from workers.sdk.envs import missing_family, unknown_env
 from workers.sdk.rundir import CHECKPOINT_META
 
 
@@ -66,13 +66,10 @@ class RayDescriptor(WorkerDescriptor):
         if info is None:
             raise unknown_env(config.env, catalog.known_envs(), self.name)
         if not catalog.family_available(info["family"]):
-            needs = ", ".join(catalog.FAMILIES[info["family"]]["needs"])
-            raise ConfigError("env", f"{config.env} is a {info['family']} environment, which needs {needs}: "
-                                     f"not all installed")
+            raise missing_family(config.env, info["family"], catalog.FAMILIES[info["family"]]["needs"])
         if config.mode == "train" and config.steps is None:
             raise ConfigError("steps", "is required to train (env steps sampled, all env runners together)")
-        if config.device != "cpu" and not torch_has_gpu_build():
-            raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+        check_torch_device(config.device)
 
     def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         p = config.params

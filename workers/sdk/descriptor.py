@@ -19,6 +19,12 @@ from workers.sdk.config import (ConfigError, RunConfig, canonical_params, check_
 from workers.sdk.installed import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
 
 
+def check_torch_device(device: str) -> None:
+    """ConfigError("device") for any device but "cpu" when the installed torch is a CPU-only build."""
+    if device != "cpu" and not torch_has_gpu_build():
+        raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+
+
 def resolve_algorithm(typed: str, names: list[str], worker: str) -> str:
     """The one of ``names`` a user means by ``typed``: itself, the same in any case
     or with '-' for '_' (``ppo`` for RLlib's ``PPO``), or the only name it begins

@@ -207,7 +207,14 @@ JUMANJI_ACTIONS = {
 JUMANJI_GYM_ENVS: dict[str, dict[str, str]] = {
     f"jumanji/{env}": {"family": "jumanji", "actions": kind} for env, kind in JUMANJI_ACTIONS.items()
 }
+
+
 def aliases_among(known: Iterable[str]) -> dict[str, str]:
     """The aliases of the ids in ``known``."""
     known = set(known)
     return {alias: env for alias, env in multigrid_aliases().items() if env in known}
+
+
+def missing_family(env: str, family: str, needs: Iterable[str]) -> ConfigError:
+    """The error for an env whose family's distributions are not all installed."""
+    return ConfigError("env", f"{env} is a {family} environment, which needs {', '.join(needs)}: not all installed")

@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from workers.sdk.config import ConfigError, RunConfig, check_value
-from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
-from workers.sdk.envs import unknown_env
+from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
+from workers.sdk.envs import missing_family, unknown_env
 from workers.sdk.rundir import CHECKPOINT_META
 from workers.tianshou_worker import catalog
 
@@ -64,15 +64,13 @@ class TianshouDescriptor(WorkerDescriptor):
         if info is None:
             raise unknown_env(config.env, list(catalog.ENVS), self.name)
         if not self._family_installed(info["family"]):
-            raise ConfigError("env", f"{config.env} is a {info['family']} environment, which needs "
-                                     f"{', '.join(catalog.FAMILIES[info['family']])}: not all installed")
+            raise missing_family(config.env, info["family"], catalog.FAMILIES[info["family"]])
         if not catalog.takes(config.algo, info["actions"]):
             raise ConfigError("env", f"{config.algo} takes {catalog.ALGORITHMS[config.algo]['actions']} actions; "
                                      f"{config.env} has {info['actions']} actions")
         if config.mode == "train" and config.steps is None:
             raise ConfigError("steps", "is required to train (env steps; offline: gradient steps)")
-        if config.device != "cpu" and not torch_has_gpu_build():
-            raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+        check_torch_device(config.device)
 
     def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         info = catalog.ALGORITHMS[config.algo]

@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
-from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
 from workers.sdk.rundir import CHECKPOINT_META
 from workers.xuance_worker import catalog
 
@@ -189,8 +189,7 @@ class XuanCeDescriptor(WorkerDescriptor):
             raise ConfigError("env", f"{config.algo} needs {' or '.join(info['actions'])} actions; "
                                      f"{env_id} has {kind} actions")
         self._config_file(config.algo, family, env_id)
-        if config.device != "cpu" and not torch_has_gpu_build():
-            raise ConfigError("device", f"the installed torch ({dist_version('torch')}) is a CPU-only build")
+        check_torch_device(config.device)
         if config.mode == "eval":
             # "run:NAME" and paths relative to the home are the daemon's to resolve (after this
             # check); the worker validates again with the absolute path the daemon wrote
