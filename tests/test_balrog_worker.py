@@ -170,3 +170,30 @@ def test_one_episode_per_family_with_the_local_model(daemon, mosaic):
         assert totals["llm_calls"] == 2 and totals["latency_p50"] > 0 and totals["latency_p99"] >= totals["latency_p50"]
         assert run["summary"]["llm"]["calls"] == 2
         assert "episode/success" in run["summary"]["tags"] and "llm/invalid_rate" in run["summary"]["tags"]
+
+
+def test_cost_budget_stops_the_run_in_process(tmp_path, monkeypatch, planted_env_key):
+    """The cost budget (prices per million tokens): the run stops after the call that reaches it."""
+    from workers.balrog_worker.runtime import BalrogRun
+    from workers.sdk.telemetry import Emitter
+
+    monkeypatch.chdir(tmp_path)
+    with FaultServer(usage=(1000, 10)) as server:  # each call: 1000 x $1 + 10 x $100 per million = $0.002
+        config = WORKER.validate({"worker": "balrog", "algo": "naive", "env": BABYAI, "params": {
+            "backend": "openai", "base_url": server.base_url, "model": "fault-model", "api_key_env": "MOSAIC_TEST_KEY",
+            "price_in": 1.0, "price_out": 100.0, "max_cost": 0.005, "episodes": 2}})
+        with open(tmp_path / "events.jsonl", "wb") as out:
+            emitter = Emitter(out.fileno())
+            results = BalrogRun(config, emitter).run()
+            emitter.close()
+    assert len(server.requests) == 3                      # $0.002, $0.004, $0.006 >= $0.005: stop
+    assert results["stopped_by_budget"] == "cost budget reached: $0.0060 of $0.005"
+    assert results["totals"]["cost"] == pytest.approx(0.006) and len(results["episodes"]) == 1
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_bytes().splitlines()]
+    assert [e["name"] for e in events if e["type"] == "phase"] == [results["stopped_by_budget"]]
+    assert [e["cost"] for e in llm_steps(events)] == [pytest.approx(0.002)] * 3
+
+
+@pytest.fixture
+def planted_env_key(monkeypatch):
+    monkeypatch.setenv("MOSAIC_TEST_KEY", KEY)

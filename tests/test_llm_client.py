@@ -198,3 +198,18 @@ def test_anthropic_backend_streams_retries_and_sends_the_key(planted_key):
     assert body["system"] == "rules" and [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     headers = server.requests[-1]["headers"]
     assert KEY in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))
+
+
+def test_openai_compatible_constraints_go_in_the_request(planted_key):
+    with FaultServer(text='{"action": "turn right"}') as server:
+        reply = make_client(fast(server.base_url, constrain="json_schema")).complete("act", choices=CHOICES)
+        schema = server.requests[-1]["body"]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["action"]["enum"] == CHOICES and reply.action == "turn right" and reply.valid
+    with FaultServer() as server:
+        make_client(fast(server.base_url, constrain="guided_choice")).complete("act", choices=CHOICES)
+        make_client(fast(server.base_url, constrain="grammar")).complete("act", choices=CHOICES)
+        make_client(fast(server.base_url)).complete("act", choices=CHOICES)  # auto: none elsewhere than OpenAI
+    guided, grammar, auto = (r["body"] for r in server.requests)
+    assert guided["guided_choice"] == CHOICES and guided["structured_outputs"] == {"choice": CHOICES}
+    assert grammar["grammar"] == 'root ::= "turn left" | "turn right" | "go forward"\n'
+    assert not {"guided_choice", "grammar", "response_format"} & set(auto)
