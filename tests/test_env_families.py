@@ -234,3 +234,20 @@ def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
     assert "env_runners/self_play_main_win_rate" in run["summary"]["tags"]
     episodes = [e for e in events_of(daemon, run_id) if e["type"] == "episode"]
     assert episodes and set(episodes[0]["agents"]) == {"green_0", "green_1", "blue_0", "blue_1"}
+
+
+@slow
+@pytest.mark.parametrize("policy", ["shared", "independent", "shared_value"])
+def test_multigrid_policy_configurations_on_rllib(daemon, mosaic, policy):
+    """The other three policy configurations of the ray worker on soccer 2v2 (self_play: above)."""
+    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "soccer_2vs2", "--steps", "200",
+                           "--set", f"policy={policy}", "--set", "train_batch_size_per_learner=100",
+                           "--set", "minibatch_size=50", "--set", "num_epochs=1", "--set", "fcnet_hiddens=[32]",
+                           "--set", 'env_kwargs={"max_steps": 25}')
+    run = finished(mosaic, run_id)
+    assert run["summary"]["steps"] >= 200 and run["summary"]["episodes"] > 0
+    modules = {"shared": {"shared_green", "shared_blue"}, "shared_value": {"shared_critic"},
+               "independent": {"green_0", "green_1", "blue_0", "blue_1"}}[policy]
+    tags = run["summary"]["tags"]
+    assert all(any(f"/{module}/" in tag or tag.startswith(f"{module}/") for tag in tags) for module in modules), \
+        sorted(tags)[:40]

@@ -10,49 +10,14 @@ imports torch, ray or xuance (a test checks ``sys.modules``).
 """
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import sys
 from typing import Any
 
+# re-exported: workers import them from here
+from workers.sdk.packages import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
 from workers.sdk.config import (ConfigError, RunConfig, canonical_params, check_params, did_you_mean, fold,
                                 parse_run_config)
-
-
-def dist_version(dist: str) -> str | None:
-    """Installed version of a distribution, read from its metadata (no import)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def module_available(name: str | None) -> bool:
-    """Could ``name`` be imported? Found on the path, not imported (None: nothing needed)."""
-    if name is None:
-        return True
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def package_dirs(name: str) -> list[str]:
-    """The folders of an installed package, found without importing it (a
-    namespace package such as cleanrl may have several); [] if not installed."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return []
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    return list(spec.submodule_search_locations)
-
-
-def torch_has_gpu_build() -> bool:
-    """False for the CPU build of torch (version "2.x+cpu") or none, read from its metadata."""
-    version = dist_version("torch")
-    return version is not None and "+cpu" not in version
+from workers.sdk.envs import resolve_alias
 
 
 def resolve_algorithm(typed: str, names: list[str], worker: str) -> str:
@@ -123,7 +88,6 @@ class WorkerDescriptor:
         spelling (``learning_starts`` for ``learning-starts``). The daemon calls
         this at submit, before ``validate``, so the CLI, the app and config files
         all get it and the run record stores the canonical names."""
-        from workers.sdk.envs import resolve_alias  # workers.sdk.envs imports this module
         algo = config.get("algo")
         if not isinstance(algo, str):
             return config  # validate says what is wrong
