@@ -28,6 +28,13 @@ COLLECT_1V1 = "MosaicMultiGrid-C-1v1-IndAgObs-v1"
 
 
 # -- helpers ---------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def shared_numba_cache(monkeypatch, tmp_path_factory):
+    """mosaic_multigrid's numba functions compile once per session, not once per test home
+    (workers keep a NUMBA_CACHE_DIR they inherit; the daemon inherits the test's environment)."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "numba-cache"))
+
+
 def first_frame(home, run_id: str, timeout: float = 120) -> np.ndarray:
     """One frame of a running run, relayed by the daemon over the socket."""
     wait_state(home, run_id, P.RUNNING, timeout=60)
@@ -68,6 +75,7 @@ def test_families_are_read_from_the_installed_packages():
 
 
 # -- MultiGrid on XuanCe -------------------------------------------------------------------
+@pytest.mark.slow  # about two minutes: the curriculum, the frames and the refusal in one daemon
 def test_multigrid_on_xuance_through_the_daemon(daemon, mosaic, tmp_path):
     """MAPPO with one shared network on a curriculum collect 1v1 -> soccer 1v1 (typed as aliases):
     the run is stored with the real ids, trains in one process with both phases as events,
