@@ -28,6 +28,13 @@ COLLECT_1V1 = "MosaicMultiGrid-C-1v1-IndAgObs-v1"
 
 
 # -- helpers ---------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def shared_numba_cache(monkeypatch, tmp_path_factory):
+    """mosaic_multigrid's numba functions compile once per session, not once per test home
+    (workers keep a NUMBA_CACHE_DIR they inherit; the daemon inherits the test's environment)."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "numba-cache"))
+
+
 def first_frame(home, run_id: str, timeout: float = 120) -> np.ndarray:
     """One frame of a running run, relayed by the daemon over the socket."""
     wait_state(home, run_id, P.RUNNING, timeout=60)
@@ -68,6 +75,7 @@ def test_families_are_read_from_the_installed_packages():
 
 
 # -- MultiGrid on XuanCe -------------------------------------------------------------------
+@pytest.mark.slow  # about two minutes: the curriculum, the frames and the refusal in one daemon
 def test_multigrid_on_xuance_through_the_daemon(daemon, mosaic, tmp_path):
     """MAPPO with one shared network on a curriculum collect 1v1 -> soccer 1v1 (typed as aliases):
     the run is stored with the real ids, trains in one process with both phases as events,
@@ -234,3 +242,20 @@ def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
     assert "env_runners/self_play_main_win_rate" in run["summary"]["tags"]
     episodes = [e for e in events_of(daemon, run_id) if e["type"] == "episode"]
     assert episodes and set(episodes[0]["agents"]) == {"green_0", "green_1", "blue_0", "blue_1"}
+
+
+@slow
+@pytest.mark.parametrize("policy", ["shared", "independent", "shared_value"])
+def test_multigrid_policy_configurations_on_rllib(daemon, mosaic, policy):
+    """The other three policy configurations of the ray worker on soccer 2v2 (self_play: above)."""
+    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "soccer_2vs2", "--steps", "200",
+                           "--set", f"policy={policy}", "--set", "train_batch_size_per_learner=100",
+                           "--set", "minibatch_size=50", "--set", "num_epochs=1", "--set", "fcnet_hiddens=[32]",
+                           "--set", 'env_kwargs={"max_steps": 25}')
+    run = finished(mosaic, run_id)
+    assert run["summary"]["steps"] >= 200 and run["summary"]["episodes"] > 0
+    modules = {"shared": {"shared_green", "shared_blue"}, "shared_value": {"shared_critic"},
+               "independent": {"green_0", "green_1", "blue_0", "blue_1"}}[policy]
+    tags = run["summary"]["tags"]
+    assert all(any(f"/{module}/" in tag or tag.startswith(f"{module}/") for tag in tags) for module in modules), \
+        sorted(tags)[:40]

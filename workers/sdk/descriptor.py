@@ -13,10 +13,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+# re-exported: workers import them from here
+from workers.sdk.packages import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
 from workers.sdk.config import (ConfigError, RunConfig, canonical_params, check_params, did_you_mean, fold,
                                 parse_run_config)
-# what is installed, found without importing it (a worker's descriptor imports these from here)
-from workers.sdk.installed import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
+from workers.sdk.envs import resolve_alias
 
 
 def check_torch_device(device: str) -> None:
@@ -93,7 +94,6 @@ class WorkerDescriptor:
         spelling (``learning_starts`` for ``learning-starts``). The daemon calls
         this at submit, before ``validate``, so the CLI, the app and config files
         all get it and the run record stores the canonical names."""
-        from workers.sdk.envs import resolve_alias  # workers.sdk.envs imports this module
         algo = config.get("algo")
         if not isinstance(algo, str):
             return config  # validate says what is wrong

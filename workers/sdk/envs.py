@@ -17,7 +17,7 @@ import re
 from typing import Any, Iterable
 
 from workers.sdk.config import ConfigError, did_you_mean
-from workers.sdk.installed import package_dirs
+from workers.sdk.packages import package_dirs
 
 # env id -> family (the gymnasium extra that brings it), action kind and, for
 # the small tasks, observation / action spaces (XuanCe checks a curriculum with them)

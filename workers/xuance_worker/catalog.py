@@ -126,11 +126,11 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 }
 
 
-# The multi-agent algorithms that also train on MultiGrid (discrete actions, eight of them),
+# The multi-agent algorithms that also train on MultiGrid (discrete actions, fourteen of them),
 # from their MPE configuration (simple_spread_v3.yaml) with discrete actions; each checked by
 # tests/test_env_families.py::test_every_multigrid_algorithm_runs. The others of ALGORITHMS' MPE
 # list take continuous actions only (MADDPG, MATD3, ISAC...).
-MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac", "mfq",
+MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac", "mfq", "mfac",
                         "commnet", "ic3net", "tarmac")
 
 

@@ -1,6 +1,8 @@
-"""What is installed here, found from distributions' metadata and the import
-path without importing anything (descriptors and the env tables run in the
-daemon, which must never import torch, ray, jax ...)."""
+"""What is installed, read from metadata and the import system's finders: nothing is imported.
+
+Descriptors (daemon side) and the env table (workers/sdk/envs.py) use these to
+say what a worker can run without importing torch, ray, xuance or the env packages.
+"""
 from __future__ import annotations
 
 import importlib.metadata
