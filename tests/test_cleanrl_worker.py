@@ -197,8 +197,13 @@ def test_schema_is_the_scripts_argparse(algo):
     # the common config owns these
     for owned in ("env-id", "total-timesteps", "seed", "cuda"):
         assert owned not in props
-    # huggingface_hub is not installed: uploading cannot work
-    assert "upload-model" not in props and "hf-entity" not in props
+    # uploading is offered only where huggingface_hub is installed (jumanji's stack brings it)
+    from workers.sdk.packages import module_available
+    hub = module_available("huggingface_hub")
+    if algo in ("dqn", "c51", "dqn_atari"):  # the scripts that have the option at all
+        assert ("upload-model" in props) == hub and ("hf-entity" in props) == hub
+    else:
+        assert "upload-model" not in props
     assert props["save-model"]["type"] == "boolean" and props["save-model"]["default"] is False
     assert props["track"] == {"type": "boolean", "default": False,
                               "description": "if toggled, this experiment will be tracked with Weights and Biases"}
