@@ -154,6 +154,21 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     stderr = (mosaic.home.run_dir(resumed) / "stderr.log").read_text()
     assert "resumed from" in stderr and "epoch 3" in stderr
 
+    # eval mode: the final checkpoint's greedy policy plays one episode (Snake ends at its time limit
+    # or when the snake dies), with frames on
+    final = saved[-1]["path"]
+    evaluation = mosaic.submit(config_file(mosaic, "snake-eval", env="Snake-v1", mode="eval", checkpoint=final,
+                                           eval_episodes=1, params=TINY,
+                                           frames={"enabled": True, "fps": 5, "max_dim": 96}))
+    run = finish(mosaic, evaluation)
+    events = events_of(mosaic.home, evaluation)
+    episodes = of_type(events, "episode")
+    assert len(episodes) == 1 and 1 <= episodes[0]["length"] <= 4000
+    assert run["summary"]["steps"] == episodes[0]["length"]
+    assert [e["name"] for e in of_type(events, "phase")] == ["setup", "compiling", "eval"]
+    assert not of_type(events, "checkpoint_saved") and "frames disabled" not in \
+        (mosaic.home.run_dir(evaluation) / "stderr.log").read_text()
+
     # refused at submit, naming the field: another env's checkpoint, a bad param
     out = mosaic.run("submit", config_file(mosaic, "wrong-env", env="Game2048-v1", checkpoint=middle))
     assert out.returncode != 0 and "checkpoint" in out.stdout + out.stderr and "Snake-v1" in out.stdout + out.stderr
