@@ -129,6 +129,7 @@ def test_bad_config_is_refused_naming_the_field(config, field):
 
 
 # -- through the daemon ------------------------------------------------------------
+@pytest.mark.timeout(1500)  # three runs, each mostly JIT compilation (minutes when the cores are busy)
 def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     snake = mosaic.submit(config_file(mosaic, "snake", env="Snake-v1",
                                       params={**TINY, "training.num_epochs": 6, "checkpoint_every": 3},
@@ -136,9 +137,10 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     # a frame of the training envs, drawn by Snake's viewer, while the run trains
     from workers.fastlane.reader import FrameReader
     from workers.fastlane import layout
-    wait_for(lambda: layout.run_files(snake), 200, 0.2, what="the run's FastLane segment")
+    # (the segment opens once the epoch function is compiled)
+    wait_for(lambda: layout.run_files(snake), float(WAIT), 0.2, what="the run's FastLane segment")
     with FrameReader(snake) as reader:
-        number, frame = wait_for(reader.latest, 200, 0.2, what="a frame")
+        number, frame = wait_for(reader.latest, float(WAIT), 0.2, what="a frame")
     assert number >= 1 and frame.shape == (160, 160, 3) and frame.std() > 0
     events = check_a2c_run(mosaic, snake, epochs=6)
     saved = of_type(events, "checkpoint_saved")
