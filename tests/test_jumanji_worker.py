@@ -224,3 +224,13 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     episodes = of_type(events_of(mosaic.home, run_id), "episode")
     # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
     assert all(1 <= e["length"] <= 20 for e in episodes)
+
+
+def test_runs_table_shows_the_compiling_phase():
+    from mosaic_tui.widgets.runs_table import COLUMNS, row_cells
+    state = [key for key, _ in COLUMNS].index("state")
+    run = {"id": "r1", "name": "snake", "worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "state": "running",
+           "started_at": 1.0, "summary": {"phase": "compiling", "steps": 0}}
+    assert row_cells(run, False, 2.0)[state].text == "compiling…"
+    run["summary"]["phase"] = "train"
+    assert row_cells(run, False, 2.0)[state].text == "running"
