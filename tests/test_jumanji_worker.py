@@ -61,7 +61,8 @@ def check_a2c_run(mosaic, run_id: str, epochs: int, first_epoch: int = 0) -> lis
     events = events_of(mosaic.home, run_id)
     per_epoch = TINY["training.num_learner_steps_per_epoch"] * TINY["training.n_steps"] * \
         TINY["training.total_batch_size"]
-    assert run["summary"]["steps"] == epochs * per_epoch and run["summary"]["invalid"] == 0
+    assert run["summary"]["steps"] == run["summary"]["total_steps"] == epochs * per_epoch
+    assert run["summary"]["invalid"] == 0
     assert [e["name"] for e in of_type(events, "phase")] == ["setup", "compiling", "train"]
     assert {"train/total_loss", "train/policy_loss", "train/critic_loss", "train/entropy", "train/value",
             "eval_stochastic/episode_return", "eval_greedy/episode_return", "time/compile_s",

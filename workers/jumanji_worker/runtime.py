@@ -53,6 +53,13 @@ def jumanji_config(config: dict[str, Any]):
                                         "name": f"{config['algo']}_{env['name']}"}})
 
 
+def total_steps(config: dict[str, Any]) -> int | None:
+    """Env steps a training run will have done at its end (None in eval mode)."""
+    if config["mode"] == "eval":
+        return None
+    return int(jumanji_config(config).env.training.num_epochs) * catalog.steps_per_epoch(config["params"])
+
+
 class Training:
     """jumanji.training's objects for one config, built as train.py builds them."""
 
