@@ -162,7 +162,7 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     final = saved[-1]["path"]
     evaluation = mosaic.submit(config_file(mosaic, "snake-eval", env="Snake-v1", mode="eval", checkpoint=final,
                                            eval_episodes=1, params=TINY,
-                                           frames={"enabled": True, "fps": 5, "max_dim": 96}))
+                                           frames={"enabled": True, "fps": 1, "max_dim": 96}))
     run = finish(mosaic, evaluation)
     events = events_of(mosaic.home, evaluation)
     episodes = of_type(events, "episode")
