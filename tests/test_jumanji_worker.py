@@ -46,8 +46,8 @@ def tags(events: list[dict]) -> set[str]:
     return {e["tag"] for e in of_type(events, "scalar")}
 
 
-def finish(mosaic, run_id: str, state: str = "succeeded") -> dict:
-    mosaic.run("wait", run_id, "--timeout", WAIT, timeout=float(WAIT) + 30)
+def finish(mosaic, run_id: str, state: str = "succeeded", wait: str = WAIT) -> dict:
+    mosaic.run("wait", run_id, "--timeout", wait, timeout=float(wait) + 30)
     run = mosaic.show(run_id)
     if run["state"] != state:
         stderr = (mosaic.home.run_dir(run_id) / "stderr.log").read_text(errors="replace")[-4000:]
@@ -55,13 +55,14 @@ def finish(mosaic, run_id: str, state: str = "succeeded") -> dict:
     return run
 
 
-def check_a2c_run(mosaic, run_id: str, epochs: int, first_epoch: int = 0) -> list[dict]:
+def check_a2c_run(mosaic, run_id: str, epochs: int, first_epoch: int = 0, wait: str = WAIT) -> list[dict]:
     """An A2C run's telemetry: phases, per-epoch training metrics and evaluations, checkpoints."""
-    run = finish(mosaic, run_id)
+    run = finish(mosaic, run_id, wait=wait)
     events = events_of(mosaic.home, run_id)
     per_epoch = TINY["training.num_learner_steps_per_epoch"] * TINY["training.n_steps"] * \
         TINY["training.total_batch_size"]
-    assert run["summary"]["steps"] == epochs * per_epoch and run["summary"]["invalid"] == 0
+    assert run["summary"]["steps"] == run["summary"]["total_steps"] == epochs * per_epoch
+    assert run["summary"]["invalid"] == 0
     assert [e["name"] for e in of_type(events, "phase")] == ["setup", "compiling", "train"]
     assert {"train/total_loss", "train/policy_loss", "train/critic_loss", "train/entropy", "train/value",
             "eval_stochastic/episode_return", "eval_greedy/episode_return", "time/compile_s",
@@ -129,6 +130,7 @@ def test_bad_config_is_refused_naming_the_field(config, field):
 
 
 # -- through the daemon ------------------------------------------------------------
+@pytest.mark.timeout(1500)  # three runs, each mostly JIT compilation (minutes when the cores are busy)
 def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     snake = mosaic.submit(config_file(mosaic, "snake", env="Snake-v1",
                                       params={**TINY, "training.num_epochs": 6, "checkpoint_every": 3},
@@ -136,9 +138,10 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     # a frame of the training envs, drawn by Snake's viewer, while the run trains
     from workers.fastlane.reader import FrameReader
     from workers.fastlane import layout
-    wait_for(lambda: layout.run_files(snake), 200, 0.2, what="the run's FastLane segment")
+    # (the segment opens once the epoch function is compiled)
+    wait_for(lambda: layout.run_files(snake), float(WAIT), 0.2, what="the run's FastLane segment")
     with FrameReader(snake) as reader:
-        number, frame = wait_for(reader.latest, 200, 0.2, what="a frame")
+        number, frame = wait_for(reader.latest, float(WAIT), 0.2, what="a frame")
     assert number >= 1 and frame.shape == (160, 160, 3) and frame.std() > 0
     events = check_a2c_run(mosaic, snake, epochs=6)
     saved = of_type(events, "checkpoint_saved")
@@ -154,6 +157,21 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     stderr = (mosaic.home.run_dir(resumed) / "stderr.log").read_text()
     assert "resumed from" in stderr and "epoch 3" in stderr
 
+    # eval mode: the final checkpoint's greedy policy plays one episode (Snake ends at its time limit
+    # or when the snake dies), with frames on
+    final = saved[-1]["path"]
+    evaluation = mosaic.submit(config_file(mosaic, "snake-eval", env="Snake-v1", mode="eval", checkpoint=final,
+                                           eval_episodes=1, params=TINY,
+                                           frames={"enabled": True, "fps": 1, "max_dim": 96}))
+    run = finish(mosaic, evaluation)
+    events = events_of(mosaic.home, evaluation)
+    episodes = of_type(events, "episode")
+    assert len(episodes) == 1 and 1 <= episodes[0]["length"] <= 4000
+    assert run["summary"]["steps"] == episodes[0]["length"]
+    assert [e["name"] for e in of_type(events, "phase")] == ["setup", "compiling", "eval"]
+    assert not of_type(events, "checkpoint_saved") and "frames disabled" not in \
+        (mosaic.home.run_dir(evaluation) / "stderr.log").read_text()
+
     # refused at submit, naming the field: another env's checkpoint, a bad param
     out = mosaic.run("submit", config_file(mosaic, "wrong-env", env="Game2048-v1", checkpoint=middle))
     assert out.returncode != 0 and "checkpoint" in out.stdout + out.stderr and "Snake-v1" in out.stdout + out.stderr
@@ -164,14 +182,21 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     assert out.returncode != 0 and "TSP-v1" in out.stdout + out.stderr
 
 
+# One transformer layer instead of the configs' two: XLA's compile time grows with the
+# layers (BinPack's epoch function took more than 8 minutes to compile with two, on busy cores).
+SMALLER = {"TSP-v1": {"network.transformer_num_blocks": 1},
+           "BinPack-v2": {"network.num_transformer_layers": 1}, "Game2048-v1": {}}
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # three JIT compilations at once (BinPack's transformer: minutes on two busy cores)
+@pytest.mark.timeout(2400)  # three JIT compilations at once (transformers: minutes on two busy cores)
 def test_a2c_on_tsp_binpack_and_2048(daemon, mosaic):
     runs = {env: mosaic.submit(config_file(mosaic, env.lower(), env=env,
-                                           params={**TINY, "training.num_epochs": 2, "checkpoint_every": 0}))
-            for env in ("TSP-v1", "BinPack-v2", "Game2048-v1")}
+                                           params={**TINY, **network, "training.num_epochs": 2,
+                                                   "checkpoint_every": 0}))
+            for env, network in SMALLER.items()}
     for env, run_id in runs.items():
-        check_a2c_run(mosaic, run_id, epochs=2)
+        check_a2c_run(mosaic, run_id, epochs=2, wait="1800")
 
 
 # -- Jumanji envs for the other workers ------------------------------------------------
@@ -207,3 +232,13 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     episodes = of_type(events_of(mosaic.home, run_id), "episode")
     # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
     assert all(1 <= e["length"] <= 20 for e in episodes)
+
+
+def test_runs_table_shows_the_compiling_phase():
+    from mosaic_tui.widgets.runs_table import COLUMNS, row_cells
+    state = [key for key, _ in COLUMNS].index("state")
+    run = {"id": "r1", "name": "snake", "worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "state": "running",
+           "started_at": 1.0, "summary": {"phase": "compiling", "steps": 0}}
+    assert row_cells(run, False, 2.0)[state].text == "compiling…"
+    run["summary"]["phase"] = "train"
+    assert row_cells(run, False, 2.0)[state].text == "running"

@@ -141,6 +141,9 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
     s = _summary(run)
     state = run.get("state", "?")
     state_cell = Cell(state, fmt.STATE_STYLES.get(state, ""))
+    if state == "running" and s.get("phase") == "compiling":
+        # JIT compilation (Jumanji): minutes without a step, which is not a stall
+        state_cell = Cell("compiling…", fmt.STATE_STYLES.get(state, ""))
     if run.get("cancel_requested") and state in ("running", "starting", "paused"):
         state_cell = Cell(f"{state}*", "magenta")
     left = fmt.eta(run)

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from workers.jumanji_worker import runtime
 
-        emitter.run_started("jumanji", config["algo"], config["env"], total_steps=config.get("steps"),
+        emitter.run_started("jumanji", config["algo"], config["env"], total_steps=runtime.total_steps(config),
                             upstream=runtime.upstream())
         if config["mode"] == "eval":
             return runtime.evaluate(config, emitter)

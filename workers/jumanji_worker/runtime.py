@@ -53,6 +53,13 @@ def jumanji_config(config: dict[str, Any]):
                                         "name": f"{config['algo']}_{env['name']}"}})
 
 
+def total_steps(config: dict[str, Any]) -> int | None:
+    """Env steps a training run will have done at its end (None in eval mode)."""
+    if config["mode"] == "eval":
+        return None
+    return int(jumanji_config(config).env.training.num_epochs) * catalog.steps_per_epoch(config["params"])
+
+
 class Training:
     """jumanji.training's objects for one config, built as train.py builds them."""
 
@@ -227,9 +234,11 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     tr = Training(cfg)
     tr.load(config["checkpoint"])
     env = tr.stochastic_eval.eval_env
-    params_state = jax.tree_util.tree_map(lambda x: x[0], tr.training_state.params_state)
-    policy = tr.agent.make_policy(policy_params=params_state.params.actor if tr.greedy else None,
-                                  stochastic=not tr.greedy) if tr.greedy else tr.agent.make_policy(None)
+    if tr.greedy:  # A2C: its greedy policy, as jumanji's greedy evaluator plays it (first device's params)
+        actor = jax.tree_util.tree_map(lambda x: x[0], tr.training_state.params_state.params.actor)
+        policy = tr.agent.make_policy(policy_params=actor, stochastic=False)
+    else:  # the random agent's policy has no params
+        policy = tr.agent.make_policy(policy_params=None)
     frames = env_frames(config)
     render = None
     if frames is not None:

@@ -1,0 +1,66 @@
+"""The Jumanji learning check: A2C on Snake-v1 beats Jumanji's random agent by a clear margin.
+
+    python -m bench.bench_jumanji_learning      (or python -m bench --long)
+
+Two runs through a daemon, the same env, seed and evaluation: Jumanji's A2C
+(its Snake config, smaller batches so it fits a CPU: 32 envs, 20-step
+rollouts, 100 updates an epoch) and Jumanji's random agent. The figure is each
+run's last greedy (A2C) / stochastic (random) evaluation: the mean return over
+256 whole episodes, which jumanji's evaluators compute. Goal: A2C's return at
+least twice the random agent's, and at least 1 fruit more. Long: tens of
+minutes on two cores.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from bench.common import daemon_home, figure, print_table
+
+LONG = True
+EPOCHS = 40
+COMMON = {"training.num_learner_steps_per_epoch": 100, "training.n_steps": 20, "training.total_batch_size": 32,
+          "evaluation.eval_total_batch_size": 256, "evaluation.greedy_eval_total_batch_size": 256,
+          "training.num_epochs": EPOCHS, "eval_every": 10, "checkpoint_every": 0}
+
+
+def last_value(home, run_id: str, tag: str) -> float:
+    value = None
+    with open(home.run_dir(run_id) / "events.jsonl") as f:
+        for line in f:
+            event = json.loads(line)
+            if event["type"] == "scalar" and event["tag"] == tag:
+                value = event["value"]
+    return value
+
+
+def run() -> list[dict]:
+    from daemon import protocol as P
+    from mosaic_tui.client import Client
+    results = {}
+    with daemon_home(max_runs=2) as (home, _pid):
+        with Client(home, name="bench-jumanji-learning", timeout=None) as c:
+            ids = {algo: c.call(P.SUBMIT, config={"worker": "jumanji", "algo": algo, "env": "Snake-v1", "seed": 1,
+                                                  "params": {k: v for k, v in COMMON.items()
+                                                             if algo == "a2c" or k.split(".")[0] != "a2c"}})["id"]
+                   for algo in ("a2c", "random")}
+            for algo, run_id in ids.items():
+                while (run := c.call(P.GET, run=run_id))["state"] not in P.FINAL_STATES:
+                    time.sleep(2)
+                if run["state"] != P.SUCCEEDED:
+                    raise RuntimeError(f"{algo} run {run['state']}: {run.get('reason')}")
+            results["a2c"] = last_value(home, ids["a2c"], "eval_greedy/episode_return")
+            results["random"] = last_value(home, ids["random"], "eval_stochastic/episode_return")
+    print(f"A2C (greedy) return {results['a2c']:.2f}, random agent return {results['random']:.2f}")
+    ok = results["a2c"] >= max(2 * results["random"], results["random"] + 1)
+    return [figure(f"Jumanji A2C Snake-v1, {EPOCHS} epochs: greedy eval return", results["a2c"], "return",
+                   ">= 2x random and +1", f"random agent: {results['random']:.2f}", ok),
+            figure("Jumanji random agent Snake-v1: eval return", results["random"], "return", "", "", None)]
+
+
+def main() -> None:
+    print_table(run())
+
+
+if __name__ == "__main__":
+    main()
