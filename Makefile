@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.mosaic-installed
 
-.PHONY: run test bench install clean-venv reliability-doc model
+.PHONY: run test test-long bench install clean-venv reliability-doc model
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
@@ -14,6 +14,11 @@ run: $(STAMP)
 test: $(STAMP)
 	.ci/install-system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# the whole suite with the long breadth sweeps too (every algorithm, every env family x worker)
+test-long: $(STAMP)
+	.ci/install-system-packages
+	MOSAIC_LONG=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 # docs/reliability.md from the fault-injection tests (the suite itself writes build/reliability.md)
 reliability-doc: $(STAMP)

@@ -130,6 +130,14 @@ _reliability = {"collected": 0, "passed": 0}
 
 def pytest_collection_modifyitems(items):
     _reliability["collected"] = sum(1 for item in items if item.get_closest_marker("reliability"))
+    # `long` tests (the breadth sweeps: every algorithm, every env family on every
+    # worker, several minutes each) keep `make test` inside CI's half hour; they run
+    # with MOSAIC_LONG=1 (`make test-long`) before an issue about them is resolved.
+    if os.environ.get("MOSAIC_LONG") != "1":
+        skip = pytest.mark.skip(reason="long: runs with MOSAIC_LONG=1 (make test-long)")
+        for item in items:
+            if item.get_closest_marker("long"):
+                item.add_marker(skip)
 
 
 def pytest_runtest_logreport(report):

@@ -134,6 +134,7 @@ FAMILY_RUNS = [  # (agent, env, extra params): every family, and the agent types
 ]
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_one_episode_per_family_with_the_local_model(daemon, mosaic):
     """No LLM configuration: the local Gemma GGUF through llama.cpp plays two steps of each family."""

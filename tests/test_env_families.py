@@ -147,6 +147,7 @@ def multigrid_walk_config(algo: str) -> dict:
     return {"worker": "xuance", "algo": algo, "env": COLLECT_1V1, "steps": 300, "seed": 1, "params": params}
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_every_multigrid_algorithm_runs(tmp_path):
     jobs = []
@@ -173,6 +174,7 @@ def test_every_multigrid_algorithm_runs(tmp_path):
 # (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480)
 ATARI_FRAME, MUJOCO_FRAME = (210, 160, 3), (480, 480, 3)
 slow = pytest.mark.slow
+long = [pytest.mark.slow, pytest.mark.long]
 FAMILY_RUNS = [
     pytest.param("xuance", "ppo", "ALE/Pong-v5", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
                  ATARI_FRAME, id="xuance-atari"),
@@ -196,10 +198,10 @@ FAMILY_RUNS = [
                  ATARI_FRAME, id="ray-atari", marks=slow),
     pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 MUJOCO_FRAME, id="ray-mujoco", marks=slow),
+                 MUJOCO_FRAME, id="ray-mujoco", marks=long),
     pytest.param("ray", "PPO", "LunarLander-v3", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 None, id="ray-box2d", marks=slow),
+                 None, id="ray-box2d", marks=long),
 ]
 
 
@@ -224,6 +226,7 @@ def test_family_trains_through_the_daemon(daemon, mosaic, tmp_path, worker, algo
         assert summary["steps"] >= steps and summary["checkpoints"]
 
 
+@pytest.mark.long
 @slow
 def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
     """RLlib PPO on soccer 2v2: the learner plays one whole team against league snapshots on the
@@ -244,6 +247,7 @@ def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
     assert episodes and set(episodes[0]["agents"]) == {"green_0", "green_1", "blue_0", "blue_1"}
 
 
+@pytest.mark.long
 @slow
 @pytest.mark.parametrize("policy", ["shared", "independent", "shared_value"])
 def test_multigrid_policy_configurations_on_rllib(daemon, mosaic, policy):

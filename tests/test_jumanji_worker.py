@@ -188,6 +188,7 @@ SMALLER = {"TSP-v1": {"network.transformer_num_blocks": 1},
            "BinPack-v2": {"network.num_transformer_layers": 1}, "Game2048-v1": {}}
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # three JIT compilations at once (transformers: minutes on two busy cores)
 def test_a2c_on_tsp_binpack_and_2048(daemon, mosaic):

@@ -290,6 +290,7 @@ def tictactoe_checkpoint(daemon, mosaic) -> str:
     return str(mosaic.home.run_dir(run_id) / "checkpoints" / "final")
 
 
+@pytest.mark.long
 @pytest.mark.slow  # its fixture trains an RLlib policy (38 s, loaded machine)
 @needs_model
 def test_llm_against_a_trained_checkpoint_and_random(daemon, mosaic, tictactoe_checkpoint):

@@ -181,6 +181,7 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
     assert run["summary"]["steps"] >= 900
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_every_algorithm_through_the_daemon(daemon, mosaic):
