@@ -108,7 +108,6 @@ def test_a_sweep_survives_a_daemon_sigkill_and_completes(daemon, mosaic, tmp_pat
     assert sweep["runs"] == 3 and all(r["state"] == P.SUCCEEDED for t in sweep["trials"] for r in t["runs"])
 
 
-@pytest.mark.long
 @pytest.mark.slow
 def test_a_tiny_real_cleanrl_sweep_and_its_tensorboard(daemon, mosaic, tmp_path):
     """Two trials of CleanRL's DQN on CartPole (2,000 steps each): the real library through the sweep path."""
