@@ -115,3 +115,26 @@ def test_artifacts_tab_lists_the_recorded_dataset(tmp_path):
     recorder.finish()
     found = collect({}, tmp_path)
     assert [(a.kind, a.path.name) for a in found] == [(DATASET, "dataset.hdf5")] and found[0].size() > 0
+
+
+def test_xuance_training_env_records_a_dataset(tmp_path):
+    """XuanCe's own vector env (final observation returned, the next episode's first in
+    info["reset_obs"]) records through VectorEpisodes; the dataset is saved before the end."""
+    from tests.test_xuance_worker import RUNS, config_for, run_worker, stderr_of
+
+    run_dir = tmp_path / "run"
+    returncode, events = run_worker(run_dir, config_for({**RUNS["dqn"], "steps": 600}, record={"episodes": 5}))
+    assert returncode == 0, stderr_of(run_dir)
+    saved = [e for e in events if e["type"] == "dataset_saved"]
+    assert len(saved) == 1 and saved[0]["episodes"] == 5
+    kinds = [e["type"] for e in events]
+    assert kinds.index("dataset_saved") < kinds.index("run_completed")
+    buf = ReplayBuffer.load_hdf5(saved[0]["path"])
+    _check_buffer(buf, saved[0]["transitions"], 5)
+    # the episodes are the ones XuanCe reported: their lengths are among the episode events'
+    lengths = np.diff(np.concatenate([[-1], np.flatnonzero(buf.done)]))
+    reported = [e["length"] for e in events if e["type"] == "episode"]
+    assert all(int(n) in reported for n in lengths)
+    # a CartPole episode starts upright: each first observation is a reset's, not the last one's
+    starts = np.concatenate([[0], np.flatnonzero(buf.done)[:-1] + 1])
+    assert np.all(np.abs(buf.obs[starts]) <= 0.05)

@@ -206,8 +206,8 @@ MAPPO = {"worker": "xuance", "algo": "mappo", "env": "simple_spread_v3", "steps"
     ({**MAPPO, "env": "CartPole-v1"}, "env"),
     ({**PPO, "algo": "dqn", "env": "Pendulum-v1"}, "env"),                # discrete algo, continuous env
     ({**PPO, "algo": "td3"}, "env"),
-    ({**PPO, "env": "LunarLander-v3"}, "env"),                            # unknown here
-    ({**PPO, "env": "box2d:LunarLander-v3"}, "env"),
+    ({**PPO, "env": "LunarLandr-v3"}, "env"),                             # unknown here
+    ({**PPO, "env": "boxed:LunarLander-v3"}, "env"),                      # no such family
     ({**PPO, "params": {"learning_rat": 0.001}}, "params.learning_rat"),
     ({**PPO, "params": {"learning_rate": "fast"}}, "params.learning_rate"),
     ({**PPO, "params": {"learning_rate": 0}}, "params.learning_rate"),
@@ -252,6 +252,7 @@ MAPPO = {"worker": "xuance", "algo": "mappo", "env": "simple_spread_v3", "steps"
     ({**PPO, "steps": None, "params": {"curriculum_schedule": []}}, "params.curriculum_schedule"),
     ({**PPO, "worker": "cleanrl"}, "worker"),
     ({**PPO, "surprise": 1}, "surprise"),
+    ({**MAPPO, "record": {"episodes": 3}}, "record"),                      # datasets are single-agent
 ])
 def test_bad_config_is_refused_naming_the_field(config, field):
     with pytest.raises(ConfigError) as err:

@@ -186,7 +186,9 @@ class VectorEpisodes:
 
     Both autoreset modes of gymnasium 1.x: NEXT_STEP (the default: the step after
     an episode's end is a reset, its action ignored, so it is not a transition) and
-    SAME_STEP (the final observation is in ``info["final_obs"]``)."""
+    SAME_STEP (the final observation is in ``info["final_obs"]``). XuanCe's vector
+    envs return the final observation itself and the next episode's first in
+    ``info["reset_obs"]``: ``step(..., reset_obs={index: obs})`` says so."""
 
     def __init__(self, store: TransitionStore, num_envs: int, same_step: bool):
         self.store = store
@@ -194,27 +196,34 @@ class VectorEpisodes:
         self.same_step = same_step
         self._episodes: list[list[tuple]] = [[] for _ in range(num_envs)]
         self._obs = None
+        self._reset_obs: dict[int, Any] = {}
         self._was_done = [False] * num_envs
 
     def reset(self, obs: Any) -> None:
         self._episodes = [[] for _ in range(self.num_envs)]
         self._was_done = [False] * self.num_envs
         self._obs = obs
+        self._reset_obs = {}
 
-    def step(self, actions: Any, obs: Any, rewards: Any, terminateds: Any, truncateds: Any, infos: dict) -> None:
+    def _current(self, i: int) -> Any:
+        return self._reset_obs[i] if i in self._reset_obs else _index(self._obs, i)
+
+    def step(self, actions: Any, obs: Any, rewards: Any, terminateds: Any, truncateds: Any, infos: dict,
+             reset_obs: dict[int, Any] | None = None) -> None:
         if self._obs is not None and not self.store.full:
             for i in range(self.num_envs):
                 if self._was_done[i] and not self.same_step:
                     continue  # the reset step of NEXT_STEP autoreset: no transition
                 done = bool(terminateds[i] or truncateds[i])
                 next_obs = _index(infos["final_obs"], i) if done and self.same_step else _index(obs, i)
-                self._episodes[i].append((_index(self._obs, i), _index(actions, i), float(rewards[i]),
+                self._episodes[i].append((self._current(i), _index(actions, i), float(rewards[i]),
                                           bool(terminateds[i]), bool(truncateds[i]), next_obs))
                 if done:
                     self.store.add_episode(self._episodes[i])
                     self._episodes[i] = []
         self._was_done = [bool(t or u) for t, u in zip(terminateds, truncateds)]
         self._obs = obs
+        self._reset_obs = dict(reset_obs or {})
 
 
 def same_step_autoreset(env: Any) -> bool:

@@ -120,6 +120,7 @@ class XuanCeDescriptor(WorkerDescriptor):
             "checkpoints": True,
             "gpu": torch_has_gpu_build(),
             "frames": True,
+            "record": True,  # single-agent envs: a dataset in Tianshou's format (workers/sdk/dataset.py)
         }
 
     # -- schema ----------------------------------------------------------
@@ -190,6 +191,9 @@ class XuanCeDescriptor(WorkerDescriptor):
                                      f"{env_id} has {kind} actions")
         self._config_file(config.algo, family, env_id)
         check_torch_device(config.device)
+        if config.record is not None and family in catalog.MULTI_AGENT:
+            raise ConfigError("record", f"datasets are single-agent (Tianshou's replay buffer); "
+                                        f"{config.env} is a {family} environment")
         if config.mode == "eval":
             # "run:NAME" and paths relative to the home are the daemon's to resolve (after this
             # check); the worker validates again with the absolute path the daemon wrote

@@ -30,6 +30,7 @@ from argparse import Namespace
 from typing import Any
 
 from workers.sdk.config import ConfigError
+from workers.sdk.dataset import env_recorder
 from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
@@ -140,7 +141,7 @@ class Hooks:
     """
 
     def __init__(self, emitter: Emitter, multi_agent: bool, agent_keys: list[str] | None = None,
-                 checkpoint_every: int = 0, last_step: int = 0, save=None, frames=None):
+                 checkpoint_every: int = 0, last_step: int = 0, save=None, frames=None, recorder=None):
         self.emitter = emitter
         self.multi_agent = multi_agent
         teams = catalog.mpe_teams(agent_keys or []) if multi_agent else {}
@@ -150,6 +151,8 @@ class Hooks:
         self.last_step = last_step  # the final checkpoint is saved at the end anyway
         self.save = save
         self.frames = frames
+        # a workers.sdk.dataset.Recorder when the run records (single-agent: the descriptor refuses the rest)
+        self.recorder = recorder
         self.last_beat = time.monotonic()
         self.env_steps = 0  # steps of the watched environments (what evaluation reports)
 
@@ -179,11 +182,17 @@ class Hooks:
         environment steps taken so far (evaluation)."""
         step = envs.step
         multi_agent = self.multi_agent
+        episodes = self._record(envs)
 
         def step_and_report(actions):
             result = step(actions)
             terminals, truncations, infos = result[2], result[3], result[4]
             n = len(infos)
+            if episodes is not None:
+                # XuanCe's vector envs return an episode's final observation itself and
+                # the next one's first in info["reset_obs"]
+                episodes.step(actions, result[0], result[1], terminals, truncations, {"final_obs": result[0]},
+                              reset_obs={i: infos[i]["reset_obs"] for i in range(n) if "reset_obs" in infos[i]})
             self.env_steps += n
             at = self.env_steps if step_of is None else int(step_of())
             for i in range(n):
@@ -199,6 +208,30 @@ class Hooks:
             return result
 
         envs.step = step_and_report
+
+    def _record(self, envs):
+        """The vector env's transitions into the recorder (VectorEpisodes), fed from
+        step and reset; XuanCe's agents read their first observation from
+        ``envs.buf_obs``, which the env filled when it was made."""
+        if self.recorder is None:
+            return None
+        import copy
+
+        from workers.sdk.dataset import VectorEpisodes
+        self.recorder.spaces = {"observation_space": str(envs.observation_space),
+                                "action_space": str(envs.action_space)}
+        episodes = VectorEpisodes(self.recorder.store, envs.num_envs, same_step=True)
+        if getattr(envs, "buf_obs", None) is not None:
+            episodes.reset(copy.deepcopy(envs.buf_obs))
+        reset = envs.reset
+
+        def reset_and_record(*args, **kwargs):
+            result = reset(*args, **kwargs)
+            episodes.reset(copy.deepcopy(result[0] if isinstance(result, tuple) else result))
+            return result
+
+        envs.reset = reset_and_record
+        return episodes
 
     def _episode(self, step: int, info: dict[str, Any], env_index: int) -> None:
         score = info["episode_score"]
@@ -395,10 +428,11 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     checkpoints = Checkpoints(emitter, config, agent, family, multi_agent)
     checkpoints.phase = phases[0]
     frames = env_frames(config)
+    recorder = env_recorder(config)
     train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
     hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None,
                   checkpoint_every=params["checkpoint_interval"], last_step=sum(train_steps) * runner.n_envs,
-                  save=checkpoints.save, frames=frames)
+                  save=checkpoints.save, frames=frames, recorder=recorder)
     install_hooks(agent, hooks)
     hooks.watch(agent.train_envs, lambda: agent.current_step)
     try:
@@ -414,6 +448,8 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     finally:
         if frames is not None:
             frames.close()
+        if recorder is not None:  # a cancelled run keeps the episodes it finished
+            recorder.finish(emitter)
     finish(runner, agent)
     emitter.run_completed(step=int(agent.current_step))
     return 0
@@ -470,7 +506,9 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
             check_fits(meta, agent, runner.envs, env_id, multi_agent)
         agent.load_model(folder, model_name or model_in(folder))
         frames = env_frames(config)
-        hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None, frames=frames)
+        recorder = env_recorder(config)
+        hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None, frames=frames,
+                      recorder=recorder)
         install_hooks(agent, hooks)
         hooks.watch(runner.envs)
         try:
@@ -478,6 +516,8 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
         finally:
             if frames is not None:
                 frames.close()
+            if recorder is not None:
+                recorder.finish(emitter)
     finally:
         finish(runner, agent)
     emitter.run_completed(step=hooks.env_steps)
