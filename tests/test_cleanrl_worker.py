@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from workers.sdk.config import ConfigError
@@ -430,6 +431,8 @@ def test_evaluation_from_a_checkpoint(algo, runs_root, tmp_path):
     checkpoint = train_dir / "checkpoints" / f"{algo}.cleanrl_model"
     config = {"worker": "cleanrl", "algo": algo, "env": RUNS[algo]["env"], "mode": "eval",
               "checkpoint": str(checkpoint), "eval_episodes": 3, "seed": 3}
+    if algo == "dqn":  # an eval run records the episodes it plays (an offline algorithm's data)
+        config["record"] = {"episodes": 3}
     returncode, events = run_worker(tmp_path / "eval", config)
     assert returncode == 0, stderr_of(tmp_path / "eval")
     assert events[0]["type"] == "run_started" and events[-1]["type"] == "run_completed"
@@ -438,6 +441,16 @@ def test_evaluation_from_a_checkpoint(algo, runs_root, tmp_path):
     check_episode_accounting(episodes, 1)
     mean = [e for e in events if e["type"] == "scalar" and e["tag"] == "eval/mean_episodic_return"]
     assert mean and mean[0]["value"] == pytest.approx(sum(e["return"] for e in episodes) / 3)
+    if algo == "dqn":
+        from tianshou.data import ReplayBuffer
+        saved = [e for e in events if e["type"] == "dataset_saved"]
+        assert len(saved) == 1 and saved[0]["episodes"] == 3
+        buf = ReplayBuffer.load_hdf5(saved[0]["path"])
+        # the same three episodes: lengths and returns as the episode events report them
+        ends = np.flatnonzero(buf.done[:len(buf)])
+        lengths = np.diff(np.concatenate([[-1], ends]))
+        assert sorted(int(n) for n in lengths) == sorted(int(e["length"]) for e in episodes)
+        assert float(buf.rew[:len(buf)].sum()) == pytest.approx(sum(e["return"] for e in episodes))
 
 
 def test_evaluation_refuses_another_algorithms_checkpoint(runs_root, tmp_path):

@@ -179,14 +179,20 @@ def play(config: dict) -> list[float]:
 def run(config: dict, emitter: Emitter) -> int:
     emitter.run_started("cleanrl", config["algo"], config["env"], total_steps=None, upstream=upstream())
     # the patches turn the evaluation env's episodes into episode events
+    # (and, with "record", its transitions into dataset.hdf5, as a training run's)
+    record = {"record": config["record"], "env": config["env"], "directory": os.path.abspath(".")} \
+        if config.get("record") else None
     patches.install(algo=algo_name(config["algo"]), checkpoint_dir=os.path.abspath(CHECKPOINT_DIR),
-                    tensorboard_dir=os.path.abspath(TENSORBOARD_DIR), frames=frames_request(config))
+                    tensorboard_dir=os.path.abspath(TENSORBOARD_DIR), frames=frames_request(config),
+                    record=record)
     try:
         returns = play(config)
     except Exception as exc:  # noqa: BLE001 -- any failure ends the run with its reason
         traceback.print_exc()
         emitter.run_failed(f"evaluation failed: {type(exc).__name__}: {exc}", step=patches.env_steps)
         return 1
+    if patches.RECORDER is not None:
+        patches.RECORDER.finish(emitter)
     emitter.scalar("eval/mean_episodic_return", sum(returns) / len(returns), patches.env_steps)
     emitter.run_completed(step=patches.env_steps)
     return 0
