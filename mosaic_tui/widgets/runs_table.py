@@ -199,17 +199,25 @@ def group_cells(members: list[dict[str, Any]], selected: bool, now: float, windo
     return tuple(cells)
 
 
-def fit_columns(natural: dict[str, int], available: int, padding: int) -> dict[str, int]:
+# columns left out while no run has anything in them (no run is tagged yet)
+HIDDEN_WHEN_EMPTY = ("tags",)
+
+
+def fit_columns(natural: dict[str, int], available: int, padding: int,
+                empty: frozenset[str] = frozenset()) -> dict[str, int]:
     """Column key -> width for the columns that fit in ``available`` cells, by PRIORITY.
 
     Columns go strictly by priority: once one does not fit, none after it is
     shown, so a narrow column never stays while a wanted one went. The name
-    is first cut down to NAME_MIN; the room left over goes back to it.
+    is first cut down to NAME_MIN; the room left over goes back to it. Columns
+    in ``empty`` (of HIDDEN_WHEN_EMPTY, with no run's cell filled) take no room.
     """
     widths: dict[str, int] = {}
     name_natural = natural["name"]
     used = 0
     for key in PRIORITY:
+        if key in empty:
+            continue
         width = min(name_natural, NAME_MIN) if key == "name" else natural[key]
         if used + width + 2 * padding > available and key not in ("sel", "name"):
             break
@@ -288,16 +296,20 @@ class RunsTable(DataTable):
             # between 4 and 5 characters must not rebuild the table each time
             for key, width in self._natural.items():
                 natural[key] = max(natural[key], width)
+        filled: set[str] = set()
         for cells in self._cells.values():
             for key, cell in zip(COLUMN_KEYS, cells):
                 n = cell_len(cell.text)
+                if n:
+                    filled.add(key)
                 if n > natural[key]:
                     natural[key] = n
         self._natural = natural
+        empty = frozenset(key for key in HIDDEN_WHEN_EMPTY if key not in filled)
         available = self.scrollable_content_region.width
         if available <= 0:               # not laid out yet: everything, until the first resize
-            return natural
-        return fit_columns(natural, available, self.cell_padding)
+            return {key: width for key, width in natural.items() if key not in empty}
+        return fit_columns(natural, available, self.cell_padding, empty)
 
     def _layout(self, force: bool = False) -> None:
         """Show the columns that fit; rebuild the table only when that changes."""

@@ -75,7 +75,8 @@ async def test_at_120_columns_every_column_is_shown(home):
     async with app.run_test(size=(120, 40)) as pilot:
         await load(pilot, app)
         from mosaic_tui.widgets.runs_table import COLUMN_KEYS
-        assert table(app).shown_columns == COLUMN_KEYS
+        # every column but tags, which takes no room while no run is tagged
+        assert table(app).shown_columns == [k for k in COLUMN_KEYS if k != "tags"]
         header = next(line for line in screen_text(app).splitlines() if "worker" in line)
         assert all(h in header for h in ("algo", "env", "steps/s", "avg20", "best", "ETA", "elapsed", "returns"))
         assert row(app, RUN_IDS[1])["best"] == "20@3900"
