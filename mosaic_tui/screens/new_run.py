@@ -70,6 +70,7 @@ def common_specs() -> dict[str, dict[str, Any]]:
 
 
 NO_DATASET = "(none recorded)"
+FIRST_WORKER = "cleanrl"   # the worker a new run starts on, when installed and not a clone
 
 # the form's sections and their fields, in order
 SECTIONS = [
@@ -242,7 +243,8 @@ class NewRunScreen(Screen):
             self.query_one("#form-status", Static).update("no worker is available; see `mosaic workers`")
             return
         names = [w["name"] for w in self.worker_list]
-        worker = self.initial.get("worker") if self.initial.get("worker") in names else names[0]
+        # a clone's worker, else CleanRL (single-file RL, the usual first run), else the first
+        worker = next(w for w in (self.initial.get("worker"), FIRST_WORKER, names[0]) if w in names)
         self.field("worker").set_choices(names, worker)
         self.sync()
 
