@@ -150,7 +150,7 @@ def test_capabilities():
     assert caps["paradigms"] == ["single_agent", "multi_agent"]
     assert caps["algorithms"] == list(catalog.ALGORITHMS)
     assert {"ppo", "dqn", "mappo", "ippo", "qmix", "vdn", "maddpg", "iql", "masac"} <= set(caps["algorithms"])
-    assert caps["env_families"] == ["classic_control", "mpe", "multigrid"]
+    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "mpe", "multigrid"]
     assert "MosaicMultiGrid-S-1v1-IndAgObs-v1" in caps["envs"]["mappo"]
     assert caps["env_families_by_algorithm"]["mappo"] == ["mpe", "multigrid"]
     assert caps["env_families_by_algorithm"]["maddpg"] == ["mpe"]
