@@ -23,6 +23,7 @@ The spec is plain data (it lives in a run's config.json, so it never holds a key
 """
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import re
@@ -267,9 +268,20 @@ def load_llama(path: str, n_ctx: int, n_threads: int | None, seed: int):
         if key not in _MODELS:
             from llama_cpp import Llama
 
+            if not _MODELS:
+                atexit.register(_free_models)
             _MODELS[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
                                  seed=seed, verbose=False)
         return _MODELS[key]
+
+
+def _free_models() -> None:
+    """Free the models before the interpreter tears llama_cpp's module down: freed later,
+    by the garbage collector at exit, llama_cpp's free_model finds its C function gone."""
+    with _MODELS_LOCK:
+        for model in _MODELS.values():
+            model.close()
+        _MODELS.clear()
 
 
 class LocalClient(LLMClient):
