@@ -28,9 +28,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-from bench.common import ROOT, daemon_home, figure, median, print_table
+from bench.common import ROOT, daemon_home, figure, finished_run_events, median, print_table
 
 PAIRS = 3
 EPOCHS = 6
@@ -79,23 +78,12 @@ def plain_run() -> tuple[float, float]:
 
 
 def managed_run(client, home) -> tuple[float, float]:
-    from daemon import protocol as P
-    run = client.call(P.SUBMIT, config=json.loads(json.dumps(CONFIG)))
-    while True:
-        run = client.call(P.GET, run=run["id"])
-        if run["state"] in P.FINAL_STATES:
-            break
-        time.sleep(0.5)
-    if run["state"] != P.SUCCEEDED:
-        raise RuntimeError(f"managed run {run['id']} {run['state']}: {run.get('reason')}")
     rates, compile_s = [], None
-    with open(home.run_dir(run["id"]) / "events.jsonl") as f:
-        for line in f:
-            event = json.loads(line)
-            if event["type"] == "scalar" and event["tag"] == "train/steps_per_second":
-                rates.append(event["value"])
-            if event["type"] == "scalar" and event["tag"] == "time/compile_s":
-                compile_s = event["value"]
+    for event in finished_run_events(client, home, json.loads(json.dumps(CONFIG))):
+        if event["type"] == "scalar" and event["tag"] == "train/steps_per_second":
+            rates.append(event["value"])
+        if event["type"] == "scalar" and event["tag"] == "time/compile_s":
+            compile_s = event["value"]
     return median(rates[1:]), compile_s
 
 

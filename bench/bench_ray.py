@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from bench.common import ROOT, daemon_home, figure, median, print_table
+from bench.common import ROOT, daemon_home, figure, finished_run_events, median, print_table
 
 PAIRS = 3
 ITERATIONS = 6
@@ -82,23 +82,11 @@ def plain_run() -> tuple[float, float]:
 
 
 def managed_run(client, home) -> tuple[float, float]:
-    from daemon import protocol as P
     started = time.time()
-    run = client.call(P.SUBMIT, config={"worker": "ray", "algo": "PPO", "env": "CartPole-v1",
-                                        "steps": BATCH * ITERATIONS, "seed": 1, "params": dict(PARAMS)})
-    while True:
-        run = client.call(P.GET, run=run["id"])
-        if run["state"] in P.FINAL_STATES:
-            break
-        time.sleep(0.5)
-    if run["state"] != P.SUCCEEDED:
-        raise RuntimeError(f"managed run {run['id']} {run['state']}: {run.get('reason')}")
-    ends = []
-    with open(home.run_dir(run["id"]) / "events.jsonl") as f:
-        for line in f:
-            event = json.loads(line)
-            if event["type"] == "scalar" and event["tag"] == "env_runners/num_env_steps_sampled_lifetime":
-                ends.append((event["t"], event["step"]))
+    config = {"worker": "ray", "algo": "PPO", "env": "CartPole-v1", "steps": BATCH * ITERATIONS, "seed": 1,
+              "params": dict(PARAMS)}
+    ends = [(event["t"], event["step"]) for event in finished_run_events(client, home, config)
+            if event["type"] == "scalar" and event["tag"] == "env_runners/num_env_steps_sampled_lifetime"]
     return throughput(ends), ends[0][0] - started
 
 

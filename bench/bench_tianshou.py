@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from bench.common import ROOT, daemon_home, figure, median, print_table
+from bench.common import ROOT, daemon_home, figure, finished_run_events, median, print_table
 
 PAIRS = 2
 RUNS = {
@@ -76,23 +76,12 @@ def bare_run(algo: str) -> float:
 
 
 def managed_run(client, home, algo: str) -> float:
-    from daemon import protocol as P
-    run = client.call(P.SUBMIT, config=config_of(algo))
-    while True:
-        run = client.call(P.GET, run=run["id"])
-        if run["state"] in P.FINAL_STATES:
-            break
-        time.sleep(0.5)
-    if run["state"] != P.SUCCEEDED:
-        raise RuntimeError(f"managed run {run['id']} {run['state']}: {run.get('reason')}")
     start = end = steps = None
-    with open(home.run_dir(run["id"]) / "events.jsonl") as f:
-        for line in f:
-            event = json.loads(line)
-            if event["type"] == "phase" and event["name"] == "train":
-                start = event["t"]
-            elif event["type"] == "checkpoint_saved":
-                end, steps = event["t"], event["step"]
+    for event in finished_run_events(client, home, config_of(algo)):
+        if event["type"] == "phase" and event["name"] == "train":
+            start = event["t"]
+        elif event["type"] == "checkpoint_saved":
+            end, steps = event["t"], event["step"]
     return steps / (end - start)
 
 

@@ -69,6 +69,21 @@ def daemon_home(max_runs: int = 64, settings: dict | None = None) -> Iterator[An
         shutil.rmtree(path, ignore_errors=True)
 
 
+def finished_run_events(client, home, config: dict) -> list[dict]:
+    """Submit a run, wait for it to end, and return its events (RuntimeError if it did not succeed):
+    the managed side of the workers' managed/bare benches."""
+    import json
+    from daemon import protocol as P
+    run = client.call(P.SUBMIT, config=config)
+    while run["state"] not in P.FINAL_STATES:
+        time.sleep(0.5)
+        run = client.call(P.GET, run=run["id"])
+    if run["state"] != P.SUCCEEDED:
+        raise RuntimeError(f"managed run {run['id']} {run['state']}: {run.get('reason')}")
+    with open(home.run_dir(run["id"]) / "events.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
