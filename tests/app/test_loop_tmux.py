@@ -53,8 +53,8 @@ def test_the_whole_loop(daemon, mosaic):
         pane.start(mosaic_command(daemon))
         pane.wait_for("0 runs", timeout=30)
         pane.keys("n")
-        pane.wait_for("Parameters of", "ready: ctrl+s submits", timeout=30)
-        choose(pane, names, names[0], "xuance")                 # worker
+        screen = pane.wait_for("Parameters of", "ready: ctrl+s submits", timeout=30)
+        choose(pane, names, field_line(screen, "worker").split()[1], "xuance")   # worker
         screen = pane.wait_for("Parameters of xuance", timeout=30)
         current = field_line(screen, "algo").split()[1]
         pane.keys("Tab")                                         # -> algo
