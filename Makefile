@@ -5,6 +5,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.mosaic-installed
+# the suite runs on every core (pytest-xdist); the Ray tests run one at a time in one process
+XDIST  ?= -n auto --dist loadgroup
 
 .PHONY: run test test-long bench install clean-venv reliability-doc model
 
@@ -13,12 +15,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	.ci/install-system-packages
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # the whole suite with the long breadth sweeps too (every algorithm, every env family x worker)
 test-long: $(STAMP)
 	.ci/install-system-packages
-	MOSAIC_LONG=1 $(PY) -m pytest $(PYTEST_ARGS)
+	MOSAIC_LONG=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # docs/reliability.md from the fault-injection tests (the suite itself writes build/reliability.md)
 reliability-doc: $(STAMP)

@@ -128,8 +128,19 @@ def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
 _reliability = {"collected": 0, "passed": 0}
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     _reliability["collected"] = sum(1 for item in items if item.get_closest_marker("reliability"))
+    # `make test` runs the suite in parallel (pytest-xdist, --dist loadgroup). Tests
+    # that start a private Ray cluster run one after another in one process: two
+    # Rays starting at once on 2 cores time out ("The current node timed out").
+    # The reliability tests run together so one process sees all of them pass and
+    # writes build/reliability.md.
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif item.get_closest_marker("reliability"):
+            item.add_marker(pytest.mark.xdist_group("reliability"))
     # `long` tests (the breadth sweeps: every algorithm, every env family on every
     # worker, several minutes each) keep `make test` inside CI's half hour; they run
     # with MOSAIC_LONG=1 (`make test-long`) before an issue about them is resolved.
@@ -152,11 +163,21 @@ def _segments() -> set[str]:
         return set()
 
 
+def _xdist_worker(session) -> bool:
+    return hasattr(session.config, "workerinput")
+
+
 def pytest_sessionstart(session):
     session.config._mosaic_segments_before = _segments()
 
 
 def pytest_sessionfinish(session, exitstatus):
+    from tests import reliability_report
+    total = _reliability["collected"]
+    if total and _reliability["passed"] == total and total >= 10:
+        reliability_report.write()
+    if _xdist_worker(session):
+        return   # the segment check below runs once, in the controller, after every worker ended
     # FastLane promises that nothing is left in /dev/shm when runs end: the
     # whole suite is held to it (segments that were there before are not ours)
     left = sorted(_segments() - getattr(session.config, "_mosaic_segments_before", set()))
@@ -169,10 +190,6 @@ def pytest_sessionfinish(session, exitstatus):
             print(message, file=sys.stderr)
         if session.exitstatus == 0:
             session.exitstatus = 1
-    from tests import reliability_report
-    total = _reliability["collected"]
-    if total and _reliability["passed"] == total and total >= 10:
-        reliability_report.write()
 
 
 def pytest_configure(config):

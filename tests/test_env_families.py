@@ -175,6 +175,7 @@ def test_every_multigrid_algorithm_runs(tmp_path):
 ATARI_FRAME, MUJOCO_FRAME = (210, 160, 3), (480, 480, 3)
 slow = pytest.mark.slow
 long = [pytest.mark.slow, pytest.mark.long]
+ray = pytest.mark.ray   # starts a private Ray cluster: such tests run one at a time (tests/conftest.py)
 FAMILY_RUNS = [
     pytest.param("xuance", "ppo", "ALE/Pong-v5", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
                  ATARI_FRAME, id="xuance-atari"),
@@ -196,13 +197,13 @@ FAMILY_RUNS = [
     # Ray starts in ~40 s before the first step: each of these takes over a minute
     pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 ATARI_FRAME, id="ray-atari", marks=slow),
+                 ATARI_FRAME, id="ray-atari", marks=[slow, ray]),
     pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 MUJOCO_FRAME, id="ray-mujoco", marks=long),
+                 MUJOCO_FRAME, id="ray-mujoco", marks=[*long, ray]),
     pytest.param("ray", "PPO", "LunarLander-v3", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 None, id="ray-box2d", marks=long),
+                 None, id="ray-box2d", marks=[*long, ray]),
 ]
 
 
@@ -229,6 +230,7 @@ def test_family_trains_through_the_daemon(daemon, mosaic, tmp_path, worker, algo
 
 @pytest.mark.long
 @slow
+@ray
 def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
     """RLlib PPO on soccer 2v2: the learner plays one whole team against league snapshots on the
     other, sides alternating; every agent's return is reported; frames come from the training env."""
@@ -250,6 +252,7 @@ def test_multigrid_self_play_between_teams_on_rllib(daemon, mosaic, tmp_path):
 
 @pytest.mark.long
 @slow
+@ray
 @pytest.mark.parametrize("policy", ["shared", "independent", "shared_value"])
 def test_multigrid_policy_configurations_on_rllib(daemon, mosaic, policy):
     """The other three policy configurations of the ray worker on soccer 2v2 (self_play: above)."""

@@ -291,6 +291,7 @@ def tictactoe_checkpoint(daemon, mosaic) -> str:
 
 
 @pytest.mark.long
+@pytest.mark.ray   # its fixture starts a private Ray cluster
 @pytest.mark.slow  # its fixture trains an RLlib policy (38 s, loaded machine)
 @needs_model
 def test_llm_against_a_trained_checkpoint_and_random(daemon, mosaic, tictactoe_checkpoint):

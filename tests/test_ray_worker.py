@@ -26,6 +26,8 @@ from workers.ray_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
 
+pytestmark = pytest.mark.ray   # its runs start private Ray clusters: one at a time (tests/conftest.py)
+
 RAY = str(Path(sys.executable).parent / "ray")
 WAIT = "600"
 # Small PPO iterations: 200 env steps, one epoch.
