@@ -8,20 +8,18 @@ daemon; the worker runs the same file under its import-time patches),
 alternating bare, managed, bare, managed... Each run's steps/s is the script's
 own last `charts/SPS` (global_step / elapsed), so process start-up is not
 counted on either side. Figure: median managed / median bare (goal >= 0.97;
-MOSAIC's table shows 7.6% overhead). Both sides run with OMP_NUM_THREADS=1 and
-one at a time.
+MOSAIC's table shows 7.6% overhead). Both sides run with OMP_NUM_THREADS=1, at the
+workers' nice level, one at a time (bench.common.alike, run_bare).
 
 The learning check is bench_cleanrl_learning (long: --long).
 """
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import tempfile
 
-from bench.common import daemon_home, figure, median, print_table
+from bench.common import alike, alike_settings, daemon_home, figure, median, print_table, run_bare
 
 STEPS = 40_000
 PAIRS = 5        # run-to-run spread here is ~10%: five pairs for a stable median
@@ -34,9 +32,11 @@ def cleanrl_script(name: str) -> str:
 
 def bare_sps(steps: int) -> float:
     with tempfile.TemporaryDirectory(prefix="mb-bare-") as cwd:
-        out = subprocess.run([sys.executable, cleanrl_script("ppo"), "--total-timesteps", str(steps), "--seed", "1",
-                              "--cuda", "False", "--track", "False"], cwd=cwd, capture_output=True, text=True,
-                             env=dict(os.environ, OMP_NUM_THREADS="1"), check=True).stdout
+        proc = run_bare([sys.executable, cleanrl_script("ppo"), "--total-timesteps", str(steps), "--seed", "1",
+                         "--cuda", "False", "--track", "False"], cwd=cwd)
+        if proc.returncode != 0:
+            raise RuntimeError(f"bare run failed:\n{proc.stderr[-3000:]}")
+        out = proc.stdout
     return float(re.findall(r"^SPS: (\d+)", out, re.M)[-1])
 
 
@@ -65,7 +65,7 @@ def managed_sps(home, steps: int) -> float:
 
 
 def run() -> list[dict]:
-    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the daemon and its runs
+    alike(1)  # OMP_NUM_THREADS=1, inherited by the daemon and its runs; the bare script gets it and the nice level
     bare, managed = [], []
     with daemon_home(max_runs=1) as (home, _pid):
         for _ in range(PAIRS):
@@ -78,7 +78,7 @@ def run() -> list[dict]:
         figure("CleanRL PPO CartPole steps/s, under mosaic (median)", median(managed), "steps/s", "",
                f"runs: {', '.join(f'{v:.0f}' for v in managed)}"),
         figure("CleanRL training overhead: managed / bare", ratio, "ratio", ">= 0.97",
-               "MOSAIC: 0.924 (7.6% overhead)", ratio >= 0.97),
+               f"MOSAIC: 0.924 (7.6% overhead); {alike_settings(seed=1)}", ratio >= 0.97),
     ]
 
 

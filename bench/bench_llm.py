@@ -12,17 +12,17 @@ timing each ``create_completion``. Pairs alternate managed, bare, managed, bare.
 Figures: tokens/s of each side (output tokens / model time), the worker's env
 steps/s (steps / wall time of its loop, env and telemetry included), and model
 time bare / managed on the same prompts (goal >= 0.97: the worker adds nothing
-to a call). Both sides run with n_threads=2, one at a time.
+to a call). Both sides run with n_threads=2, one at a time, at the workers' nice
+level (bench.common.run_bare).
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 
-from bench.common import ROOT, daemon_home, figure, median, print_table
+from bench.common import alike, alike_settings, daemon_home, figure, median, print_table, run_bare
 
 ENV = "BabyAI-GoToRedBallGrey-v0"
 STEPS = 10
@@ -75,14 +75,17 @@ def bare(prompts: list[str]) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(prompts, f)
         f.flush()
-        out = subprocess.run([sys.executable, "-c", BARE, f.name, str(THREADS)], capture_output=True, text=True,
-                             check=True, cwd=ROOT).stdout
+        proc = run_bare([sys.executable, "-c", BARE, f.name, str(THREADS)])
+        if proc.returncode != 0:
+            raise RuntimeError(f"bare run failed:\n{proc.stderr[-3000:]}")
+        out = proc.stdout
     timings = json.loads(out.strip().splitlines()[-1])
     return {"model_s": sum(t for t, _ in timings), "tokens": sum(n for _, n in timings)}
 
 
 def run() -> list[dict]:
     managed_runs, bare_runs = [], []
+    alike()
     with daemon_home(max_runs=1) as (home, _pid):
         for _ in range(PAIRS):
             m = managed(home)
@@ -100,7 +103,7 @@ def run() -> list[dict]:
         figure("balrog worker env steps/s with the local model (median)",
                median([m["steps_per_s"] for m in managed_runs]), "steps/s", "", "env, prompt, call, telemetry"),
         figure("model time on the same prompts, bare / through the worker", median(ratios), "ratio", ">= 0.97",
-               f"pairs: {', '.join(f'{r:.3f}' for r in ratios)}; {load}", median(ratios) >= 0.97),
+               f"pairs: {', '.join(f'{r:.3f}' for r in ratios)}; {load}; {alike_settings(n_threads=THREADS)}", median(ratios) >= 0.97),
     ]
 
 

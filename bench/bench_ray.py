@@ -19,13 +19,12 @@ the figure is the ratio of the medians (goal: at least 0.97).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench.common import ROOT, daemon_home, figure, finished_run_events, median, print_table
+from bench.common import alike, alike_settings, daemon_home, figure, finished_run_events, median, print_table, run_bare
 
 PAIRS = 3
 ITERATIONS = 6
@@ -33,7 +32,7 @@ BATCH = 1000
 PARAMS = {"train_batch_size_per_learner": BATCH, "minibatch_size": 250, "num_epochs": 2, "lr": 0.0003,
           "fcnet_hiddens": [64, 64], "num_cpus": 2}
 # Ray on loopback, as the worker runs its private Ray (cli.ray_environment).
-ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 PLAIN = """
 import json, sys, time
@@ -71,8 +70,8 @@ def plain_run() -> tuple[float, float]:
     temp = tempfile.mkdtemp(prefix="mbr-", dir="/tmp")
     try:
         started = time.time()
-        out = subprocess.run([sys.executable, "-c", PLAIN, str(BATCH), str(ITERATIONS), temp], capture_output=True,
-                             text=True, cwd=str(ROOT), env=ENV, timeout=600)
+        out = run_bare([sys.executable, "-c", PLAIN, str(BATCH), str(ITERATIONS), temp], env={**alike(), **RAY_ENV},
+                       timeout=600)
         if out.returncode != 0:
             raise RuntimeError(f"plain run failed:\n{out.stderr[-3000:]}")
         data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -93,6 +92,7 @@ def managed_run(client, home) -> tuple[float, float]:
 def run() -> list[dict]:
     from mosaic_tui.client import Client
     managed, plain, managed_first, plain_first = [], [], [], []
+    alike()
     with daemon_home(max_runs=1) as (home, _pid):
         with Client(home, name="bench-ray") as client:
             for _ in range(PAIRS):
@@ -106,7 +106,7 @@ def run() -> list[dict]:
     runs = f"{PAIRS} runs each, alternating"
     return [
         figure("RLlib PPO CartPole env steps/s, managed / plain algo.train()", ratio, "ratio", ">= 0.97",
-               f"medians; {runs}", ratio >= 0.97),
+               f"medians; {runs}; {alike_settings(seed=1)}", ratio >= 0.97),
         figure("managed run (daemon, telemetry, episode callback)", median(managed), "env steps/s", "",
                f"runs: {', '.join(f'{r:.0f}' for r in managed)}", None),
         figure("plain algo.train() loop", median(plain), "env steps/s", "",

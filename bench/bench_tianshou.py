@@ -20,11 +20,9 @@ out. Runs alternate A B A B ... and the figure is the ratio of the medians
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 
-from bench.common import ROOT, daemon_home, figure, finished_run_events, median, print_table
+from bench.common import alike, alike_settings, daemon_home, figure, finished_run_events, median, print_table, run_bare
 
 PAIRS = 2
 RUNS = {
@@ -67,8 +65,7 @@ def config_of(algo: str) -> dict:
 
 
 def bare_run(algo: str) -> float:
-    out = subprocess.run([sys.executable, "-c", BARE, json.dumps(config_of(algo))], capture_output=True, text=True,
-                         cwd=str(ROOT), timeout=900)
+    out = run_bare([sys.executable, "-c", BARE, json.dumps(config_of(algo))], timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"bare run failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -88,6 +85,7 @@ def managed_run(client, home, algo: str) -> float:
 def run() -> list[dict]:
     from mosaic_tui.client import Client
     rows = []
+    alike()
     with daemon_home(max_runs=1) as (home, _pid):
         with Client(home, name="bench-tianshou") as client:
             for algo in RUNS:
@@ -98,7 +96,9 @@ def run() -> list[dict]:
                 ratio = median(managed) / median(bare)
                 rows += [
                     figure(f"Tianshou {algo.upper()} CartPole env steps/s, managed / bare", ratio, "ratio", ">= 0.97",
-                           f"medians; {PAIRS} runs each, alternating", ratio >= 0.97),
+                           f"medians; {PAIRS} runs each, alternating; "
+                           + alike_settings(torch_threads=config_of(algo)["params"].get("torch_threads", 1), seed=1),
+                           ratio >= 0.97),
                     figure(f"  {algo.upper()} managed (daemon, telemetry logger, checkpoints)", median(managed),
                            "env steps/s", "", f"runs: {', '.join(f'{r:.0f}' for r in managed)}", None),
                     figure(f"  {algo.upper()} bare run_training", median(bare), "env steps/s", "",

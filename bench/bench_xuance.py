@@ -40,13 +40,12 @@ import json
 import os
 import resource
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, daemon_home, figure, machine, median, print_table
+from bench.common import alike, alike_settings, daemon_home, figure, machine, median, print_table, run_bare
 
 STEPS = 3_000
 ROUNDS = 4
@@ -112,9 +111,7 @@ def run_direct(steps: int) -> tuple[float, float, float]:
         config_path.write_text(json.dumps(run_config(steps)))
         cpu0 = children_cpu()
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "bench.bench_xuance", "--direct", str(config_path)],
-                              cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = run_bare([sys.executable, "-m", "bench.bench_xuance", "--direct", str(config_path)], cwd=folder)
         elapsed = time.monotonic() - t0
         cpu = children_cpu() - cpu0
         if proc.returncode != 0:
@@ -154,6 +151,7 @@ def run(steps: int = STEPS, rounds: int = ROUNDS) -> list[dict]:
     rates: dict[str, dict[str, list[float]]] = {
         way: {"mosaic": [], "direct": []} for way in ("training", "wall", "cpu")}
     lines_per_run: list[int] = []
+    alike()
     with daemon_home() as (home, daemon_pid):
         for _ in range(rounds):
             training, wall, cpu, record = run_mosaic(home, daemon_pid, steps)
@@ -175,7 +173,7 @@ def run(steps: int = STEPS, rounds: int = ROUNDS) -> list[dict]:
     training, wall, cpu = ratio("training"), ratio("wall"), ratio("cpu")
     return [
         figure("MAPPO simple_spread_v3 steps/s, mosaic / XuanCe alone", training, "ratio", ">= 0.97",
-               "MOSAIC ~0.92", training >= 0.97),
+               f"MOSAIC ~0.92; {alike_settings(seed=1)}", training >= 0.97),
         figure("  same, end to end (with start-up)", wall, "ratio", ">= 0.97", "", wall >= 0.97),
         figure("  same, steps per CPU second", cpu, "ratio", ">= 0.97", "", cpu >= 0.97),
         figure("MAPPO training steps/s, mosaic (median)", median(rates["training"]["mosaic"]), "steps/s", "",

@@ -16,6 +16,33 @@ from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Managed and bare sides of a worker bench run alike: the bare process gets the
+# nice level and the thread count the daemon gives a worker (daemon/runs.py:
+# worker_nice 10 and OMP_NUM_THREADS = cores / max_runs, unless the daemon's own
+# environment sets OMP_NUM_THREADS, which `alike()` does before the daemon starts).
+WORKER_NICE = 10
+ALIKE_THREADS = 1
+
+
+def alike(threads: int = ALIKE_THREADS) -> dict:
+    """Set the thread count both sides use (the daemon started after this passes it to its
+    workers) and return the environment for a bare process."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def run_bare(command: list[str], env: dict | None = None, timeout: float = 1200, **kwargs) -> subprocess.CompletedProcess:
+    """The bare side: a process at the workers' nice level, in the `alike()` environment."""
+    return subprocess.run(command, capture_output=True, text=True, env=env or alike(int(os.environ.get(
+        "OMP_NUM_THREADS", ALIKE_THREADS))), timeout=timeout, preexec_fn=lambda: os.nice(WORKER_NICE),
+        **{"cwd": str(ROOT), **kwargs})
+
+
+def alike_settings(**more) -> str:
+    """What both sides ran with, printed beside the figure."""
+    items = {"nice": WORKER_NICE, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"), **more}
+    return "both sides: " + ", ".join(f"{k} {v}" for k, v in items.items())
+
 
 def figure(name: str, value: float | None, unit: str, goal: str, anchor: str = "", ok: bool | None = None) -> dict:
     return {"figure": name, "value": value, "unit": unit, "goal": goal, "anchor": anchor, "ok": ok}
