@@ -490,7 +490,8 @@ def test_cancel_leaves_no_ray_process(daemon, mosaic):
     mosaic.run("cancel", run_id)
     finish(mosaic, run_id, "cancelled")
     _assert_no_ray_left(home, run_id, seen)
-    assert "stopped by SIGTERM" in (home.run_dir(run_id) / "stderr.log").read_text()
+    stderr = (home.run_dir(run_id) / "stderr.log").read_text(errors="replace")
+    assert "stopped by SIGTERM" in stderr, stderr[-3000:]   # it stopped itself, inside the grace period
 
 
 def test_failure_leaves_no_ray_process(daemon, mosaic):
