@@ -42,17 +42,36 @@ MARGIN = 1           # a blank column left of the text
 CACHE_ROWS = 512     # styled rows kept
 
 
-def fold(line: str, width: int) -> list[str]:
-    """A line cut into rows of ``width`` cells (never an empty list)."""
+def indent_of(line: str, width: int) -> int:
+    """Continuation rows start under the line's own text (at most half the width in)."""
+    return min(len(line) - len(line.lstrip(" ")), width // 2)
+
+
+def fold(line: str, width: int) -> list[tuple[int, int]]:
+    """A line cut into rows of ``width`` cells, as (start, end) character spans; the rows after the
+    first are indented like the line, so they are ``indent`` cells narrower."""
+    indent = indent_of(line, width)
     if line.isascii():
-        return [line[i:i + width] for i in range(0, len(line), width)] or [""]
-    return chop_cells(line, width) or [""]
+        if len(line) <= width:
+            return [(0, len(line))]
+        step = width - indent
+        return [(0, width)] + [(i, min(i + step, len(line))) for i in range(width, len(line), step)]
+    spans, start, room = [], 0, width
+    while True:
+        piece = chop_cells(line[start:], room)[0] if start < len(line) else ""
+        spans.append((start, start + len(piece)))
+        start += len(piece)
+        room = width - indent
+        if start >= len(line) or not piece:
+            return spans
 
 
 def rows_of(line: str, width: int) -> int:
     """How many rows ``fold`` makes of a line, without cutting it (most lines are ASCII)."""
     if line.isascii():
-        return max(1, math.ceil(len(line) / width))
+        if len(line) <= width:
+            return 1
+        return 1 + math.ceil((len(line) - width) / (width - indent_of(line, width)))
     return len(fold(line, width))
 
 
@@ -195,11 +214,11 @@ class TranscriptLines(ScrollView, can_focus=True):
                 break
             offset -= rows
         text = self._styled(key, number, line)
-        chunks = fold(line, self._width)
-        start = sum(len(c) for c in chunks[:offset])
-        piece = text[start:start + len(chunks[offset])]
+        start, end = fold(line, self._width)[offset]
+        piece = text[start:end]
         style = base + self.get_component_rich_style("transcript-lines--match") if key == self.match else base
-        segments = [Segment(" " * MARGIN, style)]
+        margin = MARGIN + (indent_of(line, self._width) if offset else 0)
+        segments = [Segment(" " * margin, style)]
         segments += [Segment(s.text, style + s.style if s.style else style) for s in piece.render(self.app.console)]
         return Strip(segments).extend_cell_length(self._width + MARGIN, style)
 

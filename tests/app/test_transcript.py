@@ -168,3 +168,19 @@ async def test_a_long_transcript_is_drawn_as_lines_and_searched(home):
         # whole prompts: the entry's text grows, the match stays found
         await pilot.press("p")
         assert view.plain((749, "0")).count("System: the rules") == 10
+
+
+def test_rows_fold_at_the_width_under_their_indent():
+    """The row count the layout uses is the rows drawn: every character once, in order, for ASCII and wide
+    characters; continuation rows indented like their line."""
+    from rich.cells import cell_len
+
+    from mosaic_tui.widgets.transcript_view import fold, indent_of, rows_of
+    for width in (5, 11, 80):
+        for line in ("", "    " + "x" * 200, "  " + "é漢字" * 40, "x" * width, "  " + "y" * (width - 2)):
+            spans = fold(line, width)
+            assert len(spans) == rows_of(line, width)
+            assert "".join(line[a:b] for a, b in spans) == line
+            indent = indent_of(line, width)
+            assert all(cell_len(line[a:b]) <= (width if i == 0 else width - indent) for i, (a, b) in enumerate(spans))
+    assert fold("    " + "x" * 20, 10) == [(0, 10), (10, 16), (16, 22), (22, 24)]
