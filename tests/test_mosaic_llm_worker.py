@@ -277,7 +277,7 @@ def test_a_token_budget_stops_the_series_cleanly(daemon, mosaic):
     assert len(calls) == 1
     used = calls[0]["tokens_in"] + calls[0]["tokens_out"]
     phases = [e["name"] for e in events if e["type"] == "phase"]
-    assert phases[-1] == f"token budget reached: {used} of 1 tokens"
+    assert phases[-1] == f"token budget reached: {used} of 1 tokens" == run["summary"]["phase"]
     assert [e["length"] for e in events if e["type"] == "episode"] == [2]     # only the finished episode
     assert events[-1]["type"] == "run_completed" and run["state"] == "succeeded"
 
