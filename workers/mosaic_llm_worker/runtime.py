@@ -295,7 +295,6 @@ class Match:
         self.pool = ThreadPoolExecutor(max_workers=len(self.llm_seats), thread_name_prefix="seat") \
             if len(self.llm_seats) > 1 and self.params["concurrent"] else None
         self.budget = Budget(self.params)
-        self.budget_note: str | None = None
         self.moves = open(MOVES_FILE, "a", encoding="utf-8", buffering=1)
 
     def close(self) -> None:
@@ -314,7 +313,6 @@ class Match:
                     returns, length, teams, points = self.multigrid_episode(episode, seed)
             except BudgetReached as exc:
                 # a planned end: the episode it cuts has no result; the run completes
-                self.budget_note = str(exc)
                 sys.stderr.write(f"mosaic_llm: {exc}; stopping\n")
                 self.emitter.phase(str(exc), step=self.steps)
                 return
