@@ -484,6 +484,43 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_transcript(args: argparse.Namespace) -> int:
+    """An LLM run's steps as text (or one JSON line each): the final llm_step events, filtered."""
+    from mosaic_tui.transcript import entry_text, step_matches
+
+    shown = 0
+    with _client(args) as client:
+        run = client.call(P.GET, run=args.run)
+        offset = 0
+        while True:
+            page = client.call(P.EVENTS, run=run["id"], types=["llm_step"], **{"from": offset})
+            for event in page["events"]:
+                # partial events are a reply still streaming in: its final event follows
+                if event.get("partial") or not step_matches(event, args.agent, args.episode, args.grep or ""):
+                    continue
+                if args.json:
+                    print(json.dumps(event, ensure_ascii=False))
+                else:
+                    print(("\n" if shown else "") + entry_text(event, full_prompt=True))
+                shown += 1
+            sys.stdout.flush()
+            done = page["next"] >= page["end"] or page["next"] == offset
+            offset = page["next"]
+            if not done:
+                continue
+            if not args.follow:
+                break
+            run = client.call(P.GET, run=run["id"])
+            if run["state"] in P.FINAL_STATES:
+                args.follow = False  # one more pass reads what was written at the very end
+                continue
+            time.sleep(0.25)
+    if not shown and not args.json:
+        print(f"no LLM steps in {run['name']}" + (" match" if args.agent or args.episode is not None or args.grep
+                                                  else ""), file=sys.stderr)
+    return 0
+
+
 def cmd_tag(args: argparse.Namespace) -> int:
     """`mosaic tag RUN +baseline -old`: a bare word adds too."""
     add, remove = [], []
@@ -810,6 +847,16 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
     p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("transcript", parents=[common],
+                       help="print an LLM run's steps: observation, prompt, reply, parsed action, valid, tokens")
+    p.add_argument("run")
+    p.add_argument("--agent", help="only this agent's steps (a seat: 0, player_1 ...)")
+    p.add_argument("--episode", type=INTEGER, help="only this episode's steps (0 is the first)")
+    p.add_argument("--grep", metavar="TEXT", help="only steps with TEXT anywhere in them (any case)")
+    p.add_argument("--json", action="store_true", help="one JSON object a line per step (the llm_step event)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing steps until the run ends")
+    p.set_defaults(func=cmd_transcript)
 
     p = sub.add_parser("attach", parents=[common, graphics, app_options], help="open the terminal app (the default command)")
     p.set_defaults(func=cmd_app)

@@ -107,7 +107,9 @@ def _config(env: str = "tictactoe_v3", **params) -> dict:
     (_config(seats=["llm", {"kind": "random", "level": 3}]), "params.seats[1].level"),
     (_config(seats=["llm", "checkpoint:runs/x"]), "params.seats[1].checkpoint"),       # not absolute
     (_config(seats=["llm", "checkpoint:/nonexistent/ck"]), "params.seats[1].checkpoint"),
-    (_config(SOCCER, seats=["llm", "random", "checkpoint:/x", "random"]), "params.seats[2]"),  # no loader
+    (_config("go_v5", seats=["llm", "checkpoint:/x"]), "params.seats[1]"),               # no loader
+    (_config(SOCCER, seats=["llm", "random", "checkpoint:/x", "random"]), "params.seats[2].checkpoint"),
+    (_config(max_cost=1.0), "params.max_cost"),                                        # a cost needs a price
     (_config(seats=["llm", {"kind": "llm", "role": "goalie"}]), "params.seats[1].role"),
     (_config(backend="gpt"), "params.backend"),
     (_config(coordination="L4"), "params.coordination"),
@@ -138,6 +140,26 @@ def test_a_checkpoint_of_another_env_is_refused(tmp_path):
     with pytest.raises(ConfigError) as err:
         WORKER.validate(_config(seats=["llm", f"checkpoint:{checkpoint}"]))
     assert err.value.field == "params.seats[1].checkpoint" and "connect_four_v3" in err.value.message
+
+
+def test_multigrid_checkpoints_are_checked(tmp_path):
+    """A MultiGrid seat plays an RLlib checkpoint of the same env, layout and env_kwargs (view_size changes
+    what the policy sees; shared_value's actors read every agent's view)."""
+    checkpoint = tmp_path / "final"
+    (checkpoint / "learner_group" / "learner" / "rl_module").mkdir(parents=True)
+    meta = checkpoint / "mosaic_checkpoint.json"
+    seats = ["llm", f"checkpoint:{checkpoint}", "random", "random"]
+    for trained, params, needle in (
+            ({"env": SOCCER, "policy": "shared_value", "env_kwargs": {}}, {}, "'shared_value' policy layout"),
+            ({"env": SOCCER, "policy": "independent", "env_kwargs": {"view_size": 5}}, {}, "view_size"),
+            ({"env": "MosaicMultiGrid-S-1v1-IndAgObs-v1", "policy": "independent"}, {}, "S-1v1")):
+        meta.write_text(json.dumps(trained))
+        with pytest.raises(ConfigError) as err:
+            WORKER.validate(_config(SOCCER, seats=seats, **params))
+        assert err.value.field == "params.seats[1].checkpoint" and needle in err.value.message
+    meta.write_text(json.dumps({"env": SOCCER, "policy": "shared", "env_kwargs": {}}))
+    checked = WORKER.validate(_config(SOCCER, seats=seats))["params"]["seats"]
+    assert checked[1] == {"kind": "checkpoint", "checkpoint": str(checkpoint)}
 
 
 def test_a_seats_llm_settings_override_the_runs():
@@ -241,6 +263,23 @@ def test_tictactoe_llm_against_random(daemon, mosaic):
     assert [e["length"] for e in episodes] == [2, 2]                      # the run's move limit: draws
     tags = scalars(events)
     assert tags["results/player_1/draws"] == [1.0, 2.0] and tags["elo/player_2"] == [ELO_START, ELO_START]
+
+
+@needs_model
+def test_a_token_budget_stops_the_series_cleanly(daemon, mosaic):
+    """A budget of 1 token: the first episode (one LLM move, one random move) is played out, the LLM's next
+    turn stops the run, which completes; the phase event names the reason."""
+    run_id = submit(mosaic, "tictactoe_v3", 'seats=["llm", "random"]', "episodes=3", "max_steps=2",
+                    "max_total_tokens=1")
+    run = finish(mosaic, run_id)
+    events = events_of(mosaic.home, run_id)
+    calls = llm_steps(events)
+    assert len(calls) == 1
+    used = calls[0]["tokens_in"] + calls[0]["tokens_out"]
+    phases = [e["name"] for e in events if e["type"] == "phase"]
+    assert phases[-1] == f"token budget reached: {used} of 1 tokens" == run["summary"]["phase"]
+    assert [e["length"] for e in events if e["type"] == "episode"] == [2]     # only the finished episode
+    assert events[-1]["type"] == "run_completed" and run["state"] == "succeeded"
 
 
 @needs_model

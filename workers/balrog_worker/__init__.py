@@ -19,6 +19,7 @@ from workers.sdk.descriptor import WorkerDescriptor, dist_version
 from workers.sdk.envs import unknown_env
 from workers.sdk.llm import families
 from workers.sdk.llm.client import SpecError, normalise_spec, spec_from_params
+from workers.sdk.llm.usage import check_budget_params
 
 
 class BalrogDescriptor(WorkerDescriptor):
@@ -88,8 +89,7 @@ class BalrogDescriptor(WorkerDescriptor):
             if spec["backend"] == "local" and spec["model"] and not os.path.isfile(os.path.expanduser(spec["model"])):
                 raise ConfigError("params.model", f"{spec['model']} is not a file (a GGUF model for the local "
                                                   f"backend)")
-            if p["max_cost"] is not None and spec["price_in"] is None and spec["price_out"] is None:
-                raise ConfigError("params.max_cost", "a cost budget needs params.price_in / price_out")
+            check_budget_params(p, [spec])
         if p["demos"] is not None:
             if config.algo != "few_shot":
                 raise ConfigError("params.demos", "only the few_shot agent uses demonstrations")

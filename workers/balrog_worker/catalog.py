@@ -10,6 +10,7 @@ from typing import Any
 from workers.sdk.config import SCHEMA_DIALECT
 from workers.sdk.llm import families
 from workers.sdk.llm.client import SPEC_PARAMS
+from workers.sdk.llm.usage import BUDGET_PARAMS
 
 SCHEMA_VERSION = 1
 
@@ -43,10 +44,7 @@ RUN_PARAMS: dict[str, dict[str, Any]] = {
     "on_error": {"type": "string", "default": "continue", "enum": ["continue", "fail"],
                  "description": "an LLM call that failed after its retries: record it and play the default "
                                 "action (continue), or fail the run"},
-    "max_total_tokens": {"type": ["integer", "null"], "default": None, "minimum": 1,
-                         "description": "budget: stop the run cleanly once this many tokens (in + out) are used"},
-    "max_cost": {"type": ["number", "null"], "default": None, "exclusiveMinimum": 0,
-                 "description": "budget: stop the run cleanly at this cost in US$ (needs price_in/price_out)"},
+    **BUDGET_PARAMS,
     "env_kwargs": {"type": "object", "default": {}, "description": "keyword arguments for the env"},
 }
 

@@ -11,71 +11,26 @@ scalars.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from workers.balrog_worker.agents import AGENTS, Agent, FewShotAgent, RandomAgent
 from workers.sdk.llm import families
 from workers.sdk.llm.client import make_client, normalise_spec, spec_from_params
 from workers.sdk.llm.history import HistoryPromptBuilder
-from workers.sdk.llm.parse import ActionStats, match_choice
+from workers.sdk.llm.parse import match_choice
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.textenv import TextEnv, as_text, make_text_env
+from workers.sdk.llm.usage import Budget, BudgetReached, Usage
 from workers.sdk.telemetry import Emitter, LLM_STEP
 
 RESULTS_FILE = "results.json"
 
 
-class BudgetReached(Exception):
-    """The run's token or cost budget is used up: stop cleanly."""
-
-
 class LLMFailed(Exception):
     """A call failed after its retries and params.on_error is 'fail'."""
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (nearest rank) of values; None for none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-@dataclass
-class Usage:
-    """LLM use, for an episode or the whole run."""
-    stats: ActionStats = field(default_factory=ActionStats)
-    errors: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost: float | None = None
-    latencies: list[float] = field(default_factory=list)
-
-    def add(self, decision_valid: bool, reply) -> None:
-        self.stats.add(decision_valid)
-        self.errors += 1 if reply.error else 0
-        self.tokens_in += reply.tokens_in
-        self.tokens_out += reply.tokens_out
-        self.latencies.append(reply.latency_s)
-        if reply.cost is not None:
-            self.cost = (self.cost or 0.0) + reply.cost
-
-    def metrics(self) -> dict[str, float]:
-        out = {"llm_calls": self.stats.calls, "invalid_actions": self.stats.invalid,
-               "invalid_rate": self.stats.invalid_rate, "llm_errors": self.errors,
-               "tokens_in": self.tokens_in, "tokens_out": self.tokens_out}
-        if self.latencies:
-            out["latency_p50"] = percentile(self.latencies, 50)
-            out["latency_p99"] = percentile(self.latencies, 99)
-        if self.cost is not None:
-            out["cost"] = self.cost
-        return out
 
 
 # -- demonstrations (few_shot) -----------------------------------------------------------
@@ -135,6 +90,7 @@ class BalrogRun:
         self.family = families.family_of(config["env"])
         self.total = Usage()
         self.step = 0
+        self.budget = Budget(self.params)
         self.budget_note: str | None = None
         self.episodes: list[dict[str, Any]] = []
 
@@ -155,14 +111,6 @@ class BalrogRun:
                                               self.params["demo_episodes"], env.max_steps)
             return FewShotAgent(client, builder, demos, self.params["max_icl_history"])
         return cls(client, builder)
-
-    def check_budget(self) -> None:
-        p = self.params
-        used = self.total.tokens_in + self.total.tokens_out
-        if p["max_total_tokens"] is not None and used >= p["max_total_tokens"]:
-            raise BudgetReached(f"token budget reached: {used} of {p['max_total_tokens']} tokens")
-        if p["max_cost"] is not None and (self.total.cost or 0.0) >= p["max_cost"]:
-            raise BudgetReached(f"cost budget reached: ${self.total.cost:.4f} of ${p['max_cost']:g}")
 
     def run(self) -> dict[str, Any]:
         config = self.config
@@ -224,7 +172,7 @@ class BalrogRun:
                 if terminated or truncated:
                     break
                 if not isinstance(agent, RandomAgent):
-                    self.check_budget()
+                    self.budget.check(self.total.tokens, self.total.cost)
         finally:
             # an episode cut by the budget still reports what it did
             record.update(steps=length, episode_return=episode_return, progression=env.progression(),

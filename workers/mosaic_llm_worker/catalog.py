@@ -88,6 +88,7 @@ SEAT_SCHEMA: dict[str, Any] = {
 
 def schema(algo: str, env: str | None = None) -> dict[str, Any]:
     from workers.sdk.llm.client import SPEC_PARAMS
+    from workers.sdk.llm.usage import BUDGET_PARAMS
 
     return {
         "$schema": SCHEMA_DIALECT,
@@ -122,6 +123,8 @@ def schema(algo: str, env: str | None = None) -> dict[str, Any]:
                       "description": "Elo K-factor: rating points at stake per game"},
             "env_kwargs": {"type": "object", "default": {},
                            "description": "passed to the env's constructor (go: board_size; MultiGrid: view_size)"},
+            # the run's token / cost budget over all its LLM seats (as balrog's)
+            **BUDGET_PARAMS,
             # the LLM client spec of every LLM seat, flat as in the balrog worker; a seat's own "llm"
             # object overrides any of these keys for that seat
             **SPEC_PARAMS,
@@ -168,6 +171,7 @@ def check_seats(env_id: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Every seat of the run, normalised (kind, and its settings with defaults); ConfigError naming
     ``params.seats[i]...`` for a seat that cannot play this env."""
     from workers.sdk.llm.client import SpecError, normalise_spec, spec_from_params
+    from workers.sdk.llm.usage import check_budget_params
 
     ids = seat_ids(env_id)
     raw = params["seats"] or ["llm"] * len(ids)
@@ -205,23 +209,27 @@ def check_seats(env_id: str, params: dict[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(think, int) or isinstance(think, bool) or not 1 <= think <= 60000:
                 raise ConfigError(f"{field}.movetime_ms", "must be an integer 1-60000")
         elif kind == "checkpoint":
-            _check_checkpoint(env_id, seat, field)
+            _check_checkpoint(env_id, seat, field, params["env_kwargs"])
         seats.append(seat)
+    check_budget_params(params, [seat["llm"] for seat in seats if seat["kind"] == "llm"])
     return seats
 
 
 CHECKPOINT_ENVS = ("tictactoe_v3", "connect_four_v3")
+# RLlib policy layouts a MultiGrid seat can play: shared_value's actors also read every agent's view
+CHECKPOINT_POLICIES = ("independent", "shared", "self_play")
 
 
-def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str) -> None:
+def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs: dict[str, Any]) -> None:
     """An RLlib checkpoint (the ray worker's) trained on this very env."""
     import json
 
     from workers.sdk.rundir import CHECKPOINT_META
 
-    if env_id not in CHECKPOINT_ENVS:
-        raise ConfigError(field, f"a checkpoint seat plays {' or '.join(CHECKPOINT_ENVS)} (RLlib policies); "
-                                 f"{env_id} has no policy loader here")
+    multigrid = env_family(env_id) == "multigrid"
+    if env_id not in CHECKPOINT_ENVS and not multigrid:
+        raise ConfigError(field, f"a checkpoint seat plays MultiGrid, {' or '.join(CHECKPOINT_ENVS)} (RLlib "
+                                 f"policies); {env_id} has no policy loader here")
     path = seat.get("checkpoint")
     if not isinstance(path, str) or not os.path.isabs(os.path.expanduser(path)):
         raise ConfigError(f"{field}.checkpoint", "must be the absolute path of a checkpoint directory")
@@ -236,4 +244,11 @@ def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str) -> None:
     if meta.get("env") != env_id:
         raise ConfigError(f"{field}.checkpoint", f"was trained on {meta.get('env') or 'an unknown env'}, "
                                                  f"not {env_id}")
+    if multigrid:
+        if meta.get("policy") not in CHECKPOINT_POLICIES:
+            raise ConfigError(f"{field}.checkpoint", f"has the {meta.get('policy')!r} policy layout; a MultiGrid "
+                                                     f"seat plays {', '.join(CHECKPOINT_POLICIES)}")
+        if (meta.get("env_kwargs") or {}) != env_kwargs:  # view_size changes what the policy sees
+            raise ConfigError(f"{field}.checkpoint", f"was trained with env_kwargs {meta.get('env_kwargs') or {}}, "
+                                                     f"this run has {env_kwargs}")
     seat["checkpoint"] = path

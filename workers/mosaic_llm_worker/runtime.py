@@ -20,6 +20,7 @@ updated pairwise against every seat of another team.
 """
 from __future__ import annotations
 
+import json
 import random
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +30,10 @@ from typing import Any
 from workers.sdk.llm import classic, multigrid
 from workers.sdk.llm.client import make_client
 from workers.sdk.llm.stream import StepStream
+from workers.sdk.llm.usage import Budget, BudgetReached, Usage, percentile
 
 ELO_START = 1500.0
+MOVES_FILE = "moves.jsonl"   # in the run directory: every seat's move, step by step
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Move:
     reply: Any = None            # workers.sdk.llm.client.Reply
     prompt: Any = None
     observation: str = ""
+    policy_observation: list[float] | None = None   # checkpoint seats: what the policy was given
 
 
 class LLMFailed(RuntimeError):
@@ -81,12 +85,7 @@ class LLMSeat(Seat):
         super().__init__(seat_id, spec, rng)
         self.client = make_client(spec["llm"])
         self.on_error = on_error
-        self.calls = 0
-        self.invalid = 0
-        self.failed = 0
-        self.tokens_in = 0
-        self.tokens_out = 0
-        self.latencies: list[float] = []
+        self.usage = Usage()
 
     @property
     def label(self) -> str:
@@ -99,15 +98,8 @@ class LLMSeat(Seat):
                   {"role": "user", "content": f"{observation}\n\nChoose one of: {', '.join(names)}\n"
                                               f"Your action:"}]
         reply = self.client.complete(prompt, choices=names, on_text=stream.on_text(step, self.seat_id))
-        self.calls += 1
-        self.tokens_in += reply.tokens_in
-        self.tokens_out += reply.tokens_out
-        self.latencies.append(reply.latency_s)
-        if reply.error is not None:
-            self.failed += 1
         valid = reply.error is None and reply.valid and reply.action in legal
-        if not valid:
-            self.invalid += 1
+        self.usage.add(valid, reply)
         # an invalid or failed reply still moves: the env's do-nothing, else a random legal move
         name = reply.action if valid else (fallback if fallback in legal else self.rng.choice(names))
         stream.final(step=step, agent=self.seat_id, episode=episode, reply=reply, prompt=prompt,
@@ -148,10 +140,15 @@ class StockfishSeat(Seat):
 
 
 class CheckpointSeat(Seat):
-    """An RLlib policy of a ray-worker checkpoint (tic-tac-toe, connect four), played greedily."""
+    """An RLlib policy of a ray-worker checkpoint trained on the same env, played greedily.
+
+    Tic-tac-toe and connect four: the board and its action mask, as the ray worker's TurnBasedEnv
+    gives them. MultiGrid: the flat 31-float view of workers/sdk/multigrid.py, the observation the
+    ray worker trained on; the seat's agent is the checkpoint's agent at the same index
+    (green_0, green_1, blue_0 ... in the env's agent order)."""
     kind = "checkpoint"
 
-    def __init__(self, seat_id, spec, rng):
+    def __init__(self, seat_id, spec, rng, agent_index: int):
         super().__init__(seat_id, spec, rng)
         import json
         from pathlib import Path
@@ -162,8 +159,11 @@ class CheckpointSeat(Seat):
         path = Path(spec["checkpoint"])
         meta = json.loads((path / CHECKPOINT_META).read_text())
         modules = evaluate.load_modules(path)
+        # board games name seats as the checkpoint names agents (player_1); MultiGrid seats are indices
+        agents = meta.get("agents") or []
+        agent = seat_id if seat_id in agents else agents[agent_index]
         module_id = spec.get("module") or ("main" if meta.get("policy") == "self_play"
-                                           else meta["agent_to_module"].get(seat_id))
+                                           else meta["agent_to_module"].get(agent))
         if module_id not in modules:
             raise ValueError(f"seat {seat_id}: the checkpoint has no module {module_id!r} "
                              f"(it has {', '.join(modules)})")
@@ -177,6 +177,7 @@ class CheckpointSeat(Seat):
         return f"checkpoint:{self.path.parent.parent.name}/{self.path.name}:{self.module_id}"
 
     def choose(self, legal: dict[str, int], observation: dict[str, Any], action_space) -> Move:
+        """A board game's move: the observation with its action mask (illegal moves masked)."""
         import numpy as np
 
         obs = {"observation": np.asarray(observation["observation"], dtype=np.float32).reshape(-1),
@@ -187,6 +188,15 @@ class CheckpointSeat(Seat):
             name = self.rng.choice(list(legal))
             return Move(legal[name], name, valid=False)
         return Move(action, by_action[action])
+
+    def choose_multigrid(self, legal: dict[str, int], observation: dict[str, Any], action_space) -> Move:
+        """A MultiGrid action from the agent's raw observation (direction, 3x3 view), flattened as in training."""
+        from workers.sdk.multigrid import MultiGridView
+
+        flat = MultiGridView.flat(observation)
+        action = int(self.act(self.module, flat, action_space))
+        by_action = {a: n for n, a in legal.items()}
+        return Move(action, by_action[action], policy_observation=flat.tolist())
 
 
 def describe_seat(spec: dict[str, Any]) -> str:
@@ -216,7 +226,7 @@ def make_seats(env_id: str, seats: list[dict[str, Any]], params: dict[str, Any],
             elif spec["kind"] == "stockfish":
                 out.append(StockfishSeat(seat_id, spec, rng, catalog.stockfish_path()))
             else:
-                out.append(CheckpointSeat(seat_id, spec, rng))
+                out.append(CheckpointSeat(seat_id, spec, rng, index))
     except BaseException:
         for seat in out:
             seat.close()
@@ -281,23 +291,47 @@ class Match:
         self.frames = frames
         self.steps = 0
         self.standings = Standings([s.seat_id for s in seats], k=float(self.params["elo_k"]))
-        llm = sum(1 for s in seats if s.kind == "llm")
-        self.pool = ThreadPoolExecutor(max_workers=llm, thread_name_prefix="seat") \
-            if llm > 1 and self.params["concurrent"] else None
+        self.llm_seats = [s for s in seats if isinstance(s, LLMSeat)]
+        self.pool = ThreadPoolExecutor(max_workers=len(self.llm_seats), thread_name_prefix="seat") \
+            if len(self.llm_seats) > 1 and self.params["concurrent"] else None
+        self.budget = Budget(self.params)
+        self.moves = open(MOVES_FILE, "a", encoding="utf-8", buffering=1)
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+        self.moves.close()
 
     def play(self) -> None:
         family = "classic" if self.env_id in classic.GAMES else "multigrid"
         for episode in range(self.params["episodes"]):
             seed = int(self.config["seed"]) + episode
-            if family == "classic":
-                returns, length, teams, points = self.classic_episode(episode, seed)
-            else:
-                returns, length, teams, points = self.multigrid_episode(episode, seed)
+            try:
+                if family == "classic":
+                    returns, length, teams, points = self.classic_episode(episode, seed)
+                else:
+                    returns, length, teams, points = self.multigrid_episode(episode, seed)
+            except BudgetReached as exc:
+                # a planned end: the episode it cuts has no result; the run completes
+                sys.stderr.write(f"mosaic_llm: {exc}; stopping\n")
+                self.emitter.phase(str(exc), step=self.steps)
+                return
             self.finish_episode(returns, length, teams, points)
+
+    def check_budget(self) -> None:
+        """Before a step: BudgetReached once the LLM seats together used the run's tokens or money."""
+        tokens = sum(s.usage.tokens for s in self.llm_seats)
+        costs = [s.usage.cost for s in self.llm_seats if s.usage.cost is not None]
+        self.budget.check(tokens, sum(costs) if costs else None)
+
+    def log_moves(self, episode: int, step: int, moves: dict[str, Move]) -> None:
+        """One line of moves.jsonl: each seat's move at this step, and what each checkpoint policy saw."""
+        line: dict[str, Any] = {"episode": episode, "step": step,
+                                "moves": {sid: move.name for sid, move in moves.items()}}
+        seen = {sid: move.policy_observation for sid, move in moves.items() if move.policy_observation is not None}
+        if seen:
+            line["policy_observations"] = seen
+        self.moves.write(json.dumps(line) + "\n")
 
     # -- MultiGrid: simultaneous moves ---------------------------------------------------------
     def multigrid_episode(self, episode: int, seed: int) -> tuple[dict[str, float], int, dict[str, Any]]:
@@ -320,14 +354,18 @@ class Match:
             limit = self.params["max_steps"]
             length = 0
             while True:
+                self.check_budget()  # every step asks the LLM seats (if any)
                 self.publish(env)
                 step = self.steps
 
                 def choose(seat: Seat) -> Move:
+                    index = int(seat.seat_id)
                     if isinstance(seat, LLMSeat):
-                        text = multigrid.describe(game, int(seat.seat_id), obs[int(seat.seat_id)], mode)
+                        text = multigrid.describe(game, index, obs[index], mode)
                         return seat.choose(legal, prompts[seat.seat_id], text, self.stream, step, episode,
                                            fallback="noop")
+                    if isinstance(seat, CheckpointSeat):
+                        return seat.choose_multigrid(legal, obs[index], game.action_space[index])
                     return seat.choose(legal)
 
                 if self.pool is not None:
@@ -335,6 +373,7 @@ class Match:
                 else:
                     moves = [choose(seat) for seat in self.seats]
                 actions = {int(s.seat_id): m.action for s, m in zip(self.seats, moves)}
+                self.log_moves(episode, step, {s.seat_id: m for s, m in zip(self.seats, moves)})
                 obs, rewards, terminated, truncated, _ = env.step(actions)
                 for seat in self.seats:
                     returns[seat.seat_id] += float(rewards[int(seat.seat_id)])
@@ -383,6 +422,7 @@ class Match:
                 seat = self.by_id[agent]
                 legal = classic.legal_moves(self.env_id, env, agent)
                 if isinstance(seat, LLMSeat):
+                    self.check_budget()  # before a call: the other seats' moves cost nothing
                     move = seat.choose(legal, prompts[agent], classic.board_text(self.env_id, env, agent),
                                        self.stream, self.steps, episode)
                 elif isinstance(seat, StockfishSeat):
@@ -391,6 +431,7 @@ class Match:
                     move = seat.choose(legal, observation, env.action_space(agent))
                 else:
                     move = seat.choose(legal)
+                self.log_moves(episode, self.steps, {agent: move})
                 env.step(move.action)
                 self.steps += 1
                 length += 1
@@ -418,15 +459,17 @@ class Match:
             scalars[f"results/{sid}/draws"] = self.standings.draws[sid]
             scalars[f"results/{sid}/losses"] = self.standings.losses[sid]
             scalars[f"elo/{sid}"] = self.standings.rating[sid]
-            if isinstance(seat, LLMSeat) and seat.calls:
-                scalars[f"llm/{sid}/calls"] = seat.calls
-                scalars[f"llm/{sid}/invalid_rate"] = seat.invalid / seat.calls
-                scalars[f"llm/{sid}/failed_calls"] = seat.failed
-                scalars[f"llm/{sid}/tokens_in"] = seat.tokens_in
-                scalars[f"llm/{sid}/tokens_out"] = seat.tokens_out
-                ordered = sorted(seat.latencies)
-                scalars[f"llm/{sid}/latency_p50_s"] = ordered[len(ordered) // 2]
-                scalars[f"llm/{sid}/latency_p99_s"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+            if isinstance(seat, LLMSeat) and seat.usage.calls:
+                usage = seat.usage
+                scalars[f"llm/{sid}/calls"] = usage.calls
+                scalars[f"llm/{sid}/invalid_rate"] = usage.stats.invalid_rate
+                scalars[f"llm/{sid}/failed_calls"] = usage.errors
+                scalars[f"llm/{sid}/tokens_in"] = usage.tokens_in
+                scalars[f"llm/{sid}/tokens_out"] = usage.tokens_out
+                scalars[f"llm/{sid}/latency_p50_s"] = percentile(usage.latencies, 50)
+                scalars[f"llm/{sid}/latency_p99_s"] = percentile(usage.latencies, 99)
+                if usage.cost is not None:
+                    scalars[f"llm/{sid}/cost"] = usage.cost
         self.emitter.scalars(scalars, step)
         self.emitter.heartbeat(step)
         sys.stderr.write(f"mosaic_llm: episode of {length} steps: "
