@@ -120,7 +120,8 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
     finished before it was cancelled."""
     home = mosaic.home
     dqn = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 600,
-                          "name": "dqn-rec", "record": {"episodes": 8}, "params": SMALL})
+                          "name": "dqn-rec", "record": {"episodes": 8},
+                          "params": {**SMALL, "eps_training_final": 0.02, "eps_decay_steps": 400}})
     run = finish(mosaic, dqn)
     summary = run["summary"]
     assert summary["dataset"]["episodes"] == 8 and summary["dataset"]["transitions"] >= 8 * 8
@@ -129,6 +130,9 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
     tags = {e["tag"] for e in of_type(events, "scalar")}
     assert {"test/returns_stat/mean", "update/loss", "train/n_collected_steps"} <= tags
     assert "Epoch #1: test_reward" in (home.run_dir(dqn) / "stdout.log").read_text()  # stray prints: the log
+    # exploration annealed by Tianshou's EpochTrainCallbackDQNEpsLinearDecay: 0.1 at the start, 0.02 after 400 steps
+    eps = [(e["step"], e["value"]) for e in of_type(events, "scalar") if e["tag"] == "train/eps"]
+    assert eps[0][1] > 0.09 and eps[-1] == (eps[-1][0], 0.02) and eps[-1][0] > 400, eps
     meta = json.loads((home.run_dir(dqn) / "dataset.json").read_text())
     assert meta["env"] == "CartPole-v1" and meta["transitions"] == summary["dataset"]["transitions"]
     with connect(home) as c:

@@ -159,6 +159,12 @@ MOSAIC_PARAMS: dict[str, dict[str, Any]] = {
                       "description": "torch intra-op threads"},
     "checkpoint_every": {"type": "integer", "minimum": 0, "default": 1,
                          "description": "save a checkpoint (policy and optimizers) every N epochs (0: only at the end)"},
+    # exploration annealing as Tianshou's own EpochTrainCallbackDQNEpsLinearDecay does it
+    "eps_training_final": {"type": ["number", "null"], "minimum": 0, "maximum": 1, "default": None,
+                           "description": "DQN family: anneal eps_training linearly to this over eps_decay_steps env "
+                                          "steps (Tianshou's EpochTrainCallbackDQNEpsLinearDecay); empty: constant"},
+    "eps_decay_steps": {"type": "integer", "minimum": 1, "default": 50000,
+                        "description": "DQN family: env steps over which eps_training falls to eps_training_final"},
 }
 
 
@@ -302,6 +308,9 @@ def schema(algo: str) -> dict[str, Any]:
         props[key] = MOSAIC_PARAMS[key]
     if info["kind"] == ONLINE_OFF:
         props["buffer_size"] = MOSAIC_PARAMS["buffer_size"]
+    if "eps_training" in props and info["kind"] != OFFLINE:
+        props["eps_training_final"] = MOSAIC_PARAMS["eps_training_final"]
+        props["eps_decay_steps"] = MOSAIC_PARAMS["eps_decay_steps"]
     if algo == "redq":
         props["ensemble"] = MOSAIC_PARAMS["ensemble"]
     if info["kind"] == OFFLINE:

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 from workers.sdk.dataset import Recorder, env_recorder
 from workers.sdk.frames import env_frames
@@ -128,6 +128,8 @@ def train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -
             size = math.ceil(trainer_params["collection_step_num_env_steps"] / n) * n + n
         collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n),
                                             exploration_noise=True)
+        if params.get("eps_training_final") is not None:
+            trainer_params["training_fn"] = eps_annealing(algorithm, params, logger)
         cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
         emitter.phase("train", step=restored[1])
         trainer = cls(training_collector=collector, **common, **trainer_params)
@@ -176,6 +178,16 @@ def evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None
         recorder.finish(emitter)
     emitter.run_completed(step=steps)
     return 0
+
+
+def eps_annealing(algorithm, params: dict, logger) -> Callable[[int, int], None]:
+    """The trainer's ``training_fn``: Tianshou's own linear epsilon decay (the callback its
+    high-level DQN experiments use), called before each collect step with the env step."""
+    from tianshou.highlevel.trainer import EpochTrainCallbackDQNEpsLinearDecay, TrainingContext
+    callback = EpochTrainCallbackDQNEpsLinearDecay(params["eps_training"], params["eps_training_final"],
+                                                   params["eps_decay_steps"])
+    context = TrainingContext(algorithm, None, logger)
+    return lambda epoch, env_step: callback.callback(epoch, env_step, context)
 
 
 def main(argv: list[str] | None = None) -> int:

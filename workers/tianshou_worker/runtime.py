@@ -294,6 +294,7 @@ class TelemetryLogger(BaseLogger):
         self.epoch = restored[0]
         self._scalars_at = -SCALAR_EVERY_STEPS
         self._updates_at = -SCALAR_EVERY_STEPS
+        self._callback_at = -SCALAR_EVERY_STEPS
 
     @property
     def step(self) -> int:
@@ -324,6 +325,10 @@ class TelemetryLogger(BaseLogger):
                 self._updates_at = self.step
                 self.emitter.scalars({f"update/{k}": v for k, v in _flat(data).items()}, self.step)
                 self.emitter.heartbeat(self.step)
+        elif scope == "train":   # what training callbacks write (train/eps of the epsilon decay)
+            if step - self._callback_at >= SCALAR_EVERY_STEPS:
+                self._callback_at = step
+                self.emitter.scalars(_flat(data), step)
         elif scope == "info":
             self.epoch = step
             self.emitter.scalars({f"info/{k}": v for k, v in _flat(data).items()
