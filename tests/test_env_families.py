@@ -171,8 +171,8 @@ def test_every_multigrid_algorithm_runs(tmp_path):
 
 
 # -- every family x worker: a few hundred steps through the daemon, with a frame ----------------
-# (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480)
-ATARI_FRAME, MUJOCO_FRAME = (210, 160, 3), (480, 480, 3)
+# (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480, ViZDoom 240x320)
+ATARI_FRAME, MUJOCO_FRAME, VIZDOOM_FRAME = (210, 160, 3), (480, 480, 3), (240, 320, 3)
 slow = pytest.mark.slow
 long = [pytest.mark.slow, pytest.mark.long]
 FAMILY_RUNS = [
@@ -193,6 +193,15 @@ FAMILY_RUNS = [
     pytest.param("cleanrl", "dqn", "LunarLander-v3", 300,
                  {"learning-starts": 100, "buffer-size": 1000, "batch-size": 32},
                  None, id="cleanrl-box2d"),
+    # Tianshou: Atari through its own wrap_deepmind and Atari CNNs (no test episodes: a Pong one is
+    # thousands of steps); ViZDoom through workers/sdk/vizdoom.py into the same CNNs
+    pytest.param("tianshou", "dqn", "PongNoFrameskip-v4", 300,
+                 {"training_envs": 1, "test_envs": 0, "buffer_size": 2000, "batch_size": 32},
+                 ATARI_FRAME, id="tianshou-atari"),
+    pytest.param("tianshou", "ppo", "VizdoomBasic-v1", 256,
+                 {"training_envs": 2, "test_envs": 1, "test_step_num_episodes": 1,
+                  "collection_step_num_env_steps": 128, "batch_size": 64, "hidden_sizes": [64]},
+                 VIZDOOM_FRAME, id="tianshou-vizdoom"),
     # Ray starts in ~40 s before the first step: each of these takes over a minute
     pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
