@@ -178,6 +178,12 @@ long = [pytest.mark.slow, pytest.mark.long]
 FAMILY_RUNS = [
     pytest.param("xuance", "ppo", "ALE/Pong-v5", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
                  ATARI_FRAME, id="xuance-atari"),
+    # ViZDoom: not a XuanCe family; workers/xuance_worker/vizdoom.py registers it, from atari.yaml's CNNs
+    pytest.param("xuance", "ppo", "VizdoomBasic-v1", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
+                 VIZDOOM_FRAME, id="xuance-vizdoom-ppo"),
+    pytest.param("xuance", "dqn", "VizdoomBasic-v1", 300,
+                 {"parallels": 2, "start_training": 100, "batch_size": 32, "buffer_size": 1000},
+                 VIZDOOM_FRAME, id="xuance-vizdoom-dqn"),
     pytest.param("xuance", "ppo", "HalfCheetah-v5", 256, {"parallels": 1, "horizon_size": 128, "n_epochs": 1},
                  MUJOCO_FRAME, id="xuance-mujoco"),
     pytest.param("xuance", "dqn", "LunarLander-v3", 300,
@@ -206,6 +212,9 @@ FAMILY_RUNS = [
     pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
                  ATARI_FRAME, id="ray-atari", marks=slow),
+    pytest.param("ray", "PPO", "VizdoomBasic-v1", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 VIZDOOM_FRAME, id="ray-vizdoom", marks=slow),
     pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
                  MUJOCO_FRAME, id="ray-mujoco", marks=long),
