@@ -135,6 +135,18 @@ def test_multigrid_bad_ids_and_curricula_are_refused_at_submit(daemon, mosaic):
         assert all(family in rows[worker] for family in families), rows[worker]
 
 
+def test_vizdoom_is_refused_where_no_script_takes_it(daemon, mosaic):
+    """CleanRL has no script that trains on ViZDoom's frames unmodified: refused at submit, one line."""
+    proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", "dqn_atari", "--env", "VizdoomBasic-v1",
+                      "--steps", "300")
+    line = proc.stderr.strip()
+    assert proc.returncode != 0 and line.startswith("mosaic: error:") and "\n" not in line, proc.stderr
+    assert "no CleanRL 1.2.0 script trains on ViZDoom" in line and "tianshou, xuance or ray" in line
+    proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", "dqn", "--env", "VizdoomBasic-v1", "--steps", "300")
+    assert proc.returncode != 0 and "not 84x84x4 frames" in proc.stderr
+    assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []
+
+
 def multigrid_walk_config(algo: str) -> dict:
     defaults = {key: prop.get("default") for key, prop in XUANCE.schema(algo, COLLECT_1V1)["properties"].items()}
     params: dict = {"parallels": 2, "vectorize": "DummyVecMultiAgentEnv", "env_kwargs": {"max_steps": 50}}
