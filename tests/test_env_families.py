@@ -211,6 +211,14 @@ FAMILY_RUNS = [
     pytest.param("cleanrl", "dqn", "LunarLander-v3", 300,
                  {"learning-starts": 100, "buffer-size": 1000, "batch-size": 32},
                  None, id="cleanrl-box2d"),
+    # Tianshou on the vector families (classic control: tests/test_tianshou_worker.py); over a minute
+    # here under load, so slow
+    pytest.param("tianshou", "dqn", "LunarLander-v3", 300,
+                 {"training_envs": 2, "test_envs": 0, "buffer_size": 2000, "batch_size": 32}, None,
+                 id="tianshou-box2d", marks=slow),
+    pytest.param("tianshou", "ppo", "HalfCheetah-v5", 256,
+                 {"training_envs": 1, "test_envs": 0, "collection_step_num_env_steps": 128, "batch_size": 64},
+                 MUJOCO_FRAME, id="tianshou-mujoco", marks=slow),
     # Tianshou: Atari through its own wrap_deepmind and Atari CNNs (no test episodes: a Pong one is
     # thousands of steps); ViZDoom through workers/sdk/vizdoom.py into the same CNNs
     pytest.param("tianshou", "dqn", "PongNoFrameskip-v4", 300,

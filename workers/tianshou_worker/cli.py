@@ -23,7 +23,7 @@ from workers.sdk.dataset import Recorder, env_recorder
 from workers.sdk import vizdoom
 from workers.sdk.envs import ATARI, VIZDOOM
 from workers.sdk.frames import EnvFrames, env_frames, publishing
-from workers.sdk.registration import register_family_of
+from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
 from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if config is None:
         return 2
     StopSignals().install()
+    prepare_process()  # MUJOCO_GL=egl (MuJoCo renders headless), before any env library is imported
     recorder = env_recorder(config)
     try:
         if config["mode"] == "eval":
