@@ -33,7 +33,8 @@ DRIVER = textwrap.dedent("""
         fd = os.open("events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         emitter = Emitter(fd)
         try:
-            results[config["algo"]] = cli.train(WORKER.validate(config), emitter, None)
+            run = cli.evaluate if config.get("mode") == "eval" else cli.train
+            results[config.get("name") or config["algo"]] = run(WORKER.validate(config), emitter, None)
         except BaseException as exc:
             results[config["algo"]] = repr(exc)
         emitter.close()
@@ -51,13 +52,18 @@ def image_config(algo: str) -> dict:
     return {"worker": "tianshou", "algo": algo, "env": DOOM, "steps": 128, "seed": 1, "params": params}
 
 
-@pytest.mark.slow  # about a minute: nine algorithms with CNNs, 128 ViZDoom steps each
+@pytest.mark.slow  # 1 to 4 minutes (load): nine algorithms with CNNs, 128 ViZDoom steps each, two evals
 def test_every_image_algorithm_trains_on_vizdoom(tmp_path):
     jobs = []
     for algo in catalog.IMAGE_NETS:
         run_dir = tmp_path / algo
         run_dir.mkdir()
         jobs.append((str(run_dir), image_config(algo)))
+    for algo in ("dqn", "ppo"):  # and a trained policy plays an episode (eval mode) from its checkpoint
+        run_dir = tmp_path / f"eval-{algo}"
+        run_dir.mkdir()
+        jobs.append((str(run_dir), {**image_config(algo), "mode": "eval", "name": f"eval-{algo}", "eval_episodes": 1,
+                                    "checkpoint": str(tmp_path / algo / "checkpoints" / "final.pt")}))
     out = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(jobs)], capture_output=True, text=True,
                          cwd=ROOT, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -72,6 +78,10 @@ def test_every_image_algorithm_trains_on_vizdoom(tmp_path):
             failed[algo] = (results.get(algo), [e for e in events if e["type"] == "run_failed"][-1:])
         elif not convolves(tmp_path / algo / "checkpoints" / "final.pt"):
             failed[algo] = "no convolution kernel among the checkpoint's weights: not the Atari CNN"
+    for algo in ("dqn", "ppo"):
+        events = read_events(tmp_path / f"eval-{algo}")
+        assert results.get(f"eval-{algo}") == 0 and events[-1]["type"] == "run_completed", results
+        assert [e["length"] for e in events if e["type"] == "episode"][0] > 1
     assert not failed, failed
 
 
