@@ -137,7 +137,8 @@ def pytest_collection_modifyitems(items):
     # The reliability tests run together so one process sees all of them pass and
     # writes build/reliability.md.
     for item in items:
-        if item.get_closest_marker("ray"):
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("ray") or (callspec is not None and callspec.params.get("worker") == "ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif item.get_closest_marker("reliability"):
             item.add_marker(pytest.mark.xdist_group("reliability"))

@@ -135,6 +135,18 @@ def test_multigrid_bad_ids_and_curricula_are_refused_at_submit(daemon, mosaic):
         assert all(family in rows[worker] for family in families), rows[worker]
 
 
+def test_vizdoom_is_refused_where_no_script_takes_it(daemon, mosaic):
+    """CleanRL has no script that trains on ViZDoom's frames unmodified: refused at submit, one line."""
+    proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", "dqn_atari", "--env", "VizdoomBasic-v1",
+                      "--steps", "300")
+    line = proc.stderr.strip()
+    assert proc.returncode != 0 and line.startswith("mosaic: error:") and "\n" not in line, proc.stderr
+    assert "no CleanRL 1.2.0 script trains on ViZDoom" in line and "tianshou, xuance or ray" in line
+    proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", "dqn", "--env", "VizdoomBasic-v1", "--steps", "300")
+    assert proc.returncode != 0 and "not 84x84x4 frames" in proc.stderr
+    assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []
+
+
 def multigrid_walk_config(algo: str) -> dict:
     defaults = {key: prop.get("default") for key, prop in XUANCE.schema(algo, COLLECT_1V1)["properties"].items()}
     params: dict = {"parallels": 2, "vectorize": "DummyVecMultiAgentEnv", "env_kwargs": {"max_steps": 50}}
@@ -171,14 +183,20 @@ def test_every_multigrid_algorithm_runs(tmp_path):
 
 
 # -- every family x worker: a few hundred steps through the daemon, with a frame ----------------
-# (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480)
-ATARI_FRAME, MUJOCO_FRAME = (210, 160, 3), (480, 480, 3)
+# (run id, worker, algo, env, steps, params, frame shape: Atari 210x160, MuJoCo 480x480, ViZDoom 240x320)
+ATARI_FRAME, MUJOCO_FRAME, VIZDOOM_FRAME = (210, 160, 3), (480, 480, 3), (240, 320, 3)
 slow = pytest.mark.slow
 long = [pytest.mark.slow, pytest.mark.long]
 ray = pytest.mark.ray   # starts a private Ray cluster: such tests run one at a time (tests/conftest.py)
 FAMILY_RUNS = [
     pytest.param("xuance", "ppo", "ALE/Pong-v5", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
                  ATARI_FRAME, id="xuance-atari"),
+    # ViZDoom: not a XuanCe family; workers/xuance_worker/vizdoom.py registers it, from atari.yaml's CNNs
+    pytest.param("xuance", "ppo", "VizdoomBasic-v1", 256, {"parallels": 2, "horizon_size": 64, "n_epochs": 1},
+                 VIZDOOM_FRAME, id="xuance-vizdoom-ppo"),
+    pytest.param("xuance", "dqn", "VizdoomBasic-v1", 300,
+                 {"parallels": 2, "start_training": 100, "batch_size": 32, "buffer_size": 1000},
+                 VIZDOOM_FRAME, id="xuance-vizdoom-dqn"),
     pytest.param("xuance", "ppo", "HalfCheetah-v5", 256, {"parallels": 1, "horizon_size": 128, "n_epochs": 1},
                  MUJOCO_FRAME, id="xuance-mujoco"),
     pytest.param("xuance", "dqn", "LunarLander-v3", 300,
@@ -194,10 +212,30 @@ FAMILY_RUNS = [
     pytest.param("cleanrl", "dqn", "LunarLander-v3", 300,
                  {"learning-starts": 100, "buffer-size": 1000, "batch-size": 32},
                  None, id="cleanrl-box2d"),
+    # Tianshou on the vector families (classic control: tests/test_tianshou_worker.py); over a minute
+    # here under load, so slow
+    pytest.param("tianshou", "dqn", "LunarLander-v3", 300,
+                 {"training_envs": 2, "test_envs": 0, "buffer_size": 2000, "batch_size": 32}, None,
+                 id="tianshou-box2d", marks=slow),
+    pytest.param("tianshou", "ppo", "HalfCheetah-v5", 256,
+                 {"training_envs": 1, "test_envs": 0, "collection_step_num_env_steps": 128, "batch_size": 64},
+                 MUJOCO_FRAME, id="tianshou-mujoco", marks=slow),
+    # Tianshou: Atari through its own wrap_deepmind and Atari CNNs (no test episodes: a Pong one is
+    # thousands of steps); ViZDoom through workers/sdk/vizdoom.py into the same CNNs
+    pytest.param("tianshou", "dqn", "PongNoFrameskip-v4", 300,
+                 {"training_envs": 1, "test_envs": 0, "buffer_size": 2000, "batch_size": 32},
+                 ATARI_FRAME, id="tianshou-atari"),
+    pytest.param("tianshou", "ppo", "VizdoomBasic-v1", 256,
+                 {"training_envs": 2, "test_envs": 1, "test_step_num_episodes": 1,
+                  "collection_step_num_env_steps": 128, "batch_size": 64, "hidden_sizes": [64]},
+                 VIZDOOM_FRAME, id="tianshou-vizdoom"),
     # Ray starts in ~40 s before the first step: each of these takes over a minute
     pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
                  ATARI_FRAME, id="ray-atari", marks=[slow, ray]),
+    pytest.param("ray", "PPO", "VizdoomBasic-v1", 200,
+                 {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
+                 VIZDOOM_FRAME, id="ray-vizdoom", marks=[slow, ray]),
     pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
                  MUJOCO_FRAME, id="ray-mujoco", marks=[*long, ray]),

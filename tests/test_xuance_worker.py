@@ -150,7 +150,8 @@ def test_capabilities():
     assert caps["paradigms"] == ["single_agent", "multi_agent"]
     assert caps["algorithms"] == list(catalog.ALGORITHMS)
     assert {"ppo", "dqn", "mappo", "ippo", "qmix", "vdn", "maddpg", "iql", "masac"} <= set(caps["algorithms"])
-    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "mpe", "multigrid"]
+    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "vizdoom", "mpe", "multigrid"]
+    assert "vizdoom" in caps["env_families_by_algorithm"]["ppo"] and "VizdoomBasic-v1" in caps["envs"]["dqn"]
     assert "MosaicMultiGrid-S-1v1-IndAgObs-v1" in caps["envs"]["mappo"]
     assert caps["env_families_by_algorithm"]["mappo"] == ["mpe", "multigrid"]
     assert caps["env_families_by_algorithm"]["maddpg"] == ["mpe"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
+from workers.sdk.envs import VIZDOOM, env_family
 from workers.cleanrl_worker import catalog
 from workers.cleanrl_worker.argparse_schema import property_schema
 
@@ -112,6 +113,11 @@ class CleanRLDescriptor(WorkerDescriptor):
     def check_env(self, config: RunConfig) -> None:
         path = self.script_for(config.algo)  # a script path that is no CleanRL-style script says why here
         wanted, library = self.script_traits(config.algo)
+        if env_family(config.env) == VIZDOOM:
+            raise ConfigError("env", f"{config.env}: no CleanRL 1.2.0 script trains on ViZDoom unmodified "
+                                     f"(dqn_atari's wrappers need ALE's get_action_meanings and lives; the "
+                                     f"other scripts' MLPs take flat vectors, not 84x84x4 frames); "
+                                     f"use the tianshou, xuance or ray worker")
         known = catalog.ENVS.get(config.env)
         if known is not None:
             family, space, libraries = known

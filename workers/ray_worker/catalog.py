@@ -56,6 +56,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "box2d": {"needs": ("gymnasium", "box2d"), "kind": "gym"},
     "mujoco": {"needs": ("gymnasium", "mujoco"), "kind": "gym"},
     "atari": {"needs": ("gymnasium", "ale-py"), "kind": "gym"},
+    "vizdoom": {"needs": ("gymnasium", "vizdoom", "opencv-python"), "kind": "gym"},
     "multigrid": {"needs": ("mosaic-multigrid",), "kind": "parallel"},
     "mpe": {"needs": ("pettingzoo", "mpe2"), "kind": "parallel"},
     "classic": {"needs": ("pettingzoo",), "kind": "turn_based"},
@@ -75,6 +76,9 @@ ENVS: dict[str, dict[str, Any]] = {
     # Atari: ALE/<Game>-v5, observed as 84x84x4 stacked grey frames through RLlib's Atari
     # connectors (wrap_atari_for_new_api_stack), trained with its CNN encoder
     **{env: {**info, "atari": True} for env, info in atari_envs().items() if env.startswith("ALE/")},
+    # ViZDoom: the screen as 84x84x4 stacked grey frames (workers/sdk/vizdoom.py), scaled to -1..1
+    # as RLlib's Atari connectors scale theirs, trained with the same default CNN encoder
+    **{env: {**info, "image": True} for env, info in gymnasium_envs(family="vizdoom").items()},
     # MOSAIC MultiGrid: 31-value flat observations (workers/sdk/multigrid.py), string agent ids
     # green_0, blue_0...; "teams": the agents of each side, for self-play between teams
     **{env: {"family": "multigrid", "actions": "discrete", "alike": True, "agents": info["agents"],

@@ -147,6 +147,12 @@ def make_env(env_config: dict[str, Any]):
     registration.register_family_of(env_id)  # Atari, MultiGrid: in every env-runner process
     if info is not None and info.get("atari"):
         kwargs = {"frameskip": 1, **kwargs}  # the wrapper below skips 4 frames (max-pooled)
+    if info is not None and info["family"] == "vizdoom":
+        from ray.rllib.env.wrappers.atari_wrappers import NormalizedImageEnv
+
+        from workers.sdk import vizdoom
+        # RLlib's CNN encoder convolves channels-last images
+        return NormalizedImageEnv(vizdoom.make(env_id, render_mode=render_mode, channels_first=False, **kwargs))
     if info is None or info["kind"] == "gym":
         env = gym.make(env_id, render_mode=render_mode, **kwargs)
         if info is not None and info.get("atari"):

@@ -63,3 +63,19 @@ def env_frames(config: dict[str, Any]) -> EnvFrames | None:
     """The run's EnvFrames, or None when it has frames off."""
     request = frames_request(config)
     return None if request is None else EnvFrames(**request)
+
+
+def publishing(env: Any, frames: EnvFrames) -> Any:
+    """``env`` (a gymnasium env made with ``render_mode="rgb_array"``) wrapped so that its
+    steps publish live frames: for a learner that steps its envs itself (a vector env of
+    them), wrap the first one. ``render()`` passes through every wrapper to the env
+    underneath, so a preprocessed env (84x84 grey) still shows its rgb screen."""
+    import gymnasium as gym
+
+    class PublishFrames(gym.Wrapper):
+        def step(self, action):
+            result = self.env.step(action)
+            frames.maybe_publish(self.env.render)
+            return result
+
+    return PublishFrames(env)

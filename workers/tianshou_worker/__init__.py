@@ -23,7 +23,8 @@ class TianshouDescriptor(WorkerDescriptor):
     upstream = "tianshou"
     description = ("Tianshou 2.0.1 (procedural API): DQN family, C51, Rainbow, QRDQN, IQN, FQF, REINFORCE, A2C, "
                    "PPO, NPG, TRPO, DDPG, TD3, SAC, discrete SAC, REDQ; offline BCQ, CQL, TD3+BC, discrete "
-                   "BCQ/CQL/CRR, BC and GAIL from datasets recorded by other runs")
+                   "BCQ/CQL/CRR, BC and GAIL from datasets recorded by other runs; Atari and ViZDoom through "
+                   "Tianshou's Atari CNNs")
 
     def available(self) -> bool:
         return catalog.available() and dist_version("torch") is not None
@@ -36,8 +37,7 @@ class TianshouDescriptor(WorkerDescriptor):
             "offline_algorithms": [a for a, i in catalog.ALGORITHMS.items()
                                    if i["kind"] == catalog.OFFLINE or i.get("dataset")],
             "env_families": [f for f in catalog.FAMILIES if self._family_installed(f)],
-            "envs": {a: [e for e in envs if catalog.takes(a, catalog.ENVS[e]["actions"])]
-                     for a in catalog.ALGORITHMS},
+            "envs": {a: [e for e in envs if catalog.takes_env(a, e)] for a in catalog.ALGORITHMS},
             "action_spaces": {a: (["discrete", "continuous"] if i["actions"] == "both" else [i["actions"]])
                               for a, i in catalog.ALGORITHMS.items()},
             "pause": True,
@@ -68,6 +68,8 @@ class TianshouDescriptor(WorkerDescriptor):
         if not catalog.takes(config.algo, info["actions"]):
             raise ConfigError("env", f"{config.algo} takes {catalog.ALGORITHMS[config.algo]['actions']} actions; "
                                      f"{config.env} has {info['actions']} actions")
+        if info.get("image") and not catalog.takes_env(config.algo, config.env):
+            raise ConfigError("algo", f"{config.env} has image observations; {catalog.image_refusal(config.algo)}")
         if config.mode == "train" and config.steps is None:
             raise ConfigError("steps", "is required to train (env steps; offline: gradient steps)")
         check_torch_device(config.device)
@@ -92,6 +94,9 @@ class TianshouDescriptor(WorkerDescriptor):
         if config.record and info["kind"] == catalog.OFFLINE and config.mode == "train":
             raise ConfigError("record", f"{config.algo} trains from a dataset without stepping an env; "
                                         f"record from an evaluation of its checkpoint")
+        if config.record and catalog.ENVS[config.env].get("image"):
+            raise ConfigError("record", f"{config.env} has image observations (4x84x84 frames a transition); "
+                                        f"mosaic records datasets of vector observations only")
         if config.checkpoint is not None:
             self._check_checkpoint(config)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError
 from workers.sdk.descriptor import package_dirs
-from workers.sdk.envs import gymnasium_envs
+from workers.sdk.envs import ATARI, VIZDOOM, gymnasium_envs
 
 ONLINE_OFF, ONLINE_ON, OFFLINE = "off-policy", "on-policy", "offline"
 TRAINER_PARAMS = {ONLINE_OFF: "OffPolicyTrainerParams", ONLINE_ON: "OnPolicyTrainerParams",
@@ -338,12 +338,41 @@ def _bounds(props: dict[str, Any]) -> None:
 
 
 # -- environments -------------------------------------------------------------------------
-FAMILIES = {"classic_control": ("gymnasium",), "box2d": ("gymnasium", "box2d"), "mujoco": ("gymnasium", "mujoco")}
-ENVS: dict[str, dict[str, str]] = gymnasium_envs(
+FAMILIES = {"classic_control": ("gymnasium",), "box2d": ("gymnasium", "box2d"), "mujoco": ("gymnasium", "mujoco"),
+            ATARI: ("gymnasium", "ale-py", "opencv-python"), VIZDOOM: ("gymnasium", "vizdoom", "opencv-python")}
+ENVS: dict[str, dict[str, Any]] = gymnasium_envs(
     ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0", "LunarLander-v3",
      "LunarLanderContinuous-v3", "BipedalWalker-v3", "Hopper-v5", "HalfCheetah-v5", "InvertedPendulum-v5"])
+# Image observations: Atari through Tianshou's own wrap_deepmind (tianshou/env/atari/atari_wrapper.py),
+# ViZDoom through workers/sdk/vizdoom.py; both give 4 stacked grey 84x84 frames, channels first.
+ENVS.update({env: {**info, "image": True} for family in (ATARI, VIZDOOM)
+             for env, info in gymnasium_envs(family=family).items()})
+
+# The algorithms Tianshou 2.0.1 wires to its Atari CNNs (tianshou/env/atari/atari_network.py) in its
+# examples/atari/atari_<algo>.py, and the net each example builds; a2c has no example of its own
+# and takes PPO's actor-critic (the same A2C loss on the same networks).
+IMAGE_NETS = {"dqn": "DQNet", "c51": "C51Net", "rainbow": "RainbowNet", "qrdqn": "QRDQNet",
+              "iqn": "DQNet features + ImplicitQuantileNetwork", "fqf": "DQNet features + FullQuantileFunction",
+              "ppo": "DQNet features (scaled obs) + DiscreteActor/DiscreteCritic",
+              "a2c": "DQNet features (scaled obs) + DiscreteActor/DiscreteCritic (atari_ppo.py's nets)",
+              "discrete_sac": "DQNet features + DiscreteActor, 2 DiscreteCritic"}
 
 
 def takes(algo: str, actions: str) -> bool:
     kind = ALGORITHMS[algo]["actions"]
     return kind == "both" or kind == actions
+
+
+def takes_env(algo: str, env: str) -> bool:
+    """Whether ``algo`` trains on ``env``: its action kind, and a CNN for image observations."""
+    info = ENVS[env]
+    return takes(algo, info["actions"]) and (not info.get("image") or algo in IMAGE_NETS)
+
+
+def image_refusal(algo: str) -> str:
+    """Why ``algo`` is not offered on image observations (one line)."""
+    if ALGORITHMS[algo]["kind"] == OFFLINE or ALGORITHMS[algo].get("dataset"):
+        return (f"{algo} learns from a recorded dataset, and mosaic records no image observations; "
+                f"image envs take {', '.join(IMAGE_NETS)}")
+    return (f"{algo} has no image network: Tianshou 2.0.1 wires its Atari CNNs only in examples for "
+            f"{', '.join(IMAGE_NETS)}")

@@ -20,7 +20,10 @@ import traceback
 from typing import Any, Callable
 
 from workers.sdk.dataset import Recorder, env_recorder
-from workers.sdk.frames import env_frames
+from workers.sdk import vizdoom
+from workers.sdk.envs import ATARI, VIZDOOM
+from workers.sdk.frames import EnvFrames, env_frames, publishing
+from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
 from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
@@ -28,11 +31,36 @@ from workers.sdk.worker_cli import start
 from workers.tianshou_worker import WORKER, catalog
 
 
-def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False):
+def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False, train: bool = False):
+    """The env of ``env_id``; image families preprocessed to 4 stacked grey 84x84 frames:
+    Atari by Tianshou's own ``wrap_deepmind`` (its examples/atari: no-op reset, max-and-skip 4, fire
+    reset; while training also end-of-life as episode end and rewards clipped to their sign),
+    ViZDoom by ``workers.sdk.vizdoom``. ``render()`` gives the game's rgb screen either way."""
     import gymnasium as gym
 
-    env = gym.make(env_id, render_mode="rgb_array" if render else None)
+    family = register_family_of(env_id)
+    render_mode = "rgb_array" if render else None
+    if family == VIZDOOM:
+        env = vizdoom.make(env_id, render_mode=render_mode)
+    elif family == ATARI:
+        from tianshou.env.atari.atari_wrapper import wrap_deepmind
+
+        # ALE/*-v5 skips 4 frames itself; wrap_deepmind's MaxAndSkipEnv does the skipping (as on NoFrameskip-v4)
+        skip = {"frameskip": 1} if env_id.startswith("ALE/") else {}
+        env = wrap_deepmind(gym.make(env_id, render_mode=render_mode, **skip), episode_life=train,
+                            clip_rewards=train)
+    else:
+        env = gym.make(env_id, render_mode=render_mode)
     return recorder.wrap(env) if recorder is not None else env
+
+
+def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames | None, index: int):
+    """What DummyVectorEnv calls to make training env ``index``: the first one publishes live frames."""
+    def make():
+        if frames is not None and index == 0:
+            return publishing(make_env(env_id, recorder, render=True, train=True), frames)
+        return make_env(env_id, recorder, train=True)
+    return make
 
 
 def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
@@ -115,25 +143,36 @@ def train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -
     if not params["test_envs"]:
         trainer_params.pop("test_step_num_episodes", None)
     emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream="tianshou 2.0.1")
+    frames = None
     if kind == catalog.OFFLINE:
         emitter.phase("offline", step=restored[2])
         trainer = OfflineTrainerParams(buffer=dataset, **common, **trainer_params)
     else:
         n = params["training_envs"]
-        training_envs = DummyVectorEnv([lambda: make_env(config["env"], recorder) for _ in range(n)])
+        frames = env_frames(config)
+        training_envs = DummyVectorEnv([training_env_maker(config["env"], recorder, frames, i) for i in range(n)])
         training_envs.seed(config["seed"])
         if kind == catalog.ONLINE_OFF:
             size = params["buffer_size"]
         else:  # what one collection step gathers, in whole steps of every env
             size = math.ceil(trainer_params["collection_step_num_env_steps"] / n) * n + n
-        collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n),
+        stacked = {}
+        if catalog.ENVS[config["env"]].get("image"):
+            # as Tianshou's Atari examples: the buffer keeps each step's newest frame only and
+            # stacks 4 when it samples (a 4x84x84 observation and its next would be 8x the memory)
+            stacked = {"ignore_obs_next": True, "save_only_last_obs": True, "stack_num": 4}
+        collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n, **stacked),
                                             exploration_noise=True)
         if params.get("eps_training_final") is not None:
             trainer_params["training_fn"] = eps_annealing(algorithm, params, logger)
         cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
         emitter.phase("train", step=restored[1])
         trainer = cls(training_collector=collector, **common, **trainer_params)
-    result = algorithm.run_training(trainer)
+    try:
+        result = algorithm.run_training(trainer)
+    finally:
+        if frames is not None:
+            frames.close()
     step = result.update_step if kind == catalog.OFFLINE else logger.env_step
     save_checkpoint(algorithm, config, "final", logger.epoch, logger.env_step, result.update_step, emitter)
     if recorder is not None:
@@ -195,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if config is None:
         return 2
     StopSignals().install()
+    prepare_process()  # MUJOCO_GL=egl (MuJoCo renders headless), before any env library is imported
     recorder = env_recorder(config)
     try:
         if config["mode"] == "eval":

@@ -70,6 +70,12 @@ class Spaces:
         return float(np.max(self.action_space.high))
 
 
+    @property
+    def image(self) -> bool:
+        """Stacked frames (c, h, w), as Atari's wrap_deepmind and workers/sdk/vizdoom.py give."""
+        return len(self.obs_shape) == 3
+
+
 def spaces_of(env: gym.Env) -> Spaces:
     return Spaces(env.observation_space.shape, env.action_space, env.observation_space)
 
@@ -104,6 +110,8 @@ def _critic_net(s: Spaces, hidden: list[int]) -> Net:
 def build(algo: str, params: dict[str, Any], s: Spaces, expert: ReplayBuffer | None = None) -> Any:
     """The algorithm (policy inside) for ``algo`` with ``params`` on an env of spaces ``s``;
     ``expert``: GAIL's demonstrations."""
+    if s.image:
+        return build_image(algo, params, s)
     a, p, _ = split_params(algo, params)
     hidden = list(params["hidden_sizes"])
     spaces = {"action_space": s.action_space}
@@ -258,6 +266,66 @@ def build(algo: str, params: dict[str, Any], s: Spaces, expert: ReplayBuffer | N
         return BCQ(policy=policy, actor_perturbation_optim=actor_optim, critic_optim=critic_optim,
                    vae_optim=AdamOptimizerFactory(lr=params["vae_lr"]), **a)
     raise ValueError(f"no builder for {algo}")
+
+
+def build_image(algo: str, params: dict[str, Any], s: Spaces) -> Any:
+    """The algorithm on stacked-frame observations (c, h, w), wired to Tianshou's Atari networks
+    as its examples/atari/atari_<algo>.py wire them (catalog.IMAGE_NETS). Where an example has a
+    layer after the CNN (PPO/A2C and discrete SAC's features, IQN/FQF's quantile head: 512 there),
+    ``hidden_sizes`` gives it."""
+    # tianshou.env.atari imports Tianshou's high-level API (and cv2): only image runs pay for it
+    from tianshou.env.atari.atari_network import (C51Net, DQNet, QRDQNet, RainbowNet, ScaledObsInputActionReprNet,
+                                                  layer_init)
+
+    a, p, _ = split_params(algo, params)
+    c, h, w = s.obs_shape
+    n = s.action_shape
+    hidden = list(params["hidden_sizes"])
+    spaces = {"action_space": s.action_space}
+    optim = AdamOptimizerFactory(lr=params.get("lr", 1e-3))
+    if algo == "dqn":
+        policy = DiscreteQLearningPolicy(model=DQNet(c=c, h=h, w=w, action_shape=n), **spaces, **p)
+        return DQN(policy=policy, optim=optim, **a)
+    if algo in ("c51", "rainbow"):
+        if algo == "rainbow":
+            net = RainbowNet(c=c, h=h, w=w, action_shape=n, num_atoms=p["num_atoms"])
+        else:
+            net = C51Net(c=c, h=h, w=w, action_shape=n, num_atoms=p["num_atoms"])
+        policy = C51Policy(model=net, **spaces, **p)
+        return (RainbowDQN if algo == "rainbow" else C51)(policy=policy, optim=optim, **a)
+    if algo == "qrdqn":
+        net = QRDQNet(c=c, h=h, w=w, action_shape=n, num_quantiles=a["num_quantiles"])
+        return QRDQN(policy=QRDQNPolicy(model=net, **spaces, **p), optim=optim, **a)
+    if algo in ("iqn", "fqf"):
+        feature = DQNet(c=c, h=h, w=w, action_shape=n, features_only=True)
+        if algo == "iqn":
+            net = ImplicitQuantileNetwork(preprocess_net=feature, action_shape=n, hidden_sizes=hidden,
+                                          num_cosines=params["num_cosines"])
+            return IQN(policy=IQNPolicy(model=net, **spaces, **p), optim=optim, **a)
+        net = FullQuantileFunction(preprocess_net=feature, action_shape=n, hidden_sizes=hidden,
+                                   num_cosines=params["num_cosines"])
+        fraction = FractionProposalNetwork(a["num_fractions"], net.input_dim)
+        return FQF(policy=FQFPolicy(model=net, fraction_model=fraction, **spaces, **p), optim=optim,
+                   fraction_optim=RMSpropOptimizerFactory(lr=params["fraction_lr"]), **a)
+    if algo in ("ppo", "a2c"):
+        # atari_ppo.py: one feature net shared by actor and critic, obs scaled to 0..1 in the net
+        feature = ScaledObsInputActionReprNet(DQNet(c=c, h=h, w=w, action_shape=n, features_only=True,
+                                                    output_dim_added_layer=hidden[-1], layer_init=layer_init))
+        actor = DiscreteActor(preprocess_net=feature, action_shape=n, softmax_output=False)
+        critic = DiscreteCritic(preprocess_net=feature)
+        policy = DiscreteActorPolicy(actor=actor, **spaces,
+                                     **{k: v for k, v in p.items() if k == "deterministic_eval"})
+        cls = PPO if algo == "ppo" else A2C
+        return cls(policy=policy, critic=critic, optim=AdamOptimizerFactory(lr=params["lr"], eps=1e-5), **a)
+    if algo == "discrete_sac":
+        feature = DQNet(c=c, h=h, w=w, action_shape=n, features_only=True, output_dim_added_layer=hidden[-1])
+        actor = DiscreteActor(preprocess_net=feature, action_shape=n, softmax_output=False)
+        critics = [DiscreteCritic(preprocess_net=feature, last_size=s.action_dim) for _ in range(2)]
+        policy = DiscreteSACPolicy(actor=actor, **spaces, **p)
+        return DiscreteSAC(policy=policy, policy_optim=AdamOptimizerFactory(lr=params["actor_lr"]),
+                           critic=critics[0], critic_optim=AdamOptimizerFactory(lr=params["critic_lr"]),
+                           critic2=critics[1], critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
+    raise ValueError(f"{algo}: {catalog.image_refusal(algo)}")
 
 
 # -- telemetry: a Tianshou logger ---------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
 from workers.sdk.rundir import CHECKPOINT_META
-from workers.xuance_worker import catalog
+from workers.xuance_worker import catalog, vizdoom
 
 
 _CURRICULUM_PHASE = {
@@ -153,8 +153,13 @@ class XuanCeDescriptor(WorkerDescriptor):
             if key in catalog.OWNED_KEYS:
                 continue
             properties[key] = catalog.property_for(key, value, comments.get(key))
+        if family == catalog.VIZDOOM:  # atari.yaml's keys for XuanCe's Atari wrapper: not this env's
+            for key in vizdoom.ATARI_ONLY_KEYS:
+                properties.pop(key, None)
         if "vectorize" in properties:
             properties["vectorize"]["enum"] = catalog.VECTORIZERS[family]
+            if properties["vectorize"]["default"] not in catalog.VECTORIZERS[family]:
+                properties["vectorize"]["default"] = catalog.VECTORIZERS[family][0]
         if competitive and "use_parameter_sharing" in properties:
             properties["use_parameter_sharing"]["default"] = False
         if needs_global_state(algo, env_id, properties.get("use_parameter_sharing", {}).get("default")):

@@ -20,23 +20,25 @@ from workers.sdk.envs import (JUMANJI_GYM_ENVS, MULTIGRID, aliases_among, gymnas
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"
-BOX2D, MUJOCO, ATARI = "box2d", "mujoco", "atari"
+BOX2D, MUJOCO, ATARI, VIZDOOM = "box2d", "mujoco", "atari", "vizdoom"
 # XuanCe's built-in single-agent families beyond classic control: its configs are
-# <algo>/box2d/<env_id>.yaml, <algo>/mujoco.yaml and <algo>/atari.yaml
-SINGLE_AGENT_EXTRA = (BOX2D, MUJOCO, ATARI)
+# <algo>/box2d/<env_id>.yaml, <algo>/mujoco.yaml and <algo>/atari.yaml; ViZDoom (not XuanCe's:
+# workers/xuance_worker/vizdoom.py) runs from the atari.yaml of the algorithm
+SINGLE_AGENT_EXTRA = (BOX2D, MUJOCO, ATARI, VIZDOOM)
 
 # The families this worker runs, and the module each needs. MultiGrid
 # (mosaic_multigrid) is not XuanCe's: workers/xuance_worker/multigrid.py adds it.
-FAMILIES = {CLASSIC_CONTROL: "gymnasium", BOX2D: "Box2D", MUJOCO: "mujoco", ATARI: "ale_py", MPE: "mpe2",
-            MULTIGRID: "mosaic_multigrid"}
+FAMILIES = {CLASSIC_CONTROL: "gymnasium", BOX2D: "Box2D", MUJOCO: "mujoco", ATARI: "ale_py", VIZDOOM: "vizdoom",
+            MPE: "mpe2", MULTIGRID: "mosaic_multigrid"}
 MULTI_AGENT = (MPE, MULTIGRID)
 # XuanCe's name for the family inside its configs (``env_name``), and its runner.
-ENV_NAME = {CLASSIC_CONTROL: "Classic Control", BOX2D: "Box2D", MUJOCO: "MuJoCo", ATARI: "Atari", MPE: "mpe",
-            MULTIGRID: "multigrid"}
-RUNNER = {CLASSIC_CONTROL: "DRL", BOX2D: "DRL", MUJOCO: "DRL", ATARI: "DRL", MPE: "MARL", MULTIGRID: "MARL"}
+ENV_NAME = {CLASSIC_CONTROL: "Classic Control", BOX2D: "Box2D", MUJOCO: "MuJoCo", ATARI: "Atari", VIZDOOM: "ViZDoom",
+            MPE: "mpe", MULTIGRID: "multigrid"}
+RUNNER = {CLASSIC_CONTROL: "DRL", BOX2D: "DRL", MUJOCO: "DRL", ATARI: "DRL", VIZDOOM: "DRL", MPE: "MARL",
+          MULTIGRID: "MARL"}
 VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
                BOX2D: ["DummyVecEnv", "SubprocVecEnv"], MUJOCO: ["DummyVecEnv", "SubprocVecEnv"],
-               ATARI: ["Dummy_Atari", "Subproc_Atari"],
+               ATARI: ["Dummy_Atari", "Subproc_Atari"], VIZDOOM: ["DummyVecEnv", "SubprocVecEnv"],
                MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"],
                MULTIGRID: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
 
@@ -219,6 +221,8 @@ def known_envs() -> dict[str, list[str]]:
         envs[MUJOCO] = list(gymnasium_envs(family=MUJOCO))
     if ATARI in families:
         envs[ATARI] = [env for env in gymnasium_envs(family=ATARI) if env.startswith("ALE/")]
+    if VIZDOOM in families:
+        envs[VIZDOOM] = list(gymnasium_envs(family=VIZDOOM))
     if MPE in families:
         envs[MPE] = mpe_scenarios()
     if MULTIGRID in families:
@@ -272,7 +276,7 @@ def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) 
         if params is None or "continuous_action" not in params:
             return None
         return "continuous" if params["continuous_action"] else "discrete"
-    if family in (MULTIGRID, ATARI):
+    if family in (MULTIGRID, ATARI, VIZDOOM):
         return "discrete"
     if family in (BOX2D, MUJOCO):
         return gymnasium_envs([env_id]).get(env_id, {}).get("actions") if env_id in ALL_GYMNASIUM else None
@@ -316,8 +320,8 @@ def config_file(algo: str, family: str, env_id: str) -> str | None:
     root = configs_dir()
     if root is None:
         return None
-    if family in (MUJOCO, ATARI):  # one file for the whole family
-        path = os.path.join(root, algo, family + ".yaml")
+    if family in (MUJOCO, ATARI, VIZDOOM):  # one file for the whole family (ViZDoom: the Atari CNN's)
+        path = os.path.join(root, algo, (ATARI if family == VIZDOOM else family) + ".yaml")
         return path if os.path.isfile(path) else None
     folder = os.path.join(root, algo, MPE if family == MULTIGRID else family)
     if not os.path.isdir(folder):

@@ -40,7 +40,7 @@ from workers.sdk.telemetry import Emitter
 from workers.xuance_worker import agent_count_mismatch, catalog, checkpoint_dir, \
     read_checkpoint_meta
 from workers.sdk import registration
-from workers.xuance_worker import mpe_alias, multigrid
+from workers.xuance_worker import mpe_alias, multigrid, vizdoom
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
@@ -59,6 +59,7 @@ def prepare_process(torch_threads: int) -> None:
     os.environ.update(process_environment(torch_threads))
     mpe_alias.install()
     multigrid.install()
+    vizdoom.install()
 
 
 def process_environment(torch_threads: int) -> dict[str, str]:

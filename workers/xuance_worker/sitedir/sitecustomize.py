@@ -1,4 +1,4 @@
-"""Serves ``pettingzoo.mpe.*`` from mpe2, and adds MultiGrid to XuanCe's registry, in every process of a XuanCe run.
+"""Serves ``pettingzoo.mpe.*`` from mpe2, and adds MultiGrid and ViZDoom to XuanCe's registries, in every process of a XuanCe run.
 
 The XuanCe worker puts this directory first on PYTHONPATH. Python runs this
 file at the start of every process that inherits it, in particular the
@@ -14,13 +14,14 @@ _here = os.path.dirname(os.path.abspath(__file__))
 
 def _install_alias():
     try:
-        from workers.xuance_worker import mpe_alias, multigrid
+        from workers.xuance_worker import mpe_alias, multigrid, vizdoom
     except ImportError:
         # mosaic-tui not importable from sys.path: load the module by file
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_here))))
-        from workers.xuance_worker import mpe_alias, multigrid
+        from workers.xuance_worker import mpe_alias, multigrid, vizdoom
     mpe_alias.install()
     multigrid.install()  # the multigrid family in XuanCe's registry, once XuanCe loads it
+    vizdoom.install()  # and ViZDoom in its single-agent one
 
 
 try:
