@@ -235,6 +235,44 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     assert all(1 <= e["length"] <= 20 for e in episodes)
 
 
+@pytest.mark.timeout(900)
+def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
+    """Tianshou PPO trains on jumanji/Snake-v1 (registered in the worker's process), with telemetry
+    and a checkpoint; an eval of that checkpoint draws Snake's frames with Jumanji's viewer; an env
+    whose actions Tianshou's networks cannot take, or a mistyped one, is refused at submit."""
+    from workers.fastlane import layout
+    from workers.fastlane.reader import FrameReader
+    from workers.tianshou_worker import WORKER as TIANSHOU
+
+    params = {"epoch_num_steps": 300, "collection_step_num_env_steps": 100, "training_envs": 2, "test_envs": 0,
+              "hidden_sizes": [32]}
+    trained = mosaic.submit(config_file(mosaic, "ts-snake", worker="tianshou", algo="ppo", env="jumanji/Snake-v1",
+                                        steps=300, params=params))
+    run = finish(mosaic, trained)
+    events = events_of(mosaic.home, trained)
+    assert run["summary"]["steps"] >= 300 and run["summary"]["checkpoints"][-1].endswith("final.pt")
+    assert {"update/loss/mean", "train/n_collected_steps"} <= tags(events), sorted(tags(events))
+    # a Snake episode ends when the snake hits a wall or itself: short for an untrained policy
+    episodes = of_type(events, "episode")
+    assert episodes and all(1 <= e["length"] <= 4000 for e in episodes)
+    watched = mosaic.submit(config_file(mosaic, "ts-snake-eval", worker="tianshou", algo="ppo",
+                                        env="jumanji/Snake-v1", mode="eval", checkpoint="run:ts-snake",
+                                        eval_episodes=100000, params=params,
+                                        frames={"enabled": True, "fps": 5, "max_dim": 100}))
+    wait_for(lambda: layout.run_files(watched), 300, what="the eval run's FastLane segment")
+    with FrameReader(watched) as reader:
+        number, frame = wait_for(reader.latest, 300, 0.2, what="a frame")
+    assert number >= 1 and frame.shape == (100, 100, 3) and frame.std() > 0
+    mosaic.run("cancel", watched)
+    finish(mosaic, watched, "cancelled")
+    assert "jumanji" in TIANSHOU.capabilities()["env_families"]
+    assert "jumanji/Snake-v1" in TIANSHOU.capabilities()["envs"]["dqn"]
+    for env, said in (("jumanji/BinPack-v2", "jumanji/BinPack-v2 has multi_discrete actions"),
+                      ("jumanji/Snak-v1", "did you mean")):
+        out = mosaic.run("submit", "--worker", "tianshou", "--algo", "ppo", "--env", env, "--steps", "100")
+        assert out.returncode != 0 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
 def test_runs_table_shows_the_compiling_phase():
     from mosaic_tui.widgets.runs_table import COLUMNS, row_cells
     state = [key for key, _ in COLUMNS].index("state")

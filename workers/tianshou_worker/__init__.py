@@ -12,7 +12,7 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
-from workers.sdk.envs import missing_family, unknown_env
+from workers.sdk.envs import JUMANJI_GYM_ENVS, missing_family, unknown_env
 from workers.sdk.rundir import CHECKPOINT_META
 from workers.tianshou_worker import catalog
 
@@ -61,6 +61,9 @@ class TianshouDescriptor(WorkerDescriptor):
 
     def check_env(self, config: RunConfig) -> None:
         info = catalog.ENVS.get(config.env)
+        if info is None and config.env in JUMANJI_GYM_ENVS:
+            raise ConfigError("env", f"{config.env} has {JUMANJI_GYM_ENVS[config.env]['actions']} actions; "
+                                     f"Tianshou's networks here take Discrete or Box actions")
         if info is None:
             raise unknown_env(config.env, list(catalog.ENVS), self.name)
         if not self._family_installed(info["family"]):

@@ -26,7 +26,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError
 from workers.sdk.descriptor import package_dirs
-from workers.sdk.envs import gymnasium_envs
+from workers.sdk.envs import JUMANJI_GYM_ENVS, gymnasium_envs
 
 ONLINE_OFF, ONLINE_ON, OFFLINE = "off-policy", "on-policy", "offline"
 TRAINER_PARAMS = {ONLINE_OFF: "OffPolicyTrainerParams", ONLINE_ON: "OnPolicyTrainerParams",
@@ -329,10 +329,16 @@ def _bounds(props: dict[str, Any]) -> None:
 
 
 # -- environments -------------------------------------------------------------------------
-FAMILIES = {"classic_control": ("gymnasium",), "box2d": ("gymnasium", "box2d"), "mujoco": ("gymnasium", "mujoco")}
+FAMILIES = {"classic_control": ("gymnasium",), "box2d": ("gymnasium", "box2d"), "mujoco": ("gymnasium", "mujoco"),
+            "jumanji": ("gymnasium", "jumanji")}
 ENVS: dict[str, dict[str, str]] = gymnasium_envs(
     ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0", "LunarLander-v3",
      "LunarLanderContinuous-v3", "BipedalWalker-v3", "Hopper-v5", "HalfCheetah-v5", "InvertedPendulum-v5"])
+# Jumanji's envs through gymnasium (jumanji/<Env>: its JumanjiToGymWrapper, observation flattened;
+# workers/sdk/jumanji_envs.py registers them in the worker process). Those with multi-discrete
+# actions (BinPack, Cleaner, Tetris...) are left out: Tianshou 2.0.1's actors (DiscreteActor,
+# the Q-networks) output one categorical over Discrete(n).
+ENVS.update({env: info for env, info in JUMANJI_GYM_ENVS.items() if info["actions"] in ("discrete", "continuous")})
 
 
 def takes(algo: str, actions: str) -> bool:

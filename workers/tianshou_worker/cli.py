@@ -19,6 +19,7 @@ import sys
 import traceback
 from typing import Any
 
+from workers.sdk import jumanji_envs
 from workers.sdk.dataset import Recorder, env_recorder
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
@@ -31,6 +32,7 @@ from workers.tianshou_worker import WORKER, catalog
 def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False):
     import gymnasium as gym
 
+    jumanji_envs.register_for(env_id)  # jumanji/<Env>: Jumanji's gym wrapper, registered in this process
     env = gym.make(env_id, render_mode="rgb_array" if render else None)
     return recorder.wrap(env) if recorder is not None else env
 
