@@ -273,6 +273,27 @@ def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
         assert out.returncode != 0 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
 
 
+@pytest.mark.slow  # Ray starts in ~40 s before the first step
+@pytest.mark.timeout(900)
+def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
+    """RLlib PPO on jumanji/Snake-v1: the env creator registers Jumanji's ids in the env runner,
+    frames of the training env come from Snake's viewer; multi-discrete envs are refused at submit."""
+    from tests.test_env_families import first_frame
+
+    config = config_file(mosaic, "ray-snake", worker="ray", algo="PPO", env="jumanji/Snake-v1", steps=200, seed=1,
+                         frames={"enabled": True, "fps": 5, "max_dim": 128},
+                         params={"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1,
+                                 "fcnet_hiddens": [32]})
+    run_id = mosaic.submit(config)
+    frame = first_frame(mosaic.home, run_id, timeout=300)
+    assert frame.shape == (128, 128, 3) and frame.std() > 0
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] >= 200 and run["summary"]["checkpoints"]
+    assert any("loss" in tag for tag in run["summary"]["tags"]), run["summary"]["tags"]
+    out = mosaic.run("submit", "--worker", "ray", "--algo", "PPO", "--env", "jumanji/BinPack-v2", "--steps", "100")
+    assert out.returncode != 0 and "jumanji/BinPack-v2 has multi_discrete actions" in out.stderr, out.stderr
+
+
 def test_runs_table_shows_the_compiling_phase():
     from mosaic_tui.widgets.runs_table import COLUMNS, row_cells
     state = [key for key, _ in COLUMNS].index("state")

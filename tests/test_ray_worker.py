@@ -115,11 +115,11 @@ def test_capabilities_list_what_runs_here():
     assert caps["policy_configs"] == ["shared", "independent", "self_play", "shared_value"]
     assert caps["paradigms"] == ["single_agent", "multi_agent"]
     # pymunk and Box2D are pinned in the ray-rllib extra: every family installs
-    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "multigrid", "mpe", "classic",
-                                    "butterfly", "sisl"]
+    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "multigrid", "jumanji", "mpe",
+                                    "classic", "butterfly", "sisl"]
     assert {"simple_spread_v3", "simple_adversary_v3", "simple_tag_v3", "connect_four_v3", "tictactoe_v3",
             "knights_archers_zombies_v11", "multiwalker_v9", "pursuit_v5", "CartPole-v1", "Pendulum-v1",
-            "HalfCheetah-v5", "ALE/Pong-v5", "MosaicMultiGrid-S-2v2-IndAgObs-v1"} <= set(caps["envs"])
+            "HalfCheetah-v5", "ALE/Pong-v5", "MosaicMultiGrid-S-2v2-IndAgObs-v1", "jumanji/Snake-v1"} <= set(caps["envs"])
     assert caps["action_spaces"]["DQN"] == ["discrete"] and caps["action_spaces"]["SAC"] == ["continuous"]
     assert caps["self_play"] is True and caps["distributed"] is True and caps["gpu"] is False
 
