@@ -26,7 +26,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError
 from workers.sdk.descriptor import package_dirs
-from workers.sdk.envs import JUMANJI_GYM_ENVS, gymnasium_envs
+from workers.sdk.envs import JUMANJI_GYM_ENVS, MULTIGRID, gymnasium_envs, multigrid_envs, resolve_alias
 
 ONLINE_OFF, ONLINE_ON, OFFLINE = "off-policy", "on-policy", "offline"
 TRAINER_PARAMS = {ONLINE_OFF: "OffPolicyTrainerParams", ONLINE_ON: "OnPolicyTrainerParams",
@@ -339,6 +339,29 @@ ENVS: dict[str, dict[str, str]] = gymnasium_envs(
 # actions (BinPack, Cleaner, Tetris...) are left out: Tianshou 2.0.1's actors (DiscreteActor,
 # the Q-networks) output one categorical over Discrete(n).
 ENVS.update({env: info for env, info in JUMANJI_GYM_ENVS.items() if info["actions"] in ("discrete", "continuous")})
+
+# MOSAIC MultiGrid (multiagent.py): every agent its own learner under Tianshou's multi-agent
+# dispatcher, all agents moving at once. The DQN family only: Tianshou 2.0.1's MultiAgentPolicy
+# hands each agent's policy the multi-agent observation Batch(agent_id, obs, mask), which only the
+# DQN family's policies unwrap (obs.obs); without a mask, MultiAgentPolicy.forward reads the
+# collected batch's obs_next, which a batch being collected does not have (AttributeError).
+FAMILIES[MULTIGRID] = ("mosaic-multigrid", "pettingzoo")
+ENVS.update({env: {"family": MULTIGRID, "actions": "discrete"} for env in multigrid_envs()})
+MULTI_AGENT_ALGORITHMS = ["dqn", "c51", "rainbow", "qrdqn", "iqn", "fqf"]
+ENV_KWARGS = {"type": "object", "default": {},
+              "description": "keyword arguments of the MultiGrid game (e.g. {\"max_steps\": 100}: shorter episodes)"}
+
+
+def is_multigrid(env: str) -> bool:
+    return ENVS.get(resolve_alias(env), {}).get("family") == MULTIGRID
+
+
+def env_schema(algo: str, env: str | None) -> dict[str, Any]:
+    """The algorithm's schema, with the game's keyword arguments for a MultiGrid env."""
+    if env is None or not is_multigrid(env):
+        return schema(algo)
+    own = schema(algo)
+    return {**own, "properties": {**own["properties"], "env_kwargs": ENV_KWARGS}}
 
 
 def takes(algo: str, actions: str) -> bool:

@@ -38,9 +38,10 @@ def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False
 
 
 def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
-                    update_step: int, emitter: Emitter) -> str:
+                    update_step: int, emitter: Emitter, agents: int = 1) -> str:
     """checkpoints/<name>.pt: the algorithm's state_dict (networks and optimizers) and the
-    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on."""
+    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on.
+    ``agents``: a MultiGrid run's Tianshou counts one env step per agent (its events, game steps)."""
     import torch
 
     os.makedirs(CHECKPOINT_DIR, exist_ok=True)
@@ -52,7 +53,7 @@ def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, en
             "update_step": update_step}
     with open(os.path.join(CHECKPOINT_DIR, CHECKPOINT_META), "w") as f:
         json.dump(meta, f, indent=1)
-    emitter.checkpoint_saved(path, env_step if config["algo"] not in _offline() else update_step)
+    emitter.checkpoint_saved(path, env_step // agents if config["algo"] not in _offline() else update_step)
     return path
 
 
@@ -187,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     StopSignals().install()
     recorder = env_recorder(config)
     try:
+        if catalog.is_multigrid(config["env"]):  # every agent its own learner, all moving at once
+            from workers.tianshou_worker import multiagent
+            if config["mode"] == "eval":
+                return multiagent.evaluate(config, emitter)
+            return multiagent.train(config, emitter, save_checkpoint)
         if config["mode"] == "eval":
             return evaluate(config, emitter, recorder)
         return train(config, emitter, recorder)
