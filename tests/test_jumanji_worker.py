@@ -1,5 +1,5 @@
 """The Jumanji worker: jumanji.training's A2C through the daemon, checkpoints and resume, frames,
-configs refused at submit; Jumanji envs for another worker (CleanRL PPO on jumanji/<Env>).
+configs refused at submit; Jumanji envs (jumanji/<Env>) for CleanRL, XuanCe, RLlib and Tianshou.
 
 JIT compilation dominates a short run (10-40 s an env on this machine), so each
 run is a couple of epochs with tiny batches (``TINY``), and the runs of a test
@@ -211,6 +211,7 @@ def test_gymnasium_ids_flattened_with_frames():
         env = gymnasium.make("jumanji/Snake-v1", render_mode="rgb_array")
         obs, _ = env.reset(seed=3)
         assert env.observation_space.shape == obs.shape and obs.ndim == 1 and env.action_space.n == 4
+        assert obs.dtype == env.observation_space.dtype == np.float32  # what torch networks take
         obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
         frame = env.render()
         assert frame.shape == (1000, 1000, 3) and frame.dtype == np.uint8 and frame.std() > 0
@@ -271,6 +272,26 @@ def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
                       ("jumanji/Snak-v1", "did you mean")):
         out = mosaic.run("submit", "--worker", "tianshou", "--algo", "ppo", "--env", env, "--steps", "100")
         assert out.returncode != 0 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+@pytest.mark.timeout(900)
+def test_cleanrl_dqn_on_a_jumanji_env(daemon, mosaic):
+    """CleanRL's dqn.py, unmodified, on jumanji/Snake-v1: the make hook of its sitecustomize
+    registers Jumanji's ids; frames of the training env come from Snake's viewer; gym 0.23's
+    ppo.py is refused at submit (it cannot see gymnasium's registry)."""
+    from tests.test_env_families import first_frame
+
+    config = config_file(mosaic, "cleanrl-snake", worker="cleanrl", algo="dqn", env="jumanji/Snake-v1", steps=300,
+                         seed=1, frames={"enabled": True, "fps": 5, "max_dim": 128},
+                         params={"learning-starts": 100, "buffer-size": 1000, "batch-size": 32,
+                                 "train-frequency": 4})
+    run_id = mosaic.submit(config)
+    frame = first_frame(mosaic.home, run_id, timeout=300)
+    assert frame.shape == (128, 128, 3) and frame.std() > 0
+    run = finish(mosaic, run_id)
+    assert "losses/td_loss" in run["summary"]["tags"] and run["summary"]["episodes"] > 0, run["summary"]
+    out = mosaic.run("submit", "--worker", "cleanrl", "--algo", "ppo", "--env", "jumanji/Snake-v1", "--steps", "100")
+    assert out.returncode != 0 and "makes its envs with gym 0.23" in out.stderr, out.stderr
 
 
 @pytest.mark.slow  # Ray starts in ~40 s before the first step
