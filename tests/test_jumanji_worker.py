@@ -236,6 +236,7 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     assert all(1 <= e["length"] <= 20 for e in episodes)
 
 
+@pytest.mark.slow  # 100-112 s: two runs, each importing torch, tianshou and jax
 @pytest.mark.timeout(900)
 def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
     """Tianshou PPO trains on jumanji/Snake-v1 (registered in the worker's process), with telemetry
