@@ -295,6 +295,19 @@ def test_cleanrl_dqn_on_a_jumanji_env(daemon, mosaic):
     assert out.returncode != 0 and "makes its envs with gym 0.23" in out.stderr, out.stderr
 
 
+def test_rllib_makes_jumanji_envs_with_its_env_creator():
+    """Without frames too, a jumanji/ run's env runners make their envs with the worker's env creator
+    (which registers Jumanji's ids in their process), not with gymnasium's registry by id."""
+    code = textwrap.dedent("""
+        from workers.ray_worker import WORKER, envs, runtime
+        config = WORKER.validate({"worker": "ray", "algo": "PPO", "env": "jumanji/Snake-v1", "steps": 64})
+        print(runtime.Setup(config).config.env)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "mosaic_env"
+
+
 @pytest.mark.slow  # Ray starts in ~40 s before the first step
 @pytest.mark.timeout(900)
 def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
