@@ -304,12 +304,21 @@ def test_multigrid_on_tianshou_through_the_daemon(daemon, mosaic, tmp_path):
         assert {"returns/green", "returns/blue"} <= tags, sorted(tags)
         for agent in ("green_0", "blue_0"):  # each agent's own learner
             assert any(f"/{agent}/loss" in tag for tag in tags), sorted(tags)
-    # the checkpoint of the DQN run plays soccer in an eval run (each agent's policy)
+    # the checkpoint of the DQN run plays soccer in an eval run (each agent's policy), and a
+    # training run resumes from it: its counters and episodes go on from step 300
     path = tmp_path / "eval.json"
     path.write_text(json.dumps({"worker": "tianshou", "algo": "dqn", "env": "soccer_1vs1", "mode": "eval",
                                 "checkpoint": "run:ts-soccer", "eval_episodes": 2,
                                 "params": {"hidden_sizes": [32], "env_kwargs": {"max_steps": 30}}}))
     evaluation = mosaic.submit(str(path))
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({**dqn, "name": "ts-soccer-resumed", "steps": 400, "checkpoint": "run:ts-soccer",
+                                "frames": {"enabled": False}, "params": {**dqn["params"], "test_envs": 0}}))
+    resumed = mosaic.submit(str(path))
+    run = finished(mosaic, resumed)
+    episodes = [e for e in events_of(daemon, resumed) if e["type"] == "episode"]
+    assert run["summary"]["steps"] >= 400 and len(episodes) == 2 and min(e["step"] for e in episodes) > 300, \
+        episodes
     finished(mosaic, evaluation)
     episodes = [e for e in events_of(daemon, evaluation) if e["type"] == "episode"]
     assert len(episodes) == 2 and all(e["length"] == 30 and set(e["agents"]) == {"green_0", "blue_0"}

@@ -302,6 +302,7 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
         return save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter, k)
 
     clock = Clock()
+    clock.steps = logger.env_step  # a resumed run's episodes go on from the checkpoint's step
     clock.on_episode = episode_reporter(emitter, teams, clock)
     frames = env_frames(config)
     games = params["training_envs"]
