@@ -305,3 +305,72 @@ def test_multigrid_policy_configurations_on_rllib(daemon, mosaic, policy):
     tags = run["summary"]["tags"]
     assert all(any(f"/{module}/" in tag or tag.startswith(f"{module}/") for tag in tags) for module in modules), \
         sorted(tags)[:40]
+
+
+# -- MultiGrid on Tianshou -------------------------------------------------------------------
+@pytest.mark.slow  # about four minutes on 2 shared cores: three runs, torch + tianshou + numba each
+@pytest.mark.timeout(1200)
+def test_multigrid_on_tianshou_through_the_daemon(daemon, mosaic, tmp_path):
+    """Independent DQN per agent on soccer 1v1 (typed as an alias), all agents moving at once
+    through Tianshou's multi-agent dispatcher: episodes with each agent's return, returns per
+    team, every agent's losses, frames 352x512 from the training game, a checkpoint that an
+    eval run plays; QRDQN per agent on collect 1v1 in the same daemon; an on-policy or offline
+    algorithm, a recording and a bad id refused at submit."""
+    dqn = {"worker": "tianshou", "algo": "dqn", "env": "soccer_1vs1", "steps": 300, "seed": 1,
+           "frames": {"enabled": True, "fps": 20, "max_dim": 512}, "name": "ts-soccer",
+           "params": {"training_envs": 2, "test_envs": 1, "test_step_num_episodes": 1, "hidden_sizes": [32],
+                      "epoch_num_steps": 150, "batch_size": 32, "env_kwargs": {"max_steps": 50}}}
+    qrdqn = {"worker": "tianshou", "algo": "qrdqn", "env": "collect_1vs1", "steps": 300, "seed": 1,
+             "params": {"training_envs": 2, "test_envs": 0, "hidden_sizes": [32], "batch_size": 32,
+                        "env_kwargs": {"max_steps": 50}}}
+    runs = []
+    for index, config in enumerate((dqn, qrdqn)):
+        path = tmp_path / f"run{index}.json"
+        path.write_text(json.dumps(config))
+        runs.append(mosaic.submit(str(path)))
+    assert mosaic.show(runs[0])["config"]["env"] == SOCCER_1V1
+    wait_state(daemon, runs[0], P.RUNNING, timeout=300)  # torch, tianshou and numba's first compile
+    frame = first_frame(daemon, runs[0], timeout=240)
+    assert frame.shape == (352, 512, 3) and frame.std() > 0
+    for run_id in runs:
+        run = finished(mosaic, run_id)
+        summary = run["summary"]
+        assert summary["steps"] >= 300 and summary["invalid"] == 0 and summary["checkpoints"]
+        events = events_of(daemon, run_id)
+        episodes = [e for e in events if e["type"] == "episode"]
+        # two games sharing 300 game steps, 50 steps an episode: 6 episodes
+        assert len(episodes) == 6 and all(e["length"] == 50 for e in episodes), episodes
+        assert all(set(e["agents"]) == {"green_0", "blue_0"} for e in episodes)
+        tags = set(summary["tags"])
+        assert {"returns/green", "returns/blue"} <= tags, sorted(tags)
+        for agent in ("green_0", "blue_0"):  # each agent's own learner
+            assert any(f"/{agent}/loss" in tag for tag in tags), sorted(tags)
+    # the checkpoint of the DQN run plays soccer in an eval run (each agent's policy), and a
+    # training run resumes from it: its counters and episodes go on from step 300
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps({"worker": "tianshou", "algo": "dqn", "env": "soccer_1vs1", "mode": "eval",
+                                "checkpoint": "run:ts-soccer", "eval_episodes": 2,
+                                "params": {"hidden_sizes": [32], "env_kwargs": {"max_steps": 30}}}))
+    evaluation = mosaic.submit(str(path))
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({**dqn, "name": "ts-soccer-resumed", "steps": 400, "checkpoint": "run:ts-soccer",
+                                "frames": {"enabled": False}, "params": {**dqn["params"], "test_envs": 0}}))
+    resumed = mosaic.submit(str(path))
+    run = finished(mosaic, resumed)
+    episodes = [e for e in events_of(daemon, resumed) if e["type"] == "episode"]
+    assert run["summary"]["steps"] >= 400 and len(episodes) == 2 and min(e["step"] for e in episodes) > 300, \
+        episodes
+    finished(mosaic, evaluation)
+    episodes = [e for e in events_of(daemon, evaluation) if e["type"] == "episode"]
+    assert len(episodes) == 2 and all(e["length"] == 30 and set(e["agents"]) == {"green_0", "blue_0"}
+                                      for e in episodes), episodes
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"worker": "tianshou", "algo": "dqn", "env": "soccer_1vs1", "steps": 100,
+                                  "record": {"episodes": 2}}))
+    for argv, said in ((("--algo", "ppo", "--env", "soccer_1vs1"), "is a multi-agent game"),
+                       (("--algo", "discrete_cql", "--env", "soccer_1vs1"), "is a multi-agent game"),
+                       (("--algo", "dqn", "--env", "soccer_1vs7"), "did you mean")):
+        out = mosaic.run("submit", "--worker", "tianshou", "--steps", "100", *argv)
+        assert out.returncode != 0 and out.stderr.startswith("mosaic: error:") and said in out.stderr, out.stderr
+    out = mosaic.run("submit", str(record))
+    assert out.returncode != 0 and "a dataset holds single-agent transitions" in out.stderr, out.stderr

@@ -1,5 +1,5 @@
 """The Jumanji worker: jumanji.training's A2C through the daemon, checkpoints and resume, frames,
-configs refused at submit; Jumanji envs for another worker (CleanRL PPO on jumanji/<Env>).
+configs refused at submit; Jumanji envs (jumanji/<Env>) for CleanRL, XuanCe, RLlib and Tianshou.
 
 JIT compilation dominates a short run (10-40 s an env on this machine), so each
 run is a couple of epochs with tiny batches (``TINY``), and the runs of a test
@@ -211,6 +211,7 @@ def test_gymnasium_ids_flattened_with_frames():
         env = gymnasium.make("jumanji/Snake-v1", render_mode="rgb_array")
         obs, _ = env.reset(seed=3)
         assert env.observation_space.shape == obs.shape and obs.ndim == 1 and env.action_space.n == 4
+        assert obs.dtype == env.observation_space.dtype == np.float32  # what torch networks take
         obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
         frame = env.render()
         assert frame.shape == (1000, 1000, 3) and frame.dtype == np.uint8 and frame.std() > 0
@@ -233,6 +234,99 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     episodes = of_type(events_of(mosaic.home, run_id), "episode")
     # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
     assert all(1 <= e["length"] <= 20 for e in episodes)
+
+
+@pytest.mark.slow  # 100-112 s: two runs, each importing torch, tianshou and jax
+@pytest.mark.timeout(900)
+def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
+    """Tianshou PPO trains on jumanji/Snake-v1 (registered in the worker's process), with telemetry
+    and a checkpoint; an eval of that checkpoint draws Snake's frames with Jumanji's viewer; an env
+    whose actions Tianshou's networks cannot take, or a mistyped one, is refused at submit."""
+    from workers.fastlane import layout
+    from workers.fastlane.reader import FrameReader
+    from workers.tianshou_worker import WORKER as TIANSHOU
+
+    params = {"epoch_num_steps": 300, "collection_step_num_env_steps": 100, "training_envs": 2, "test_envs": 0,
+              "hidden_sizes": [32]}
+    trained = mosaic.submit(config_file(mosaic, "ts-snake", worker="tianshou", algo="ppo", env="jumanji/Snake-v1",
+                                        steps=300, params=params))
+    run = finish(mosaic, trained)
+    events = events_of(mosaic.home, trained)
+    assert run["summary"]["steps"] >= 300 and run["summary"]["checkpoints"][-1].endswith("final.pt")
+    assert {"update/loss/mean", "train/n_collected_steps"} <= tags(events), sorted(tags(events))
+    # a Snake episode ends when the snake hits a wall or itself: short for an untrained policy
+    episodes = of_type(events, "episode")
+    assert episodes and all(1 <= e["length"] <= 4000 for e in episodes)
+    watched = mosaic.submit(config_file(mosaic, "ts-snake-eval", worker="tianshou", algo="ppo",
+                                        env="jumanji/Snake-v1", mode="eval", checkpoint="run:ts-snake",
+                                        eval_episodes=100000, params=params,
+                                        frames={"enabled": True, "fps": 5, "max_dim": 100}))
+    wait_for(lambda: layout.run_files(watched), 300, what="the eval run's FastLane segment")
+    with FrameReader(watched) as reader:
+        number, frame = wait_for(reader.latest, 300, 0.2, what="a frame")
+    assert number >= 1 and frame.shape == (100, 100, 3) and frame.std() > 0
+    mosaic.run("cancel", watched)
+    finish(mosaic, watched, "cancelled")
+    assert "jumanji" in TIANSHOU.capabilities()["env_families"]
+    assert "jumanji/Snake-v1" in TIANSHOU.capabilities()["envs"]["dqn"]
+    for env, said in (("jumanji/BinPack-v2", "jumanji/BinPack-v2 has multi_discrete actions"),
+                      ("jumanji/Snak-v1", "did you mean")):
+        out = mosaic.run("submit", "--worker", "tianshou", "--algo", "ppo", "--env", env, "--steps", "100")
+        assert out.returncode != 0 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+@pytest.mark.timeout(900)
+def test_cleanrl_dqn_on_a_jumanji_env(daemon, mosaic):
+    """CleanRL's dqn.py, unmodified, on jumanji/Snake-v1: the make hook of its sitecustomize
+    registers Jumanji's ids; frames of the training env come from Snake's viewer; gym 0.23's
+    ppo.py is refused at submit (it cannot see gymnasium's registry)."""
+    from tests.test_env_families import first_frame
+
+    config = config_file(mosaic, "cleanrl-snake", worker="cleanrl", algo="dqn", env="jumanji/Snake-v1", steps=300,
+                         seed=1, frames={"enabled": True, "fps": 5, "max_dim": 128},
+                         params={"learning-starts": 100, "buffer-size": 1000, "batch-size": 32,
+                                 "train-frequency": 4})
+    run_id = mosaic.submit(config)
+    frame = first_frame(mosaic.home, run_id, timeout=300)
+    assert frame.shape == (128, 128, 3) and frame.std() > 0
+    run = finish(mosaic, run_id)
+    assert "losses/td_loss" in run["summary"]["tags"] and run["summary"]["episodes"] > 0, run["summary"]
+    out = mosaic.run("submit", "--worker", "cleanrl", "--algo", "ppo", "--env", "jumanji/Snake-v1", "--steps", "100")
+    assert out.returncode != 0 and "makes its envs with gym 0.23" in out.stderr, out.stderr
+
+
+def test_rllib_makes_jumanji_envs_with_its_env_creator():
+    """Without frames too, a jumanji/ run's env runners make their envs with the worker's env creator
+    (which registers Jumanji's ids in their process), not with gymnasium's registry by id."""
+    code = textwrap.dedent("""
+        from workers.ray_worker import WORKER, envs, runtime
+        config = WORKER.validate({"worker": "ray", "algo": "PPO", "env": "jumanji/Snake-v1", "steps": 64})
+        print(runtime.Setup(config).config.env)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "mosaic_env"
+
+
+@pytest.mark.slow  # Ray starts in ~40 s before the first step
+@pytest.mark.timeout(900)
+def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
+    """RLlib PPO on jumanji/Snake-v1: the env creator registers Jumanji's ids in the env runner,
+    frames of the training env come from Snake's viewer; multi-discrete envs are refused at submit."""
+    from tests.test_env_families import first_frame
+
+    config = config_file(mosaic, "ray-snake", worker="ray", algo="PPO", env="jumanji/Snake-v1", steps=200, seed=1,
+                         frames={"enabled": True, "fps": 5, "max_dim": 128},
+                         params={"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1,
+                                 "fcnet_hiddens": [32]})
+    run_id = mosaic.submit(config)
+    frame = first_frame(mosaic.home, run_id, timeout=300)
+    assert frame.shape == (128, 128, 3) and frame.std() > 0
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] >= 200 and run["summary"]["checkpoints"]
+    assert any("loss" in tag for tag in run["summary"]["tags"]), run["summary"]["tags"]
+    out = mosaic.run("submit", "--worker", "ray", "--algo", "PPO", "--env", "jumanji/BinPack-v2", "--steps", "100")
+    assert out.returncode != 0 and "jumanji/BinPack-v2 has multi_discrete actions" in out.stderr, out.stderr
 
 
 def test_runs_table_shows_the_compiling_phase():

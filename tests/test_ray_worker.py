@@ -41,6 +41,11 @@ def events_of(home, run_id: str) -> list[dict]:
     return [check_event(json.loads(line)) for line in lines]
 
 
+def trained(events: list[dict]) -> bool:
+    """The worker reported a scalar (the daemon's own system/* samples come before Ray is up)."""
+    return any(e["type"] == "scalar" and not e["tag"].startswith(resources.PREFIX) for e in events)
+
+
 def scalars(events: list[dict]) -> dict[str, list[tuple[int, float]]]:
     out: dict[str, list[tuple[int, float]]] = {}
     for e in events:
@@ -117,11 +122,12 @@ def test_capabilities_list_what_runs_here():
     assert caps["policy_configs"] == ["shared", "independent", "self_play", "shared_value"]
     assert caps["paradigms"] == ["single_agent", "multi_agent"]
     # pymunk and Box2D are pinned in the ray-rllib extra: every family installs
-    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "vizdoom", "multigrid", "mpe",
-                                    "classic", "butterfly", "sisl"]
+    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "vizdoom", "multigrid", "jumanji",
+                                    "mpe", "classic", "butterfly", "sisl"]
     assert {"simple_spread_v3", "simple_adversary_v3", "simple_tag_v3", "connect_four_v3", "tictactoe_v3",
             "knights_archers_zombies_v11", "multiwalker_v9", "pursuit_v5", "CartPole-v1", "Pendulum-v1",
-            "HalfCheetah-v5", "ALE/Pong-v5", "MosaicMultiGrid-S-2v2-IndAgObs-v1", "VizdoomBasic-v1"} <= set(caps["envs"])
+            "HalfCheetah-v5", "ALE/Pong-v5", "MosaicMultiGrid-S-2v2-IndAgObs-v1", "VizdoomBasic-v1",
+            "jumanji/Snake-v1"} <= set(caps["envs"])
     assert caps["action_spaces"]["DQN"] == ["discrete"] and caps["action_spaces"]["SAC"] == ["continuous"]
     assert caps["self_play"] is True and caps["distributed"] is True and caps["gpu"] is False
 
@@ -480,8 +486,7 @@ def test_cancel_leaves_no_ray_process(daemon, mosaic):
     run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "CartPole-v1", "--steps", "100000000",
                            *SMALL_PPO, "--set", "env_runners=1")
     home = mosaic.home
-    wait_for(lambda: any(e["type"] == "scalar" for e in events_of(home, run_id)), 300,
-             what="the first training iteration")
+    wait_for(lambda: trained(events_of(home, run_id)), 300, what="the first training iteration")
     seen = _run_processes(home, run_id)
     commands = " ".join(cmd for _, cmd in seen.values())
     for name in ("raylet", "gcs_server", "default_worker.py"):  # Ray's daemons and the env-runner actor
@@ -528,8 +533,7 @@ def test_pause_stops_every_ray_process_and_resume_continues(daemon, mosaic):
     sup_file = home.run_dir(run_id) / "supervisor.json"
     sup = wait_for(lambda: sup_file.exists() and json.loads(sup_file.read_text())["supervisor_pid"], 60,
                    what="supervisor.json")
-    wait_for(lambda: any(e["type"] == "scalar" for e in events_of(home, run_id)), 300,
-             what="the first training iteration")
+    wait_for(lambda: trained(events_of(home, run_id)), 300, what="the first training iteration")
     seen = _run_processes(home, run_id)
     commands = " ".join(cmd for _, cmd in seen.values())
     for name in ("raylet", "gcs_server", "default_worker.py"):

@@ -107,6 +107,17 @@ def test_capabilities():
     assert "Pendulum-v1" in caps["envs"]["ppo"] and "CartPole-v1" in caps["envs"]["ppo"]
     assert set(caps["offline_algorithms"]) == {"bcq", "cql", "td3_bc", "discrete_bcq", "discrete_cql",
                                                "discrete_crr", "bc", "gail"}
+    # MOSAIC MultiGrid: the DQN family, one learner per agent; Jumanji: the discrete and continuous envs
+    assert caps["paradigms"] == ["single_agent", "multi_agent"]
+    assert caps["multi_agent_algorithms"] == ["dqn", "c51", "rainbow", "qrdqn", "iqn", "fqf"]
+    assert {"jumanji", "multigrid"} <= set(caps["env_families"])
+    assert "MosaicMultiGrid-S-2v2-IndAgObs-v1" in caps["envs"]["iqn"]
+    assert not any(e.startswith("MosaicMultiGrid") for e in caps["envs"]["ppo"])
+    assert "jumanji/Snake-v1" in caps["envs"]["ppo"] and "jumanji/BinPack-v2" not in caps["envs"]["ppo"]
+    assert "jumanji/MultiCVRP-v0" in caps["envs"]["sac"] and "jumanji/MultiCVRP-v0" not in caps["envs"]["dqn"]
+    # the game's keyword arguments are a param of a MultiGrid run only
+    assert "env_kwargs" in WORKER.schema("dqn", "soccer_1vs1")["properties"]
+    assert "env_kwargs" not in WORKER.schema("dqn", "CartPole-v1")["properties"]
 
 
 # -- through the daemon --------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT
 from workers.sdk.descriptor import dist_version
-from workers.sdk.envs import atari_envs, gymnasium_envs, multigrid_envs, resolve_alias
+from workers.sdk.envs import JUMANJI_GYM_ENVS, atari_envs, gymnasium_envs, multigrid_envs, resolve_alias
 
 # Bumped when a param is renamed, removed or changes meaning: a saved config
 # names the version it was written for.
@@ -58,6 +58,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "atari": {"needs": ("gymnasium", "ale-py"), "kind": "gym"},
     "vizdoom": {"needs": ("gymnasium", "vizdoom", "opencv-python"), "kind": "gym"},
     "multigrid": {"needs": ("mosaic-multigrid",), "kind": "parallel"},
+    "jumanji": {"needs": ("gymnasium", "jumanji"), "kind": "gym"},
     "mpe": {"needs": ("pettingzoo", "mpe2"), "kind": "parallel"},
     "classic": {"needs": ("pettingzoo",), "kind": "turn_based"},
     "butterfly": {"needs": ("pettingzoo", "pymunk", "pygame"), "kind": "parallel"},
@@ -84,6 +85,9 @@ ENVS: dict[str, dict[str, Any]] = {
     **{env: {"family": "multigrid", "actions": "discrete", "alike": True, "agents": info["agents"],
              "two_teams": info["competitive"] and len(info["teams"]) == 2}
        for env, info in multigrid_envs().items()},
+    # Jumanji: jumanji/<Env>, its JumanjiToGymWrapper with the observation flattened
+    # (workers/sdk/jumanji_envs.py, registered by envs.make_env in every env-runner process)
+    **JUMANJI_GYM_ENVS,
     "simple_spread_v3": {"family": "mpe", "module": "mpe2.simple_spread_v3", "actions": "discrete",
                          "alike": True, "agents": 3},
     "simple_adversary_v3": {"family": "mpe", "module": "mpe2.simple_adversary_v3", "actions": "discrete",

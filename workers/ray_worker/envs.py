@@ -25,7 +25,7 @@ import numpy as np
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv
 
 from workers.ray_worker import catalog
-from workers.sdk import registration
+from workers.sdk import jumanji_envs, registration
 
 ENV_NAME = "mosaic_env"
 
@@ -145,6 +145,7 @@ def make_env(env_config: dict[str, Any]):
     kwargs = env_config.get("env_kwargs") or {}
     render_mode = env_config.get("render_mode")
     registration.register_family_of(env_id)  # Atari, MultiGrid: in every env-runner process
+    jumanji_envs.register_for(env_id)  # jumanji/<Env>: Jumanji's gym wrapper
     if info is not None and info.get("atari"):
         kwargs = {"frameskip": 1, **kwargs}  # the wrapper below skips 4 frames (max-pooled)
     if info is not None and info["family"] == "vizdoom":

@@ -285,8 +285,10 @@ class Setup:
         info = catalog.env_info(self.env_id) or {}
         if os.environ.get(FRAMES_VAR):
             self.env_config["render_mode"] = "rgb_array"
-        if self.multi_agent or info.get("atari") or info.get("image") or os.environ.get(FRAMES_VAR):
-            # mosaic's env creator: registers the family (Atari, MultiGrid, ViZDoom), wraps the images, renders
+        if self.multi_agent or info.get("atari") or info.get("image") or info.get("family") == "jumanji" \
+                or os.environ.get(FRAMES_VAR):
+            # mosaic's env creator: registers the family (Atari, MultiGrid, ViZDoom, Jumanji), wraps the images,
+            # renders
             config.environment(envs.ENV_NAME, env_config=self.env_config)
         else:
             config.environment(self.env_id, env_config=p["env_kwargs"])

@@ -9,7 +9,7 @@ Process side (imports jumanji and jax when called): the Jumanji worker uses
 ``jumanji/<Env>`` through ``register_gymnasium``, which registers, for every
 env Jumanji registers, Jumanji's own ``JumanjiToGymWrapper`` with its
 observation flattened (``gymnasium.wrappers.FlattenObservation``: the
-wrappers' Dict observations become one Box, what an MLP policy takes). The
+wrappers' Dict observations become one float32 Box, what an MLP policy takes). The
 light facts (which ids exist) are in ``workers.sdk.envs`` (family "jumanji").
 """
 from __future__ import annotations
@@ -53,7 +53,11 @@ def make_gymnasium(jumanji_id: str, render_mode: str | None = None, seed: int = 
     if getattr(env, "num_agents", 1) > 1:
         env = MultiToSingleWrapper(env)
     frames = _frames_wrapper_class()(JumanjiToGymWrapper(env, seed=seed), render_mode)
-    return gymnasium.wrappers.FlattenObservation(frames)
+    # float32, as torch networks take them (the flattened Dict of ints, bools and floats is float64;
+    # CleanRL's dqn.py feeds its replay buffer's arrays to the Q-network as they are)
+    import numpy as np
+
+    return gymnasium.wrappers.DtypeObservation(gymnasium.wrappers.FlattenObservation(frames), np.float32)
 
 
 def _frames_wrapper_class():

@@ -10,7 +10,8 @@ once ``gym.register_envs(ale_py)`` ran, ViZDoom's once
 
 or, where an unmodified upstream script calls ``gymnasium.make`` itself (CleanRL),
 ``install_make_hook()`` from its sitecustomize: then every ``gymnasium.make(id)``
-registers the family of ``id`` first. Only the family a run asks for is
+registers the family of ``id`` first (``jumanji/<Env>`` ids too: Jumanji's gym wrapper,
+workers/sdk/jumanji_envs.py). Only the family a run asks for is
 imported (numba, pulled in by mosaic_multigrid, takes seconds to import).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import sys
 from typing import Any
 
+from workers.sdk import jumanji_envs
 from workers.sdk.envs import ATARI, PACKAGE_FAMILIES, env_family
 
 _registered: set[str] = set()
@@ -63,7 +65,11 @@ def register_family(family: str) -> None:
 
 
 def register_family_of(env_id: str) -> str | None:
-    """Register the family of ``env_id`` if it needs it; return the family (None: unknown id)."""
+    """Register the family of ``env_id`` if it needs it; return the family (None: unknown id).
+    ``jumanji/<Env>`` ids: Jumanji's gym wrapper (workers/sdk/jumanji_envs.py)."""
+    if env_id.startswith(f"{jumanji_envs.NAMESPACE}/"):
+        jumanji_envs.register_for(env_id)
+        return "jumanji"
     family = env_family(env_id)
     if family is not None:
         register_family(family)

@@ -12,7 +12,7 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
-from workers.sdk.envs import missing_family, unknown_env
+from workers.sdk.envs import JUMANJI_GYM_ENVS, missing_family, unknown_env
 from workers.sdk.rundir import CHECKPOINT_META
 from workers.tianshou_worker import catalog
 
@@ -31,13 +31,15 @@ class TianshouDescriptor(WorkerDescriptor):
 
     def capabilities(self) -> dict[str, Any]:
         envs = [e for e, i in catalog.ENVS.items() if self._family_installed(i["family"])]
+        multi = self._family_installed(catalog.MULTIGRID)
         return {
-            "paradigms": ["single_agent"],
+            "paradigms": ["single_agent"] + (["multi_agent"] if multi else []),
             "algorithms": list(catalog.ALGORITHMS),
             "offline_algorithms": [a for a, i in catalog.ALGORITHMS.items()
                                    if i["kind"] == catalog.OFFLINE or i.get("dataset")],
             "env_families": [f for f in catalog.FAMILIES if self._family_installed(f)],
             "envs": {a: [e for e in envs if catalog.takes_env(a, e)] for a in catalog.ALGORITHMS},
+            "multi_agent_algorithms": catalog.MULTI_AGENT_ALGORITHMS if multi else [],
             "action_spaces": {a: (["discrete", "continuous"] if i["actions"] == "both" else [i["actions"]])
                               for a, i in catalog.ALGORITHMS.items()},
             "pause": True,
@@ -57,14 +59,23 @@ class TianshouDescriptor(WorkerDescriptor):
         if algo not in catalog.ALGORITHMS:
             raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'tianshou'; "
                                       f"choose from {', '.join(catalog.ALGORITHMS)}")
-        return catalog.schema(algo)
+        return catalog.env_schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:
         info = catalog.ENVS.get(config.env)
+        if info is None and config.env in JUMANJI_GYM_ENVS:
+            raise ConfigError("env", f"{config.env} has {JUMANJI_GYM_ENVS[config.env]['actions']} actions; "
+                                     f"Tianshou's networks here take Discrete or Box actions")
         if info is None:
             raise unknown_env(config.env, list(catalog.ENVS), self.name)
         if not self._family_installed(info["family"]):
             raise missing_family(config.env, info["family"], catalog.FAMILIES[info["family"]])
+        if catalog.is_multigrid(config.env):
+            if config.algo not in catalog.MULTI_AGENT_ALGORITHMS:
+                raise ConfigError("algo", f"{config.env} is a multi-agent game: every agent learns online with its "
+                                          f"own {', '.join(catalog.MULTI_AGENT_ALGORITHMS)}; not {config.algo}")
+            if config.record:
+                raise ConfigError("record", f"{config.env} is multi-agent: a dataset holds single-agent transitions")
         if not catalog.takes(config.algo, info["actions"]):
             raise ConfigError("env", f"{config.algo} takes {catalog.ALGORITHMS[config.algo]['actions']} actions; "
                                      f"{config.env} has {info['actions']} actions")

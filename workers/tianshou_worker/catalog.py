@@ -26,7 +26,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError
 from workers.sdk.descriptor import package_dirs
-from workers.sdk.envs import ATARI, VIZDOOM, gymnasium_envs
+from workers.sdk.envs import ATARI, JUMANJI_GYM_ENVS, MULTIGRID, VIZDOOM, gymnasium_envs, multigrid_envs, resolve_alias
 
 ONLINE_OFF, ONLINE_ON, OFFLINE = "off-policy", "on-policy", "offline"
 TRAINER_PARAMS = {ONLINE_OFF: "OffPolicyTrainerParams", ONLINE_ON: "OnPolicyTrainerParams",
@@ -339,7 +339,8 @@ def _bounds(props: dict[str, Any]) -> None:
 
 # -- environments -------------------------------------------------------------------------
 FAMILIES = {"classic_control": ("gymnasium",), "box2d": ("gymnasium", "box2d"), "mujoco": ("gymnasium", "mujoco"),
-            ATARI: ("gymnasium", "ale-py", "opencv-python"), VIZDOOM: ("gymnasium", "vizdoom", "opencv-python")}
+            ATARI: ("gymnasium", "ale-py", "opencv-python"), VIZDOOM: ("gymnasium", "vizdoom", "opencv-python"),
+            "jumanji": ("gymnasium", "jumanji")}
 ENVS: dict[str, dict[str, Any]] = gymnasium_envs(
     ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0", "LunarLander-v3",
      "LunarLanderContinuous-v3", "BipedalWalker-v3", "Hopper-v5", "HalfCheetah-v5", "InvertedPendulum-v5"])
@@ -356,6 +357,34 @@ IMAGE_NETS = {"dqn": "DQNet", "c51": "C51Net", "rainbow": "RainbowNet", "qrdqn":
               "ppo": "DQNet features (scaled obs) + DiscreteActor/DiscreteCritic",
               "a2c": "DQNet features (scaled obs) + DiscreteActor/DiscreteCritic (atari_ppo.py's nets)",
               "discrete_sac": "DQNet features + DiscreteActor, 2 DiscreteCritic"}
+# Jumanji's envs through gymnasium (jumanji/<Env>: its JumanjiToGymWrapper, observation flattened;
+# workers/sdk/jumanji_envs.py registers them in the worker process). Those with multi-discrete
+# actions (BinPack, Cleaner, Tetris...) are left out: Tianshou 2.0.1's actors (DiscreteActor,
+# the Q-networks) output one categorical over Discrete(n).
+ENVS.update({env: info for env, info in JUMANJI_GYM_ENVS.items() if info["actions"] in ("discrete", "continuous")})
+
+# MOSAIC MultiGrid (multiagent.py): every agent its own learner under Tianshou's multi-agent
+# dispatcher, all agents moving at once. The DQN family only: Tianshou 2.0.1's MultiAgentPolicy
+# hands each agent's policy the multi-agent observation Batch(agent_id, obs, mask), which only the
+# DQN family's policies unwrap (obs.obs); without a mask, MultiAgentPolicy.forward reads the
+# collected batch's obs_next, which a batch being collected does not have (AttributeError).
+FAMILIES[MULTIGRID] = ("mosaic-multigrid", "pettingzoo")
+ENVS.update({env: {"family": MULTIGRID, "actions": "discrete"} for env in multigrid_envs()})
+MULTI_AGENT_ALGORITHMS = ["dqn", "c51", "rainbow", "qrdqn", "iqn", "fqf"]
+ENV_KWARGS = {"type": "object", "default": {},
+              "description": "keyword arguments of the MultiGrid game (e.g. {\"max_steps\": 100}: shorter episodes)"}
+
+
+def is_multigrid(env: str) -> bool:
+    return ENVS.get(resolve_alias(env), {}).get("family") == MULTIGRID
+
+
+def env_schema(algo: str, env: str | None) -> dict[str, Any]:
+    """The algorithm's schema, with the game's keyword arguments for a MultiGrid env."""
+    if env is None or not is_multigrid(env):
+        return schema(algo)
+    own = schema(algo)
+    return {**own, "properties": {**own["properties"], "env_kwargs": ENV_KWARGS}}
 
 
 def takes(algo: str, actions: str) -> bool:
@@ -364,9 +393,11 @@ def takes(algo: str, actions: str) -> bool:
 
 
 def takes_env(algo: str, env: str) -> bool:
-    """Whether ``algo`` trains on ``env``: its action kind, and a CNN for image observations."""
+    """Whether ``algo`` trains on ``env``: its action kind, a CNN for image observations, the
+    multi-agent dispatcher for MultiGrid."""
     info = ENVS[env]
-    return takes(algo, info["actions"]) and (not info.get("image") or algo in IMAGE_NETS)
+    return (takes(algo, info["actions"]) and (not info.get("image") or algo in IMAGE_NETS)
+            and (algo in MULTI_AGENT_ALGORITHMS or not is_multigrid(env)))
 
 
 def image_refusal(algo: str) -> str:

@@ -38,7 +38,7 @@ def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False
     ViZDoom by ``workers.sdk.vizdoom``. ``render()`` gives the game's rgb screen either way."""
     import gymnasium as gym
 
-    family = register_family_of(env_id)
+    family = register_family_of(env_id)  # Atari, ViZDoom, MultiGrid, jumanji/<Env> (Jumanji's gym wrapper)
     render_mode = "rgb_array" if render else None
     if family == VIZDOOM:
         env = vizdoom.make(env_id, render_mode=render_mode)
@@ -64,9 +64,10 @@ def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames
 
 
 def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
-                    update_step: int, emitter: Emitter) -> str:
+                    update_step: int, emitter: Emitter, agents: int = 1) -> str:
     """checkpoints/<name>.pt: the algorithm's state_dict (networks and optimizers) and the
-    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on."""
+    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on.
+    ``agents``: a MultiGrid run's Tianshou counts one env step per agent (its events, game steps)."""
     import torch
 
     os.makedirs(CHECKPOINT_DIR, exist_ok=True)
@@ -78,7 +79,7 @@ def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, en
             "update_step": update_step}
     with open(os.path.join(CHECKPOINT_DIR, CHECKPOINT_META), "w") as f:
         json.dump(meta, f, indent=1)
-    emitter.checkpoint_saved(path, env_step if config["algo"] not in _offline() else update_step)
+    emitter.checkpoint_saved(path, env_step // agents if config["algo"] not in _offline() else update_step)
     return path
 
 
@@ -237,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     prepare_process()  # MUJOCO_GL=egl (MuJoCo renders headless), before any env library is imported
     recorder = env_recorder(config)
     try:
+        if catalog.is_multigrid(config["env"]):  # every agent its own learner, all moving at once
+            from workers.tianshou_worker import multiagent
+            if config["mode"] == "eval":
+                return multiagent.evaluate(config, emitter)
+            return multiagent.train(config, emitter, save_checkpoint)
         if config["mode"] == "eval":
             return evaluate(config, emitter, recorder)
         return train(config, emitter, recorder)
