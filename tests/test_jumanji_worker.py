@@ -211,6 +211,7 @@ def test_gymnasium_ids_flattened_with_frames():
         env = gymnasium.make("jumanji/Snake-v1", render_mode="rgb_array")
         obs, _ = env.reset(seed=3)
         assert env.observation_space.shape == obs.shape and obs.ndim == 1 and env.action_space.n == 4
+        assert obs.dtype == env.observation_space.dtype == np.float32  # what torch networks take
         obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
         frame = env.render()
         assert frame.shape == (1000, 1000, 3) and frame.dtype == np.uint8 and frame.std() > 0
@@ -233,6 +234,24 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
     episodes = of_type(events_of(mosaic.home, run_id), "episode")
     # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
     assert all(1 <= e["length"] <= 20 for e in episodes)
+
+
+@pytest.mark.timeout(900)
+def test_cleanrl_dqn_on_a_jumanji_env(daemon, mosaic):
+    """CleanRL's unmodified dqn.py on jumanji/TSP-v1: its gymnasium.make finds the id because the
+    CleanRL process's make hook (workers/sdk/registration.py) registers the jumanji/ ids first."""
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", "dqn", "--env", "jumanji/TSP-v1", "--steps", "400",
+                           "--set", "learning-starts=100", "--set", "buffer-size=400", "--set", "batch-size=16",
+                           "--set", "train-frequency=4")
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] >= 399 and run["summary"]["episodes"] > 0  # its last global_step: 399
+    events = events_of(mosaic.home, run_id)
+    assert "losses/td_loss" in tags(events)
+    # TSP-v1: 20 cities; an episode ends at the tour's end or at a city visited twice
+    assert all(1 <= e["length"] <= 20 for e in of_type(events, "episode"))
+    # CleanRL's ppo.py makes its envs with gym 0.23, which has no jumanji/ ids: refused at submit
+    out = mosaic.run("submit", "--worker", "cleanrl", "--algo", "ppo", "--env", "jumanji/TSP-v1")
+    assert out.returncode != 0 and "env" in out.stderr and "gym 0.23" in out.stderr
 
 
 def test_runs_table_shows_the_compiling_phase():

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import GYMNASIUM_ENVS, atari_envs
+from workers.sdk.envs import GYMNASIUM_ENVS, JUMANJI_GYM_ENVS, atari_envs
 from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
@@ -76,7 +76,7 @@ BOUNDS: dict[str, dict[str, float]] = {
 # algorithm on a discrete env, or an id the script's library lacks, is refused
 # before any process starts.
 # family -> module that must be importable for the family to run.
-ENV_FAMILIES = {"classic_control": None, "box2d": "Box2D", "mujoco": "mujoco", "atari": "ale_py"}
+ENV_FAMILIES = {"classic_control": None, "box2d": "Box2D", "mujoco": "mujoco", "atari": "ale_py", "jumanji": "jumanji"}
 BOTH = ("gym", "gymnasium")
 GYMNASIUM_ONLY = ("LunarLander-v3", "LunarLanderContinuous-v3")  # and MuJoCo: CleanRL's gym 0.23 scripts use none
 ENVS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -88,6 +88,9 @@ ENVS.update({env: ("atari", "discrete", ("gymnasium",)) for env in atari_envs() 
 # gym 0.23's LunarLander (gymnasium's is v3)
 ENVS["LunarLander-v2"] = ("box2d", "discrete", ("gym",))
 ENVS["LunarLanderContinuous-v2"] = ("box2d", "continuous", ("gym",))
+# Jumanji's envs as gymnasium ids jumanji/<Env> (workers/sdk/jumanji_envs.py, registered by the
+# make hook in the script's process): gymnasium only, multi-discrete actions for none of CleanRL's scripts
+ENVS.update({env: ("jumanji", info["actions"], ("gymnasium",)) for env, info in JUMANJI_GYM_ENVS.items()})
 
 
 def cleanrl_dir() -> str | None:

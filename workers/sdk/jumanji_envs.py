@@ -44,16 +44,19 @@ def rgb_render(env) -> Callable[[Any], Any]:
 def make_gymnasium(jumanji_id: str, render_mode: str | None = None, seed: int = 0, **kwargs: Any):
     """The entry point of ``gymnasium.make("jumanji/<Env>")``: Jumanji's JumanjiToGymWrapper on CPU,
     multi-agent envs made single-agent as jumanji.training does (MultiToSingleWrapper),
-    observations flattened to one Box, RGB frames from the env's viewer."""
+    observations flattened to one float32 Box, RGB frames from the env's viewer."""
     import gymnasium
     import jumanji
+    import numpy as np
     from jumanji.wrappers import JumanjiToGymWrapper, MultiToSingleWrapper
 
     env = jumanji.make(jumanji_id, **kwargs)
     if getattr(env, "num_agents", 1) > 1:
         env = MultiToSingleWrapper(env)
     frames = _frames_wrapper_class()(JumanjiToGymWrapper(env, seed=seed), render_mode)
-    return gymnasium.wrappers.FlattenObservation(frames)
+    # float32: the flattened Dict of int, bool and float arrays is float64, which torch networks fed
+    # from a replay buffer that keeps the dtype (CleanRL's dqn.py through SB3's) refuse
+    return gymnasium.wrappers.DtypeObservation(gymnasium.wrappers.FlattenObservation(frames), np.float32)
 
 
 def _frames_wrapper_class():

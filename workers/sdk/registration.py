@@ -3,7 +3,8 @@
 Gymnasium knows classic control, Box2D and MuJoCo by itself. Atari ids exist
 once ``gym.register_envs(ale_py)`` ran, ViZDoom's once
 ``vizdoom.gymnasium_wrapper`` was imported, MOSAIC MultiGrid's once
-``mosaic_multigrid`` was. A worker's process calls
+``mosaic_multigrid`` was, Jumanji's ``jumanji/<Env>`` once
+``jumanji_envs.register_gymnasium`` ran. A worker's process calls
 
     registration.prepare_process()      # before importing the libraries: env variables they read
     registration.register_family_of(env_id)   # before gymnasium.make(env_id)
@@ -64,6 +65,11 @@ def register_family(family: str) -> None:
 
 def register_family_of(env_id: str) -> str | None:
     """Register the family of ``env_id`` if it needs it; return the family (None: unknown id)."""
+    if env_id.startswith("jumanji/"):  # Jumanji's envs through its gymnasium wrapper (workers/sdk/jumanji_envs.py)
+        from workers.sdk import jumanji_envs
+
+        jumanji_envs.register_for(env_id)
+        return "jumanji"
     family = env_family(env_id)
     if family is not None:
         register_family(family)
