@@ -16,6 +16,7 @@ from workers.jumanji_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 
 
+@pytest.mark.slow  # imports jax, jumanji and rejax and makes every Jumanji env: up to a minute on busy cores
 def test_ppo_schema_and_envs_are_rejaxs():
     """The ppo params are rejax PPO's own fields and defaults; its env list is what rejax's adapter takes."""
     props = WORKER.schema("ppo", "Snake-v1")["properties"]
