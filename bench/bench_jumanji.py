@@ -1,7 +1,8 @@
 """The Jumanji worker's overhead: A2C on Snake through the daemon against jumanji's own train.py loop.
 
     python -m bench.bench_jumanji          # the overhead figure
-    python -m bench.bench_jumanji --envs   # compile and epoch time of A2C on every env (docs/workers/jumanji.md)
+    python -m bench.bench_jumanji --envs   # compile and epoch time of A2C on every env (docs/workers/jumanji.md),
+                                           # one after another; --envs TSP-v1 Snake-v1: those only
 
 A (managed): the run submitted to a daemon (bench.common.daemon_home): the
 worker drives jumanji.training's setup_* and the pmapped ``agent.run_epoch``
@@ -121,37 +122,61 @@ TINY = {"training.num_epochs": 3, "training.num_learner_steps_per_epoch": 4, "tr
         "evaluation.greedy_eval_total_batch_size": 4, "checkpoint_every": 0}
 
 
-def env_times(env: str) -> dict:
+ENV_TIMEOUT = 900  # seconds an env may take (BinPack-v2's transformer compiled for more than 12 minutes)
+# measured before: run last, so the envs never measured come first
+MEASURED_BEFORE = ("Game2048-v1", "Snake-v1", "TSP-v1", "BinPack-v2")
+
+
+def env_times(env: str, timeout: float = ENV_TIMEOUT) -> dict:
+    """One env's A2C run through the worker process: setup, compile and median epoch seconds,
+    the machine's load average before and after; or why it failed (or where it was at the timeout)."""
     import tempfile
     run_dir = tempfile.mkdtemp(prefix="mbj-", dir="/tmp")
+    load_before = os.getloadavg()[0]
     try:
         with open(os.path.join(run_dir, "config.json"), "w") as f:
             json.dump({"worker": "jumanji", "algo": "a2c", "env": env, "params": TINY}, f)
-        with open(os.path.join(run_dir, "events.jsonl"), "w") as events:
-            code = subprocess.run([sys.executable, "-m", "workers.jumanji_worker.cli"], cwd=run_dir, stdout=events,
-                                  stderr=subprocess.DEVNULL, timeout=1200,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
+        with open(os.path.join(run_dir, "events.jsonl"), "w") as events, \
+                open(os.path.join(run_dir, "stderr.log"), "w") as stderr:
+            proc = subprocess.Popen([sys.executable, "-m", "workers.jumanji_worker.cli"], cwd=run_dir, stdout=events,
+                                    stderr=stderr, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                code = None
         values: dict[str, list[float]] = {}
-        reason = None
+        reason, phase = None, None
         with open(os.path.join(run_dir, "events.jsonl")) as f:
             for line in f:
                 event = json.loads(line)
                 if event["type"] == "scalar":
                     values.setdefault(event["tag"], []).append(event["value"])
+                if event["type"] == "phase":
+                    phase = event["name"]
                 if event["type"] == "run_failed":
-                    reason = event["reason"].splitlines()[0][:200]
+                    reason = event["reason"].splitlines()[0][:300]
+        loads = {"load_before": round(load_before, 1), "load_after": round(os.getloadavg()[0], 1)}
+        if code is None:
+            return {"env": env, "failed": f"not done after {timeout:.0f} s, in phase {phase}",
+                    **{k: v[0] for k, v in (("setup_s", values.get("time/setup_s")),
+                                            ("compile_epoch_s", values.get("time/compile_epoch_s"))) if v}, **loads}
         if code != 0:
-            return {"env": env, "failed": reason or f"exit {code}"}
+            return {"env": env, "failed": reason or f"exit {code}", **loads}
         return {"env": env, "setup_s": values["time/setup_s"][0], "compile_s": values["time/compile_s"][0],
-                "epoch_s": median(values["time/epoch_s"]), "steps_per_s": median(values["train/steps_per_second"])}
+                "epoch_s": median(values["time/epoch_s"]), "steps_per_s": median(values["train/steps_per_second"]),
+                **loads}
     finally:
         subprocess.run(["rm", "-rf", run_dir])
 
 
-def envs_main(out_path: str) -> None:
+def envs_main(out_path: str, only: list[str] | None = None) -> None:
+    """Each env once, one after another (never two at once: they would share the cores)."""
     from workers.jumanji_worker import catalog
+    envs = only or sorted(catalog.known_envs(), key=lambda env: (env in MEASURED_BEFORE, env))
     results = []
-    for env in catalog.known_envs():
+    for env in envs:
         results.append(env_times(env))
         print(json.dumps(results[-1]), flush=True)
         with open(out_path, "w") as f:
@@ -159,8 +184,9 @@ def envs_main(out_path: str) -> None:
 
 
 def main() -> None:
-    if "--envs" in sys.argv:
-        envs_main(os.path.join(str(ROOT), "bench", "results", "jumanji_envs.json"))
+    if "--envs" in sys.argv:  # --envs [ENV ...]: those envs only
+        only = sys.argv[sys.argv.index("--envs") + 1:]
+        envs_main(os.path.join(str(ROOT), "bench", "results", "jumanji_envs.json"), only or None)
         return
     print_table(run())
 

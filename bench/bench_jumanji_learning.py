@@ -1,6 +1,7 @@
 """The Jumanji learning check: A2C on Snake-v1 beats Jumanji's random agent by a clear margin.
 
     python -m bench.bench_jumanji_learning      (or python -m bench --long)
+    python -m bench.bench_jumanji_learning --epochs 2 --eval-episodes 16   (a tiny end-to-end check)
 
 Two runs through a daemon, the same env, seed and evaluation: Jumanji's A2C
 (its Snake config, smaller batches so it fits a CPU: 32 envs, 20-step
@@ -34,14 +35,17 @@ def last_value(home, run_id: str, tag: str) -> float:
     return value
 
 
-def run() -> list[dict]:
+def run(epochs: int = EPOCHS, eval_episodes: int = 256) -> list[dict]:
     from daemon import protocol as P
     from mosaic_tui.client import Client
+    common = {**COMMON, "training.num_epochs": epochs, "eval_every": min(COMMON["eval_every"], epochs),
+              "evaluation.eval_total_batch_size": eval_episodes,
+              "evaluation.greedy_eval_total_batch_size": eval_episodes}
     results = {}
     with daemon_home(max_runs=2) as (home, _pid):
         with Client(home, name="bench-jumanji-learning", timeout=None) as c:
             ids = {algo: c.call(P.SUBMIT, config={"worker": "jumanji", "algo": algo, "env": "Snake-v1", "seed": 1,
-                                                  "params": {k: v for k, v in COMMON.items()
+                                                  "params": {k: v for k, v in common.items()
                                                              if algo == "a2c" or k.split(".")[0] != "a2c"}})["id"]
                    for algo in ("a2c", "random")}
             for algo, run_id in ids.items():
@@ -53,13 +57,18 @@ def run() -> list[dict]:
             results["random"] = last_value(home, ids["random"], "eval_stochastic/episode_return")
     print(f"A2C (greedy) return {results['a2c']:.2f}, random agent return {results['random']:.2f}")
     ok = results["a2c"] >= max(2 * results["random"], results["random"] + 1)
-    return [figure(f"Jumanji A2C Snake-v1, {EPOCHS} epochs: greedy eval return", results["a2c"], "return",
+    return [figure(f"Jumanji A2C Snake-v1, {epochs} epochs: greedy eval return", results["a2c"], "return",
                    ">= 2x random and +1", f"random agent: {results['random']:.2f}", ok),
             figure("Jumanji random agent Snake-v1: eval return", results["random"], "return", "", "", None)]
 
 
 def main() -> None:
-    print_table(run())
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--eval-episodes", type=int, default=256)
+    args = parser.parse_args()
+    print_table(run(args.epochs, args.eval_episodes))
 
 
 if __name__ == "__main__":

@@ -175,6 +175,9 @@ def test_capabilities_list_exactly_what_runs_here():
     if "box2d" in caps["env_families"]:  # gym 0.23 has LunarLander-v2, gymnasium v3
         assert "LunarLander-v2" in caps["envs"]["ppo"] and "LunarLander-v3" not in caps["envs"]["ppo"]
         assert "LunarLander-v3" in caps["envs"]["dqn"] and "LunarLander-v2" not in caps["envs"]["dqn"]
+    if "jumanji" in caps["env_families"]:  # gymnasium's jumanji/<Env> (workers/sdk/jumanji_envs.py); not gym 0.23's
+        assert "jumanji/TSP-v1" in caps["envs"]["dqn"] and "jumanji/TSP-v1" not in caps["envs"]["ppo"]
+        assert "jumanji/BinPack-v2" not in caps["envs"]["dqn"]  # multi-discrete actions
 
 
 def load_script_defaults(algo: str) -> dict:

@@ -309,6 +309,7 @@ def test_rllib_makes_jumanji_envs_with_its_env_creator():
 
 
 @pytest.mark.slow  # Ray starts in ~40 s before the first step
+@pytest.mark.ray
 @pytest.mark.timeout(900)
 def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
     """RLlib PPO on jumanji/Snake-v1: the env creator registers Jumanji's ids in the env runner,

@@ -1,4 +1,4 @@
-"""The Jumanji worker: Jumanji 1.1's own A2C (and random) agents on its JAX environments.
+"""The Jumanji worker: Jumanji 1.1's own A2C (and random) agents on its JAX environments, and rejax's PPO.
 
 The daemon imports this module to list, describe and validate: it must stay
 light (no jax, haiku or jumanji import; the configs are read from jumanji's
@@ -8,6 +8,7 @@ loop ``runtime.py``. docs/workers/jumanji.md is the user's guide.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -21,6 +22,8 @@ from workers.sdk.rundir import CHECKPOINT_META
 STATE_FILE = "training_state.pkl"
 # what jumanji.training needs beside jumanji (its [train] extra, without the logger packages)
 NEEDS = ("jumanji", "jax", "optax", "dm-haiku", "rlax", "distrax", "omegaconf", "chex")
+# what algo ppo needs beside those: rejax and its flax networks, gymnax envs
+PPO_NEEDS = ("rejax", "flax", "gymnax")
 
 
 def checkpoint_dir(path: str) -> str:
@@ -42,19 +45,23 @@ class JumanjiDescriptor(WorkerDescriptor):
     package = "workers.jumanji_worker"
     upstream = "jumanji"
     description = ("Jumanji 1.1 (JAX): its own A2C and random agents, jitted and vmapped, on its combinatorial, "
-                   "routing and logic environments (BinPack, TSP, CVRP, Snake, 2048, Sudoku, ...)")
+                   "routing and logic environments (BinPack, TSP, CVRP, Snake, 2048, Sudoku, ...); rejax's PPO")
 
     def available(self) -> bool:
         return all(dist_version(dist) is not None for dist in NEEDS)
 
     def capabilities(self) -> dict[str, Any]:
         envs = catalog.known_envs()
+        algorithms = list(catalog.JUMANJI_ALGORITHMS)
+        if all(dist_version(dist) is not None for dist in PPO_NEEDS):
+            algorithms.append("ppo")
         return {
             "paradigms": ["single_agent"],
-            "algorithms": list(catalog.ALGORITHMS),
+            "algorithms": algorithms,
             "env_families": ["jumanji"],
-            "envs": {algo: envs for algo in catalog.ALGORITHMS},
-            "action_spaces": {algo: ["discrete", "multi_discrete"] for algo in catalog.ALGORITHMS},
+            "envs": {algo: catalog.ppo_envs() if algo == "ppo" else envs for algo in algorithms},
+            "action_spaces": {algo: ["discrete", "continuous"] if algo == "ppo" else ["discrete", "multi_discrete"]
+                              for algo in algorithms},
             "max_agents": 1,
             "self_play": False,
             "pause": True,
@@ -70,14 +77,23 @@ class JumanjiDescriptor(WorkerDescriptor):
         if algo not in catalog.ALGORITHMS:
             raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'jumanji'; "
                                       f"choose from {', '.join(catalog.ALGORITHMS)}")
-        if env is not None and catalog.env_config(env) is None:
-            raise unknown_env(env, catalog.known_envs(), self.name)
+        if env is not None:
+            self._check_env_id(algo, env)
         return catalog.schema(algo, env)
+
+    def _check_env_id(self, algo: str, env: str) -> None:
+        if algo == "ppo":  # any Jumanji env rejax's adapter takes (no jumanji.training network needed)
+            if env not in catalog.jumanji_ids():
+                raise unknown_env(env, catalog.jumanji_ids(), self.name)
+            refusal = catalog.ppo_refusal(env)
+            if refusal is not None:
+                raise ConfigError("env", f"{env}: {refusal}; ppo takes {', '.join(catalog.ppo_envs())}")
+        elif catalog.env_config(env) is None:
+            raise unknown_env(env, catalog.known_envs(), self.name)
 
     # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----
     def check_env(self, config: RunConfig) -> None:
-        if catalog.env_config(config.env) is None:
-            raise unknown_env(config.env, catalog.known_envs(), self.name)
+        self._check_env_id(config.algo, config.env)
         if config.device not in ("cpu", "auto"):
             raise ConfigError("device", "the installed jax is the CPU build (jax[cpu])")
 
@@ -89,10 +105,26 @@ class JumanjiDescriptor(WorkerDescriptor):
                     raise ConfigError(f"params.{key}", "must have at least one item")
                 for index, item in enumerate(value):
                     check_value(f"params.{key}[{index}]", props[key]["items"], item)
-        if config.steps is not None and "training.num_epochs" in given:
-            raise ConfigError("steps", "give either steps or params.training.num_epochs, not both")
+        if config.algo == "ppo":
+            self._check_ppo(config, given)
+        elif config.steps is not None:  # steps sets the epochs (the daemon's config.json has both, agreeing)
+            epochs = max(1, math.ceil(config.steps / catalog.steps_per_epoch(config.params)))
+            if given.get("training.num_epochs", epochs) != epochs:
+                raise ConfigError("steps", "give either steps or params.training.num_epochs, not both")
+            config.params["training.num_epochs"] = epochs
         if config.checkpoint is not None:
             self._check_checkpoint(config)
+
+    @staticmethod
+    def _check_ppo(config: RunConfig, given: dict[str, Any]) -> None:
+        params = config.params
+        if config.steps is not None:  # steps sets total_timesteps (the daemon's config.json has both, agreeing)
+            if given.get("total_timesteps", config.steps) != config.steps:
+                raise ConfigError("steps", "give either steps or params.total_timesteps, not both")
+            params["total_timesteps"] = config.steps
+        batch = params["num_envs"] * params["num_steps"]
+        if batch % params["num_minibatches"]:  # rejax asserts it inside the jitted update
+            raise ConfigError("params.num_minibatches", f"must divide num_envs x num_steps = {batch}")
 
     @staticmethod
     def _check_checkpoint(config: RunConfig) -> None:
@@ -106,10 +138,10 @@ class JumanjiDescriptor(WorkerDescriptor):
             raise ConfigError("checkpoint", f"was trained on {meta.get('env')}, not {config.env}")
         if meta.get("algo") != config.algo:
             raise ConfigError("checkpoint", f"is a {meta.get('algo')} checkpoint, not {config.algo}")
-        network = {k: v for k, v in config.params.items() if k.startswith("network.")}
+        # the params that shape the saved state (network sizes; PPO: also the batch of env states)
         for key, value in (meta.get("network") or {}).items():
-            if network.get(key) != value:
-                raise ConfigError(f"params.{key}", f"the checkpoint's network has {key} = {value!r}")
+            if config.params.get(key) != value:
+                raise ConfigError(f"params.{key}", f"the checkpoint was saved with {key} = {value!r}")
 
 
 WORKER = JumanjiDescriptor()

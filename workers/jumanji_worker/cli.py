@@ -1,7 +1,8 @@
 """python -m workers.jumanji_worker.cli --config config.json   (cwd: the run directory)
 
-Train: jumanji.training's A2C or random agent, epoch by epoch (runtime.train).
-Eval: a checkpoint's policy plays ``eval_episodes`` episodes (runtime.evaluate).
+Train: jumanji.training's A2C or random agent, epoch by epoch (runtime.train);
+rejax's PPO, chunk by chunk (ppo.train).
+Eval: a checkpoint's policy plays ``eval_episodes`` episodes (runtime.evaluate, ppo.evaluate).
 
 Everything runs in this one process (JAX steps the envs in jitted, vmapped
 code): pause is the supervisor's SIGSTOP, a cancel's SIGTERM raises Cancelled
@@ -30,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stop = StopSignals().install()
     try:
-        from workers.jumanji_worker import runtime
+        if config["algo"] == "ppo":  # rejax's PPO
+            from workers.jumanji_worker import ppo as runtime
+        else:  # jumanji.training's agents
+            from workers.jumanji_worker import runtime
 
         emitter.run_started("jumanji", config["algo"], config["env"], total_steps=runtime.total_steps(config),
                             upstream=runtime.upstream())

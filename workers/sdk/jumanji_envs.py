@@ -44,9 +44,10 @@ def rgb_render(env) -> Callable[[Any], Any]:
 def make_gymnasium(jumanji_id: str, render_mode: str | None = None, seed: int = 0, **kwargs: Any):
     """The entry point of ``gymnasium.make("jumanji/<Env>")``: Jumanji's JumanjiToGymWrapper on CPU,
     multi-agent envs made single-agent as jumanji.training does (MultiToSingleWrapper),
-    observations flattened to one Box, RGB frames from the env's viewer."""
+    observations flattened to one float32 Box, RGB frames from the env's viewer."""
     import gymnasium
     import jumanji
+    import numpy as np
     from jumanji.wrappers import JumanjiToGymWrapper, MultiToSingleWrapper
 
     env = jumanji.make(jumanji_id, **kwargs)

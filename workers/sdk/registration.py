@@ -3,7 +3,8 @@
 Gymnasium knows classic control, Box2D and MuJoCo by itself. Atari ids exist
 once ``gym.register_envs(ale_py)`` ran, ViZDoom's once
 ``vizdoom.gymnasium_wrapper`` was imported, MOSAIC MultiGrid's once
-``mosaic_multigrid`` was. A worker's process calls
+``mosaic_multigrid`` was, Jumanji's ``jumanji/<Env>`` once
+``jumanji_envs.register_gymnasium`` ran. A worker's process calls
 
     registration.prepare_process()      # before importing the libraries: env variables they read
     registration.register_family_of(env_id)   # before gymnasium.make(env_id)
