@@ -128,13 +128,17 @@ def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
 _reliability = {"collected": 0, "passed": 0}
 
 
+# The real app in tmux, xterm or kitty: one at a time, so two terminals never wait on each other's redraws
+TERMINAL_MODULES = {"test_e2e_tmux", "test_loop_tmux", "test_tmux_keys", "test_alerts_tmux", "test_frames_terminals"}
+
+
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     _reliability["collected"] = sum(1 for item in items if item.get_closest_marker("reliability"))
     # `make test` runs the suite in parallel (pytest-xdist, --dist loadgroup). Tests
     # that start a private Ray cluster run one after another in one process: two
     # Rays starting at once on 2 cores time out ("The current node timed out").
-    # The reliability tests run together so one process sees all of them pass and
+    # The terminal tests (TERMINAL_MODULES) run one after another too. The reliability tests run together so one process sees all of them pass and
     # writes build/reliability.md.
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -142,6 +146,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif item.get_closest_marker("reliability"):
             item.add_marker(pytest.mark.xdist_group("reliability"))
+        elif item.module.__name__.rsplit(".", 1)[-1] in TERMINAL_MODULES:
+            item.add_marker(pytest.mark.xdist_group("terminal"))
     # `long` tests (the breadth sweeps: every algorithm, every env family on every
     # worker, several minutes each) keep `make test` inside CI's half hour; they run
     # with MOSAIC_LONG=1 (`make test-long`) before an issue about them is resolved.

@@ -235,7 +235,7 @@ FAMILY_RUNS = [
                  ATARI_FRAME, id="ray-atari", marks=[slow, ray]),
     pytest.param("ray", "PPO", "VizdoomBasic-v1", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 VIZDOOM_FRAME, id="ray-vizdoom", marks=[slow, ray]),
+                 VIZDOOM_FRAME, id="ray-vizdoom", marks=[*long, ray]),
     pytest.param("ray", "PPO", "HalfCheetah-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
                  MUJOCO_FRAME, id="ray-mujoco", marks=[*long, ray]),

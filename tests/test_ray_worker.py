@@ -296,6 +296,7 @@ WALK_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long   # the breadth sweep: every algorithm, every policy configuration (make test-long)
 def test_every_algorithm_and_policy_configuration_trains(tmp_path):
     temp = tempfile.mkdtemp(prefix="mrw-", dir="/tmp")  # short: Ray's socket paths
     try:

@@ -53,6 +53,7 @@ def image_config(algo: str) -> dict:
 
 
 @pytest.mark.slow  # 1 to 4 minutes (load): nine algorithms with CNNs, 128 ViZDoom steps each, two evals
+@pytest.mark.long  # the breadth sweep (make test-long); dqn and ppo on images run in test_env_families
 def test_every_image_algorithm_trains_on_vizdoom(tmp_path):
     jobs = []
     for algo in catalog.IMAGE_NETS:

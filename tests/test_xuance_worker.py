@@ -551,6 +551,7 @@ WALK_DRIVER = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.long   # the breadth sweep (make test-long)
 def test_every_algorithm_runs(tmp_path):
     algorithms = WORKER.capabilities()["algorithms"]
     jobs = []

@@ -67,7 +67,7 @@ def test_submit_from_the_form_watch_detach_and_reattach(home, mosaic):
     pane = Tmux(f"mosaic-e2e-{uuid.uuid4().hex[:8]}")
     try:
         pane.start(mosaic_command(home))
-        pane.wait_for("0 runs", "No runs yet", timeout=30)   # the app started the daemon
+        pane.wait_for("0 runs", "No runs yet", timeout=60)   # the app started the daemon
         pane.keys("n")
         pane.wait_for("Parameters of cleanrl ppo", "ready: ctrl+s submits", timeout=60)
         screen = pane.screen()
@@ -82,9 +82,9 @@ def test_submit_from_the_form_watch_detach_and_reattach(home, mosaic):
         assert any("steps" in line and "2048" in line for line in screen.splitlines())
         pane.keys("C-s")
         # the form opens the new run: live metrics until it succeeds
-        pane.wait_for("e2e-ppo", "cleanrl/ppo", "CartPole-v1", timeout=30)
+        pane.wait_for("e2e-ppo", "cleanrl/ppo", "CartPole-v1", timeout=60)
         screen = pane.wait_for("e2e-ppo", "succeeded", timeout=300)
-        screen = pane.wait_for("charts/episodic_return", "┤", timeout=30)
+        screen = pane.wait_for("charts/episodic_return", "┤", timeout=60)
         assert "2048/2048 steps" in screen
         pane.keys("q")                       # detach
         pane.wait_for("MOSAIC-EXITED 0", timeout=20)

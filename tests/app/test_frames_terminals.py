@@ -57,7 +57,7 @@ class Display:
 
     def screen(self) -> np.ndarray:
         dump = subprocess.run(["xwd", "-root", "-silent", "-display", self.name],
-                              capture_output=True, check=True, timeout=30).stdout
+                              capture_output=True, check=True, timeout=60).stdout
         return xwd_to_rgb(dump)
 
     def close(self) -> None:
@@ -130,7 +130,7 @@ def find(screen: np.ndarray, image: np.ndarray, x: int, y: int, slack: int = 12)
     return best
 
 
-def wait_for_image(display: Display, image: np.ndarray, x: int, y: int, timeout: float = 60.0):
+def wait_for_image(display: Display, image: np.ndarray, x: int, y: int, timeout: float = 120.0):
     deadline = time.monotonic() + timeout
     best = (0.0, x, y)
     while time.monotonic() < deadline:
@@ -156,7 +156,7 @@ async def test_app_draws_sixel_frames_in_xterm_vt340(daemon, mosaic, display, tm
     assert data.startswith(b"\x1bP") and data.endswith(b"\x1b\\")
     six = tmp_path / "frame.six"
     six.write_bytes(data)
-    subprocess.run([SIXEL2PNG, "-i", str(six), "-o", str(tmp_path / "frame.png")], check=True, timeout=30)
+    subprocess.run([SIXEL2PNG, "-i", str(six), "-o", str(tmp_path / "frame.png")], check=True, timeout=60)
     from PIL import Image
     expected = np.asarray(Image.open(tmp_path / "frame.png").convert("RGB"))
     cell_w, cell_h = caps["cell_px"]

@@ -51,18 +51,18 @@ def test_the_whole_loop(daemon, mosaic):
     pane = Tmux(f"mosaic-loop-{uuid.uuid4().hex[:8]}")
     try:
         pane.start(mosaic_command(daemon))
-        pane.wait_for("0 runs", timeout=30)
+        pane.wait_for("0 runs", timeout=60)
         pane.keys("n")
-        screen = pane.wait_for("Parameters of", "ready: ctrl+s submits", timeout=30)
+        screen = pane.wait_for("Parameters of", "ready: ctrl+s submits", timeout=60)
         choose(pane, names, field_line(screen, "worker").split()[1], "xuance")   # worker
-        screen = pane.wait_for("Parameters of xuance", timeout=30)
+        screen = pane.wait_for("Parameters of xuance", timeout=60)
         current = field_line(screen, "algo").split()[1]
         pane.keys("Tab")                                         # -> algo
         if current != "ppo":
             choose(pane, algos, current, "ppo")
-        screen = pane.wait_for("Parameters of xuance ppo", "ready: ctrl+s submits", timeout=30)
+        screen = pane.wait_for("Parameters of xuance ppo", "ready: ctrl+s submits", timeout=60)
         choose(pane, algos, "ppo", "mappo")
-        screen = pane.wait_for("Parameters of xuance mappo (", timeout=30)
+        screen = pane.wait_for("Parameters of xuance mappo (", timeout=60)
         assert "CartPole-v1" not in field_line(screen, "env")   # the env followed the algorithm
         pane.keys("Tab", "C-a", "C-k")                           # -> env, cleared
         pane.type("simple_spread_v3")
@@ -70,7 +70,7 @@ def test_the_whole_loop(daemon, mosaic):
         pane.type("loop-mappo")
         pane.keys("Tab")                                         # -> steps
         pane.type("3000")
-        screen = pane.wait_for("Parameters of xuance mappo", "ready: ctrl+s submits", timeout=30)
+        screen = pane.wait_for("Parameters of xuance mappo", "ready: ctrl+s submits", timeout=60)
         assert "kept from" not in screen                         # nothing typed in the parameters
         assert "Categorical_AC" not in screen
         pane.keys("C-s")

@@ -16,7 +16,7 @@ import pytest
 
 from daemon import protocol as P
 from tests.app.test_e2e_tmux import Tmux, mosaic_command
-from tests.conftest import connect, wait_state
+from tests.conftest import connect, wait_for, wait_state
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -30,6 +30,14 @@ def burst(pane: Tmux, *keys: str) -> None:
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+def _run_named(daemon, name: str) -> dict | None:
+    with connect(daemon) as c:
+        try:
+            return c.call(P.GET, run=name)
+        except P.RPCError:
+            return None
+
+
 def test_a_burst_after_e_lands_in_the_fields_it_was_typed_at(daemon, size):
     with connect(daemon) as c:
         run = c.call(P.SUBMIT, config={"worker": "synthetic", "algo": "emit", "env": "none", "steps": 500000,
@@ -38,10 +46,10 @@ def test_a_burst_after_e_lands_in_the_fields_it_was_typed_at(daemon, size):
     pane = Tmux(f"mosaic-keys-{uuid.uuid4().hex[:8]}")
     try:
         pane.start(mosaic_command(daemon), *size)
-        pane.wait_for("big", "succeeded", timeout=30)
+        pane.wait_for("big", "succeeded", timeout=60)
         # worker -> algo -> env -> name: "burst"; -> steps: cleared, "1234"
         burst(pane, "e", "Tab", "Tab", "Tab", "burst", "Tab", "C-a", "C-k", "1234")
-        screen = pane.wait_for("clone of big", "ready: ctrl+s submits", timeout=30)   # parameters loaded
+        screen = pane.wait_for("clone of big", "ready: ctrl+s submits", timeout=60)   # parameters loaded
         deadline = time.monotonic() + 10   # every key handled: the last one's digit is there
         while "1234" not in line_of(screen, "steps") and "1234" not in line_of(screen, "name") \
                 and time.monotonic() < deadline:
@@ -50,9 +58,7 @@ def test_a_burst_after_e_lands_in_the_fields_it_was_typed_at(daemon, size):
         assert "burst" in line_of(screen, "name") and "1234" not in line_of(screen, "name")
         assert "1234" in line_of(screen, "steps") and "500000" not in line_of(screen, "steps")
         pane.keys("C-s")
-        pane.wait_for("burst", timeout=30)
-        with connect(daemon) as c:
-            made = c.call(P.GET, run="burst")
+        made = wait_for(lambda: _run_named(daemon, "burst"), 60, what="the submitted run")
         assert made["config"]["steps"] == 1234
     finally:
         pane.kill()
@@ -63,7 +69,7 @@ def test_a_query_typed_right_after_the_palette_key_is_kept(daemon, opener):
     pane = Tmux(f"mosaic-keys-{uuid.uuid4().hex[:8]}")
     try:
         pane.start(mosaic_command(daemon))
-        pane.wait_for("0 runs", timeout=30)
+        pane.wait_for("0 runs", timeout=60)
         burst(pane, opener, "theme")
         pane.wait_for("🔎", timeout=10)
 
