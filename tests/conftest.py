@@ -125,6 +125,13 @@ def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
 
 
 # -- docs/reliability.md ---------------------------------------------------
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 in their environment; the app
+# (Rich and Textual read them) would draw at 80x24 in every tmux pane, xterm and kitty
+# the tests start at another size. A terminal the tests open sizes itself.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 _reliability = {"collected": 0, "passed": 0}
 
 

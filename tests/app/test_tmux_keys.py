@@ -29,7 +29,6 @@ def burst(pane: Tmux, *keys: str) -> None:
     subprocess.run(["tmux", "send-keys", "-t", pane.name, *keys], check=True)
 
 
-@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 def _run_named(daemon, name: str) -> dict | None:
     with connect(daemon) as c:
         try:
@@ -38,6 +37,7 @@ def _run_named(daemon, name: str) -> dict | None:
             return None
 
 
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 def test_a_burst_after_e_lands_in_the_fields_it_was_typed_at(daemon, size):
     with connect(daemon) as c:
         run = c.call(P.SUBMIT, config={"worker": "synthetic", "algo": "emit", "env": "none", "steps": 500000,
