@@ -10,6 +10,8 @@ from tests.app.conftest import FIXED_NOW, RUN_IDS, FakeDaemon, fixed_events, fix
 
 SIZE = (120, 40)
 SNAP_HOME = "/tmp/mosaic-snapshot-home"   # fixed: the title shows the home's path
+# one home for the module, at one path: its tests run in one xdist process, one after another
+pytestmark = pytest.mark.xdist_group("snapshots")
 
 
 @pytest.fixture
