@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from daemon import protocol as P
 from daemon.home import Home
@@ -440,6 +440,30 @@ def cmd_logs(args: argparse.Namespace) -> int:
             time.sleep(0.25)
 
 
+def _run_pages(client, run: dict[str, Any], method: str, follow: bool,
+               on_end: Callable[[dict[str, Any]], None] | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+    """The pages of a run's file from its start (``method``: METRICS or EVENTS, paged by
+    ``from``/``next``/``end``). With ``follow`` it keeps reading while the run is live; once the
+    run ends (``on_end`` is told), one more pass reads what was written at the very end."""
+    offset = 0
+    while True:
+        page = client.call(method, run=run["id"], **params, **{"from": offset})
+        yield page
+        done = page["next"] >= page["end"] or page["next"] == offset
+        offset = page["next"]
+        if not done:
+            continue
+        if not follow:
+            return
+        run = client.call(P.GET, run=run["id"])
+        if run["state"] in P.FINAL_STATES:
+            follow = False
+            if on_end is not None:
+                on_end(run)
+            continue
+        time.sleep(0.25)
+
+
 def _metric_rows(page: dict[str, Any], tag_filter: str | None):
     for tag, points in page["points"].items():
         if tag_filter and tag != tag_filter:
@@ -456,9 +480,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         out_csv.writerow(["tag", "step", "value", "wall_time"])
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
-        offset = 0
-        while True:
-            page = client.call(P.METRICS, run=run["id"], tags=tags, **{"from": offset})
+        ended = lambda run: print(_state_line(run), file=sys.stderr)  # noqa: E731
+        for page in _run_pages(client, run, P.METRICS, args.follow, ended, tags=tags):
             for tag, step, value, t in _metric_rows(page, args.tag):
                 if out_csv:
                     out_csv.writerow([tag, step, value, t])
@@ -467,18 +490,6 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                 else:
                     print(f"{step:>10}  {tag:<32} {_fmt_num(value)}")
             sys.stdout.flush()
-            done = page["next"] >= page["end"] or page["next"] == offset
-            offset = page["next"]
-            if not done:
-                continue
-            if not args.follow:
-                break
-            run = client.call(P.GET, run=run["id"])
-            if run["state"] in P.FINAL_STATES:
-                args.follow = False  # one more pass reads what was written at the very end
-                print(_state_line(run), file=sys.stderr)
-                continue
-            time.sleep(0.25)
     if args.json:
         _print_json(collected)
     return 0
@@ -491,9 +502,7 @@ def cmd_transcript(args: argparse.Namespace) -> int:
     shown = 0
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
-        offset = 0
-        while True:
-            page = client.call(P.EVENTS, run=run["id"], types=["llm_step"], **{"from": offset})
+        for page in _run_pages(client, run, P.EVENTS, args.follow, types=["llm_step"]):
             for event in page["events"]:
                 # partial events are a reply still streaming in: its final event follows
                 if event.get("partial") or not step_matches(event, args.agent, args.episode, args.grep or ""):
@@ -504,17 +513,6 @@ def cmd_transcript(args: argparse.Namespace) -> int:
                     print(("\n" if shown else "") + entry_text(event, full_prompt=True))
                 shown += 1
             sys.stdout.flush()
-            done = page["next"] >= page["end"] or page["next"] == offset
-            offset = page["next"]
-            if not done:
-                continue
-            if not args.follow:
-                break
-            run = client.call(P.GET, run=run["id"])
-            if run["state"] in P.FINAL_STATES:
-                args.follow = False  # one more pass reads what was written at the very end
-                continue
-            time.sleep(0.25)
     if not shown and not args.json:
         print(f"no LLM steps in {run['name']}" + (" match" if args.agent or args.episode is not None or args.grep
                                                   else ""), file=sys.stderr)

@@ -104,6 +104,38 @@ def connect(home: Home, name: str = "test"):
     return Client(home, timeout=30, name=name)
 
 
+_WALK = """
+import json, os, sys
+from workers.sdk.telemetry import Emitter
+{imports}
+results = {{}}
+for run_dir, config in json.loads(sys.argv[1]):
+    os.chdir(run_dir)
+    fd = os.open("events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    emitter = Emitter(fd)
+    key = config.get("name") or config["algo"]
+    try:
+        results[key] = {call}
+    except BaseException as exc:
+        results[key] = repr(exc)
+    emitter.close()
+    os.close(fd)
+print(json.dumps(results))
+"""
+
+
+def walk_runs(jobs: list[tuple[str, dict]], imports: str, call: str, timeout: float = 900) -> dict:
+    """Run many configs in one process (a library imported once, not once a run): each job is
+    (run directory, config), its events written to the directory's events.jsonl by ``call``
+    (an expression of ``config`` and ``emitter``, after ``imports``). Returns name or algo ->
+    the call's result, or the exception's repr."""
+    code = _WALK.format(imports=imports, call=call)
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(jobs)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

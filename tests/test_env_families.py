@@ -9,17 +9,14 @@ wall times.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from daemon import protocol as P
 from daemon.relay import decode
-from tests.conftest import ROOT, connect, wait_state
-from tests.test_xuance_worker import WALK_DRIVER, read_events, tags_of
+from tests.conftest import connect, wait_state, walk_runs
+from tests.test_xuance_worker import WALK, read_events, tags_of
 from workers.sdk import envs
 from workers.xuance_worker import WORKER as XUANCE, catalog
 
@@ -167,10 +164,7 @@ def test_every_multigrid_algorithm_runs(tmp_path):
         run_dir = tmp_path / algo
         run_dir.mkdir()
         jobs.append((str(run_dir), multigrid_walk_config(algo)))
-    out = subprocess.run([sys.executable, "-c", WALK_DRIVER, json.dumps(jobs)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = json.loads(out.stdout.strip().splitlines()[-1])
+    results = walk_runs(jobs, *WALK)
     failed = {}
     for algo in catalog.MULTIGRID_ALGORITHMS:
         events = read_events(tmp_path / algo)

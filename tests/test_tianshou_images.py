@@ -5,14 +5,9 @@ examples/atari wire them. The runs through the daemon with frames are in tests/t
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import walk_runs
 from tests.test_xuance_worker import read_events, tags_of
 from workers.sdk.config import ConfigError
 from workers.tianshou_worker import WORKER, catalog
@@ -20,28 +15,6 @@ from workers.tianshou_worker import WORKER, catalog
 pytest.importorskip("tianshou")
 
 DOOM = "VizdoomBasic-v1"
-
-# Trains every image algorithm in one process (torch and tianshou imported once), each
-# through the worker's own train(), in its own run directory.
-DRIVER = textwrap.dedent("""
-    import json, os, sys
-    from workers.sdk.telemetry import Emitter
-    from workers.tianshou_worker import WORKER, cli
-    results = {}
-    for run_dir, config in json.loads(sys.argv[1]):
-        os.chdir(run_dir)
-        fd = os.open("events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        emitter = Emitter(fd)
-        try:
-            run = cli.evaluate if config.get("mode") == "eval" else cli.train
-            results[config.get("name") or config["algo"]] = run(WORKER.validate(config), emitter, None)
-        except BaseException as exc:
-            results[config["algo"]] = repr(exc)
-        emitter.close()
-        os.close(fd)
-    print(json.dumps(results))
-""")
-
 
 def image_config(algo: str) -> dict:
     params = {"training_envs": 1, "test_envs": 0, "hidden_sizes": [32], "batch_size": 32}
@@ -65,10 +38,9 @@ def test_every_image_algorithm_trains_on_vizdoom(tmp_path):
         run_dir.mkdir()
         jobs.append((str(run_dir), {**image_config(algo), "mode": "eval", "name": f"eval-{algo}", "eval_episodes": 1,
                                     "checkpoint": str(tmp_path / algo / "checkpoints" / "final.pt")}))
-    out = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(jobs)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = json.loads(out.stdout.strip().splitlines()[-1])
+    # in one process (torch and tianshou imported once), each through the worker's own train() or evaluate()
+    results = walk_runs(jobs, "from workers.tianshou_worker import WORKER, cli",
+                        '(cli.evaluate if config.get("mode") == "eval" else cli.train)(WORKER.validate(config), emitter, None)')
     failed = {}
     for algo in catalog.IMAGE_NETS:
         events = read_events(tmp_path / algo)

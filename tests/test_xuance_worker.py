@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, walk_runs
 from workers.fastlane.reader import FrameReader
 from workers.fastlane.writer import cleanup as fastlane_cleanup
 from workers.sdk.config import ConfigError, check_params
@@ -529,25 +529,8 @@ def walk_config(algo: str) -> dict:
     return {"worker": "xuance", "algo": algo, "env": env, "steps": steps, "seed": 1, "params": params}
 
 
-WALK_DRIVER = textwrap.dedent("""
-    # Trains every algorithm in one process (XuanCe's import once, not 25 times),
-    # each through the worker's runtime, in its own run directory.
-    import json, os, sys
-    from workers.sdk.telemetry import Emitter
-    from workers.xuance_worker import WORKER, runtime
-    results = {}
-    for run_dir, config in json.loads(sys.argv[1]):
-        os.chdir(run_dir)
-        fd = os.open("events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        emitter = Emitter(fd)
-        try:
-            results[config["algo"]] = runtime.run(WORKER.validate(config), emitter)
-        except BaseException as exc:
-            results[config["algo"]] = repr(exc)
-        emitter.close()
-        os.close(fd)
-    print(json.dumps(results))
-""")
+# the XuanCe walk: every config through the worker's runtime, XuanCe imported once (tests.conftest.walk_runs)
+WALK = ("from workers.xuance_worker import WORKER, runtime", "runtime.run(WORKER.validate(config), emitter)")
 
 
 @pytest.mark.slow
@@ -559,10 +542,7 @@ def test_every_algorithm_runs(tmp_path):
         run_dir = tmp_path / algo
         run_dir.mkdir()
         jobs.append((str(run_dir), walk_config(algo)))
-    out = subprocess.run([sys.executable, "-c", WALK_DRIVER, json.dumps(jobs)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = json.loads(out.stdout.strip().splitlines()[-1])
+    results = walk_runs(jobs, *WALK)
     failed = {}
     for algo in algorithms:
         events = read_events(tmp_path / algo)
