@@ -30,7 +30,7 @@ import os
 import subprocess
 import sys
 
-from bench.common import ROOT, daemon_home, figure, finished_run_events, median, print_table
+from bench.common import ROOT, alike, alike_settings, daemon_home, figure, finished_run_events, median, print_table, run_bare
 
 PAIRS = 3
 EPOCHS = 6
@@ -39,7 +39,6 @@ CONFIG = {"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "seed": 1,
                      "training.n_steps": 20, "training.total_batch_size": 32,
                      "evaluation.eval_total_batch_size": 32, "evaluation.greedy_eval_total_batch_size": 32,
                      "checkpoint_every": 0}}
-WORKER_NICE = 10
 SITEDIR = os.path.join(str(ROOT), "workers", "jumanji_worker", "sitedir")
 
 PLAIN = """
@@ -61,12 +60,10 @@ print(json.dumps({"steps_per_second": logger.history["steps_per_second"], "time"
 
 
 def plain_run() -> tuple[float, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SITEDIR, str(ROOT)]), "MPLBACKEND": "Agg",
-           "JAX_PLATFORMS": "cpu"}
-    # at the niceness the daemon gives its workers (daemon/runs.py worker_nice), so both sides share
-    # the machine's cores with the other processes alike
-    out = subprocess.run([sys.executable, "-c", PLAIN, json.dumps(CONFIG)], capture_output=True, text=True,
-                         cwd=str(ROOT), env=env, timeout=1200, preexec_fn=lambda: os.nice(WORKER_NICE))
+    # the worker's sitedir (its import-time shims), at the nice level and threads the daemon gives workers
+    out = run_bare([sys.executable, "-c", PLAIN, json.dumps(CONFIG)],
+                   extra_env={"PYTHONPATH": os.pathsep.join([SITEDIR, str(ROOT)]), "MPLBACKEND": "Agg",
+                              "JAX_PLATFORMS": "cpu"})
     if out.returncode != 0:
         raise RuntimeError(f"plain run failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,6 +88,7 @@ def managed_run(client, home) -> tuple[float, float]:
 def run() -> list[dict]:
     from mosaic_tui.client import Client
     managed, plain, managed_compile, plain_compile = [], [], [], []
+    alike()
     with daemon_home(max_runs=1) as (home, _pid):
         with Client(home, name="bench-jumanji") as client:
             for _ in range(PAIRS):
@@ -104,7 +102,7 @@ def run() -> list[dict]:
     runs = f"{PAIRS} runs each, alternating"
     return [
         figure("A2C Snake env steps/s, managed / jumanji's train.py", ratio, "ratio", ">= 0.97",
-               f"medians over epochs 2-{EPOCHS}; {runs}", ratio >= 0.97),
+               f"medians over epochs 2-{EPOCHS}; {runs}; {alike_settings(seed=CONFIG['seed'])}", ratio >= 0.97),
         figure("managed run (daemon, telemetry, checkpoint)", median(managed), "env steps/s", "",
                f"runs: {', '.join(f'{r:.0f}' for r in managed)}", None),
         figure("jumanji's train.py loop", median(plain), "env steps/s", "",

@@ -70,7 +70,7 @@ def plain_run() -> tuple[float, float]:
     temp = tempfile.mkdtemp(prefix="mbr-", dir="/tmp")
     try:
         started = time.time()
-        out = run_bare([sys.executable, "-c", PLAIN, str(BATCH), str(ITERATIONS), temp], env={**alike(), **RAY_ENV},
+        out = run_bare([sys.executable, "-c", PLAIN, str(BATCH), str(ITERATIONS), temp], extra_env=RAY_ENV,
                        timeout=600)
         if out.returncode != 0:
             raise RuntimeError(f"plain run failed:\n{out.stderr[-3000:]}")

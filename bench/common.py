@@ -24,18 +24,18 @@ WORKER_NICE = 10
 ALIKE_THREADS = 1
 
 
-def alike(threads: int = ALIKE_THREADS) -> dict:
-    """Set the thread count both sides use (the daemon started after this passes it to its
-    workers) and return the environment for a bare process."""
+def alike(threads: int = ALIKE_THREADS) -> None:
+    """Set the thread count both sides use: the daemon started after this passes it to its
+    workers, and run_bare's processes inherit it."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def run_bare(command: list[str], env: dict | None = None, timeout: float = 1200, **kwargs) -> subprocess.CompletedProcess:
-    """The bare side: a process at the workers' nice level, in the `alike()` environment."""
-    return subprocess.run(command, capture_output=True, text=True, env=env or alike(int(os.environ.get(
-        "OMP_NUM_THREADS", ALIKE_THREADS))), timeout=timeout, preexec_fn=lambda: os.nice(WORKER_NICE),
-        **{"cwd": str(ROOT), **kwargs})
+def run_bare(command: list[str], extra_env: dict | None = None, timeout: float = 1200,
+             **kwargs) -> subprocess.CompletedProcess:
+    """The bare side: a process at the workers' nice level, in this environment (after `alike()`)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
+                          preexec_fn=lambda: os.nice(WORKER_NICE), **{"cwd": str(ROOT), **kwargs})
 
 
 def alike_settings(**more) -> str:
