@@ -25,7 +25,7 @@ import numpy as np
 from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv
 
 from workers.ray_worker import catalog
-from workers.sdk import jumanji_envs, registration
+from workers.sdk import registration
 
 ENV_NAME = "mosaic_env"
 
@@ -144,8 +144,7 @@ def make_env(env_config: dict[str, Any]):
     info = catalog.env_info(env_id)
     kwargs = env_config.get("env_kwargs") or {}
     render_mode = env_config.get("render_mode")
-    registration.register_family_of(env_id)  # Atari, MultiGrid: in every env-runner process
-    jumanji_envs.register_for(env_id)  # jumanji/<Env>: Jumanji's gym wrapper
+    registration.register_family_of(env_id)  # Atari, MultiGrid, ViZDoom, jumanji/<Env>: in every env-runner process
     if info is not None and info.get("atari"):
         kwargs = {"frameskip": 1, **kwargs}  # the wrapper below skips 4 frames (max-pooled)
     if info is not None and info["family"] == "vizdoom":
