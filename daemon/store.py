@@ -81,13 +81,25 @@ _JSON_EMPTY = {"tags": []}
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+_last_ulid = [0, 0]  # [ms, random part] of the last id this process made
+
+
 def new_ulid(now: float | None = None) -> str:
     """A ULID: 48-bit millisecond time + 80 random bits, Crockford base32.
 
-    Sorts by creation time, so `ls` order and id order agree.
+    Sorts by creation time, so `ls` order and id order agree. Two ids made in
+    the same millisecond by this process follow the spec's monotonic mode (the
+    second is the first's random part plus one): otherwise their order would be
+    a coin toss, and so would the order of runs created together by a sweep.
     """
     ms = int((time.time() if now is None else now) * 1000)
-    value = (ms << 80) | random.SystemRandom().getrandbits(80)
+    last_ms, last_rand = _last_ulid
+    if ms == last_ms and last_rand + 1 < (1 << 80):
+        rand = last_rand + 1
+    else:
+        rand = random.SystemRandom().getrandbits(79)  # headroom for increments
+    _last_ulid[:] = [ms, rand]
+    value = (ms << 80) | rand
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])

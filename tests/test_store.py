@@ -61,3 +61,8 @@ def test_wire_rows_are_what_the_parsed_rows_encode_to(tmp_path):
     rows, _ = s.changed_since(0, wire=True)
     assert loads(dumps(rows)) == loads(dumps(s.list()))
     assert s.count_by_state() == {"queued": 2}
+
+
+def test_ids_made_in_one_millisecond_sort_in_the_order_they_were_made():
+    ids = [new_ulid(2000.0) for _ in range(500)]
+    assert ids == sorted(ids) and len(set(ids)) == 500
