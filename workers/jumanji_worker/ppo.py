@@ -33,7 +33,7 @@ from typing import Any
 from workers.jumanji_worker import STATE_FILE, catalog, checkpoint_dir
 from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import env_frames
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, CheckpointSchedule
 from workers.sdk.telemetry import Emitter
 
 # the params that shape the saved train state: a checkpoint is refused at submit if they differ
@@ -185,8 +185,7 @@ def train(config: dict[str, Any], emitter: Emitter, run_dir: Path) -> int:
         from workers.sdk.jumanji_envs import rgb_render
         render = rgb_render(tr.jumanji_env)
     checkpoints = run_dir / CHECKPOINT_DIR
-    every = params["checkpoint_every"]
-    last_saved = None
+    schedule = CheckpointSchedule(params["checkpoint_every"], start_chunk)
     for chunk in range(start_chunk, chunks):
         started = time.monotonic()
         tr.state, evaluation = tr.chunk(tr.state)
@@ -201,13 +200,12 @@ def train(config: dict[str, Any], emitter: Emitter, run_dir: Path) -> int:
         emitter.episode(steps, scalars["eval/episode_return"], round(scalars["eval/episode_length"]))
         if render is not None:
             frames.maybe_publish(render, first_env_state(tr.state))
-        done = chunk == chunks - 1
-        if every and (chunk + 1) % every == 0 and not done:
+        if schedule.due(chunk + 1, finished=chunk == chunks - 1):
             path = tr.save(checkpoints / f"chunk_{chunk + 1:06d}", chunk + 1, config)
             emitter.checkpoint_saved(path, steps)
-            last_saved = chunk + 1
+            schedule.saved(chunk + 1)
         emitter.heartbeat(steps)
-    if last_saved != chunks and chunks > start_chunk:
+    if schedule.final_due(chunks):
         path = tr.save(checkpoints / "final", chunks, config)
         emitter.checkpoint_saved(path, steps)
     if frames is not None:

@@ -26,7 +26,7 @@ from typing import Any
 from workers.jumanji_worker import STATE_FILE, catalog, checkpoint_dir, shims
 from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import env_frames
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, CheckpointSchedule
 from workers.sdk.telemetry import Emitter
 
 # matplotlib (the viewers) must not look for a display
@@ -171,8 +171,7 @@ def train(config: dict[str, Any], emitter: Emitter, run_dir: Path) -> int:
         from workers.sdk.jumanji_envs import rgb_render
         render = rgb_render(tr.stochastic_eval.eval_env)
     checkpoints = run_dir / CHECKPOINT_DIR
-    every = params["checkpoint_every"]
-    last_saved = None
+    schedule = CheckpointSchedule(params["checkpoint_every"], start_epoch)
     compiling = True
     epoch = start_epoch
     for epoch in range(start_epoch, num_epochs):
@@ -209,13 +208,12 @@ def train(config: dict[str, Any], emitter: Emitter, run_dir: Path) -> int:
         emitter.scalars(scalars, steps)
         if render is not None:
             frames.maybe_publish(render, first_state(tr.training_state))
-        done = epoch == num_epochs - 1
-        if every and (epoch + 1) % every == 0 and not done:
+        if schedule.due(epoch + 1, finished=epoch == num_epochs - 1):
             path = tr.save(checkpoints / f"epoch_{epoch + 1:06d}", epoch + 1, steps, config)
             emitter.checkpoint_saved(path, steps)
-            last_saved = epoch + 1
+            schedule.saved(epoch + 1)
         emitter.heartbeat(steps)
-    if last_saved != num_epochs and num_epochs > start_epoch:
+    if schedule.final_due(num_epochs):
         path = tr.save(checkpoints / "final", num_epochs, steps, config)
         emitter.checkpoint_saved(path, steps)
     if frames is not None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from workers.ray_worker import WORKER
 from workers.sdk import registration
 from workers.sdk.frames import frames_request
-from workers.sdk.rundir import CHECKPOINT_DIR
+from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule
 from workers.sdk.stop import StopSignals
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import start
@@ -116,7 +116,7 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
         emitter.phase("train", step=0)
 
         iteration = algo.iteration
-        last_saved = None
+        schedule = CheckpointSchedule(params["checkpoint_every"], start=iteration)
         while True:
             started = time.monotonic()
             result = algo.train()
@@ -137,16 +137,15 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
                     extra["agents"] = record["agents"]
                 emitter.episode(steps, record["return"], record["length"], **extra)
             done = steps >= total
-            every = params["checkpoint_every"]
-            if every and iteration % every == 0 and not done:
+            if schedule.due(iteration, finished=done):
                 path = runtime.save_checkpoint(algo, setup, checkpoints / f"iter_{iteration:06d}", iteration, steps)
                 emitter.checkpoint_saved(path, steps)
                 runtime.prune_checkpoints(checkpoints, params["keep_checkpoints"])
-                last_saved = iteration
+                schedule.saved(iteration)
             emitter.heartbeat(steps)
             if done:
                 break
-        if last_saved != iteration:
+        if schedule.final_due(iteration):
             path = runtime.save_checkpoint(algo, setup, checkpoints / "final", iteration, steps)
             emitter.checkpoint_saved(path, steps)
         emitter.run_completed(step=steps)
