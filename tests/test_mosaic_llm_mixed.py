@@ -2,7 +2,8 @@
 a trained RLlib policy from a ray-worker checkpoint of the same env, and random seats. Each seat's moves are
 checked against what its kind must have played: the LLM's are its llm_step replies, the checkpoint's the
 policy's greedy action on the observation the env gave (replayed here), the random seats' their seeded draws.
-The checkpoint is trained once for the module by the real ray worker (PPO, 200 steps, about 35 s)."""
+The checkpoint is trained once for the module by the real ray worker (PPO, 200 steps, about 35 s).
+A XuanCe MAPPO policy (the xuance worker's checkpoint, 200 steps) takes a seat of soccer 1v1 the same way."""
 from __future__ import annotations
 
 import json
@@ -38,7 +39,7 @@ def soccer_checkpoint(tmp_path_factory) -> str:
     return str(checkpoint)
 
 
-def replay(seed: int, moves: list[dict]):
+def replay(seed: int, moves: list[dict], env_id: str = SOCCER, **env_kwargs):
     """The soccer episode again, in this process, with the logged moves: each step's raw observations."""
     import gymnasium as gym
     import mosaic_multigrid  # noqa: F401  (registers the ids)
@@ -46,7 +47,7 @@ def replay(seed: int, moves: list[dict]):
     from workers.sdk.llm.multigrid import action_names
 
     index = {name: i for i, name in enumerate(action_names())}
-    env = gym.make(SOCCER, disable_env_checker=True)
+    env = gym.make(env_id, disable_env_checker=True, **env_kwargs)
     obs, _ = env.reset(seed=seed)
     try:
         for line in moves:
@@ -103,3 +104,78 @@ def test_llm_checkpoint_and_random_seats_in_one_soccer_episode(daemon, mosaic, s
     tags = scalars(events)
     assert tags["llm/0/calls"] == [2.0] and "llm/1/calls" not in tags
     assert all(f"elo/{seat}" in tags for seat in "0123")
+
+
+SOCCER_1V1 = "MosaicMultiGrid-S-1v1-IndAgObs-v1"
+XUANCE_ENV_KWARGS = {"max_steps": 50}
+
+
+@pytest.fixture(scope="module")
+def xuance_soccer_checkpoint(tmp_path_factory) -> str:
+    """A XuanCe MAPPO policy (one network per agent, as competitive training has it) on soccer 1v1,
+    trained by the xuance worker process itself (200 steps): the path of its model file."""
+    from workers.xuance_worker import WORKER as XUANCE
+
+    run_dir = tmp_path_factory.mktemp("soccer-mappo")
+    config = XUANCE.validate({"worker": "xuance", "algo": "mappo", "env": SOCCER_1V1, "run_id": "soccer-mappo",
+                              "steps": 200, "seed": 1,
+                              "params": {"parallels": 1, "buffer_size": 100, "n_epochs": 1,
+                                         "vectorize": "DummyVecMultiAgentEnv", "use_parameter_sharing": False,
+                                         "env_kwargs": XUANCE_ENV_KWARGS}})
+    (run_dir / "config.json").write_text(json.dumps(config))
+    with open(run_dir / "events.jsonl", "w") as out, open(run_dir / "stderr.log", "w") as err:
+        subprocess.run([sys.executable, "-m", "workers.xuance_worker.cli", "--config", "config.json"],
+                       cwd=run_dir, stdout=out, stderr=err, timeout=600,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    model = run_dir / "checkpoints" / "final" / "final_train_model.pth"
+    assert model.exists(), (run_dir / "stderr.log").read_text()[-3000:]
+    return str(model)
+
+
+@pytest.mark.slow  # the module's XuanCe checkpoint is trained first (about 40 s)
+def test_a_xuance_policy_takes_a_soccer_seat(daemon, mosaic, xuance_soccer_checkpoint):
+    """The checkpoint seat (blue_0, agent 1) plays the XuanCe policy's greedy action on the observation the
+    env gave it, flattened as the xuance worker trained on it; a checkpoint that cannot play the run's env
+    is refused at submit with one line naming the seat."""
+    from workers.sdk.llm.multigrid import action_names
+    from workers.sdk.multigrid import MultiGridView, make
+    from workers.xuance_worker.runtime import Policy
+
+    seed = 5
+    kwargs = f"env_kwargs={json.dumps(XUANCE_ENV_KWARGS)}"
+    run_id = submit(mosaic, SOCCER_1V1, f'seats=["random", "checkpoint:{xuance_soccer_checkpoint}"]', kwargs,
+                    "max_steps=3", extra=("--seed", str(seed)))
+    finish(mosaic, run_id)
+    moves = [json.loads(line) for line in (mosaic.home.run_dir(run_id) / "moves.jsonl").read_text().splitlines()]
+    assert len(moves) == 3
+
+    policy = Policy(xuance_soccer_checkpoint)
+    view = MultiGridView(make(SOCCER_1V1, render_mode=None, **XUANCE_ENV_KWARGS))
+    agent_key = view.agents[1]          # the env's own name of agent 1, not the checkpoint's list
+    view.close()
+    assert agent_key == "blue_0"
+    names = action_names()
+    played = []
+    for raw, line in zip(replay(seed, moves, SOCCER_1V1, **XUANCE_ENV_KWARGS), moves):
+        flat = MultiGridView.flat(raw[1])
+        assert line["policy_observations"]["1"] == pytest.approx(flat.tolist())
+        played.append(line["moves"]["1"])
+        assert line["moves"]["1"] == names[policy.act(agent_key, flat)]
+    rng = random.Random(seed * 1000 + 0)
+    assert [line["moves"]["0"] for line in moves] == [rng.choice(names) for _ in moves]
+
+    started = next(e for e in events_of(mosaic.home, run_id) if e["type"] == "run_started")
+    assert started["seats"]["1"] == f"checkpoint:{xuance_soccer_checkpoint}"
+
+    # trained on 1v1 with max_steps 50: refused for 2v2, and for 1v1 with other env kwargs
+    for env, sets, says in ((SOCCER, (f'seats=["random", "checkpoint:{xuance_soccer_checkpoint}", "random", '
+                                      f'"random"]', kwargs), f"was trained on {SOCCER_1V1}, not {SOCCER}"),
+                            (SOCCER_1V1, (f'seats=["random", "checkpoint:{xuance_soccer_checkpoint}"]',),
+                             "was trained with env_kwargs {'max_steps': 50}, this run has {}")):
+        args = ["submit", "--worker", "mosaic_llm", "--algo", "play", "--env", env]
+        for s in sets:
+            args += ["--set", s]
+        refused = mosaic.run(*args)
+        line = refused.stderr.strip()
+        assert refused.returncode != 0 and line.startswith("mosaic: error:") and "\n" not in line, line
+        assert "params.seats[1].checkpoint" in line and says in line, line

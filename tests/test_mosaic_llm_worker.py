@@ -160,6 +160,21 @@ def test_multigrid_checkpoints_are_checked(tmp_path):
     meta.write_text(json.dumps({"env": SOCCER, "policy": "shared", "env_kwargs": {}}))
     checked = WORKER.validate(_config(SOCCER, seats=seats))["params"]["seats"]
     assert checked[1] == {"kind": "checkpoint", "checkpoint": str(checkpoint)}
+    # the xuance worker's checkpoints: a model file, its folder's metadata; actors that read their own view
+    model = tmp_path / "xuance" / "final_train_model.pth"
+    model.parent.mkdir()
+    model.write_bytes(b"")
+    seats[1] = f"checkpoint:{model}"
+    xuance = {"worker": "xuance", "family": "multigrid", "env": "soccer_2vs2", "env_id": SOCCER, "env_kwargs": {}}
+    for trained, needle in (({**xuance, "algo": "commnet"}, "commnet policy, whose actors read other agents'"),
+                            ({**xuance, "algo": "mappo", "env_id": "MosaicMultiGrid-S-1v1-IndAgObs-v1"}, "S-1v1"),
+                            ({**xuance, "algo": "ippo", "family": "mpe"}, "a XuanCe seat plays MultiGrid")):
+        (model.parent / "mosaic_checkpoint.json").write_text(json.dumps(trained))
+        with pytest.raises(ConfigError) as err:
+            WORKER.validate(_config(SOCCER, seats=seats))
+        assert err.value.field == "params.seats[1].checkpoint" and needle in err.value.message
+    (model.parent / "mosaic_checkpoint.json").write_text(json.dumps({**xuance, "algo": "qmix"}))
+    assert WORKER.validate(_config(SOCCER, seats=seats))["params"]["seats"][1]["checkpoint"] == str(model)
 
 
 def test_a_seats_llm_settings_override_the_runs():

@@ -221,26 +221,32 @@ CHECKPOINT_POLICIES = ("independent", "shared", "self_play")
 
 
 def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs: dict[str, Any]) -> None:
-    """An RLlib checkpoint (the ray worker's) trained on this very env."""
+    """A checkpoint trained on this very env: the ray worker's (an RLlib algorithm directory) or,
+    on MultiGrid, the xuance worker's (a model file or its folder), as its metadata says."""
     import json
 
     from workers.sdk.rundir import CHECKPOINT_META
 
     multigrid = env_family(env_id) == "multigrid"
     if env_id not in CHECKPOINT_ENVS and not multigrid:
-        raise ConfigError(field, f"a checkpoint seat plays MultiGrid, {' or '.join(CHECKPOINT_ENVS)} (RLlib "
-                                 f"policies); {env_id} has no policy loader here")
+        raise ConfigError(field, f"a checkpoint seat plays MultiGrid (RLlib or XuanCe policies) or "
+                                 f"{' or '.join(CHECKPOINT_ENVS)} (RLlib); {env_id} has no policy loader here")
     path = seat.get("checkpoint")
     if not isinstance(path, str) or not os.path.isabs(os.path.expanduser(path)):
-        raise ConfigError(f"{field}.checkpoint", "must be the absolute path of a checkpoint directory")
+        raise ConfigError(f"{field}.checkpoint", "must be the absolute path of a checkpoint")
     path = os.path.expanduser(path)
-    if not os.path.isdir(os.path.join(path, "learner_group", "learner", "rl_module")):
-        raise ConfigError(f"{field}.checkpoint", f"{path} is not an RLlib algorithm checkpoint directory")
-    meta_file = os.path.join(path, CHECKPOINT_META)
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
     meta = {}
-    if os.path.exists(meta_file):
-        with open(meta_file, encoding="utf-8") as f:
+    if os.path.exists(os.path.join(folder, CHECKPOINT_META)):
+        with open(os.path.join(folder, CHECKPOINT_META), encoding="utf-8") as f:
             meta = json.load(f)
+    if meta.get("worker") == "xuance":
+        _check_xuance_checkpoint(env_id, meta, path, f"{field}.checkpoint", env_kwargs)
+        seat["checkpoint"] = path
+        return
+    if not os.path.isdir(os.path.join(path, "learner_group", "learner", "rl_module")):
+        raise ConfigError(f"{field}.checkpoint", f"{path} is neither an RLlib algorithm checkpoint directory "
+                                                 f"nor a XuanCe checkpoint of the xuance worker")
     if meta.get("env") != env_id:
         raise ConfigError(f"{field}.checkpoint", f"was trained on {meta.get('env') or 'an unknown env'}, "
                                                  f"not {env_id}")
@@ -252,3 +258,21 @@ def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs:
             raise ConfigError(f"{field}.checkpoint", f"was trained with env_kwargs {meta.get('env_kwargs') or {}}, "
                                                      f"this run has {env_kwargs}")
     seat["checkpoint"] = path
+
+
+def _check_xuance_checkpoint(env_id: str, meta: dict[str, Any], path: str, field: str,
+                             env_kwargs: dict[str, Any]) -> None:
+    from workers.xuance_worker.catalog import OWN_VIEW_ALGOS
+
+    if meta.get("family") != "multigrid":
+        raise ConfigError(field, f"is a XuanCe checkpoint of {meta.get('env')}; a XuanCe seat plays MultiGrid")
+    if meta.get("env_id") != env_id:  # a curriculum's checkpoint: the env of its last phase
+        raise ConfigError(field, f"was trained on {meta.get('env_id')}, not {env_id}")
+    if meta.get("algo") not in OWN_VIEW_ALGOS:
+        raise ConfigError(field, f"is a {meta.get('algo')} policy, whose actors read other agents' actions or "
+                                 f"messages; a seat sees its own agent: {', '.join(OWN_VIEW_ALGOS)} can play")
+    if (meta.get("env_kwargs") or {}) != env_kwargs:
+        raise ConfigError(field, f"was trained with env_kwargs {meta.get('env_kwargs') or {}}, this run has "
+                                 f"{env_kwargs}")
+    if os.path.isdir(path) and not any(name.endswith(".pth") for name in os.listdir(path)):
+        raise ConfigError(field, f"{path} holds no XuanCe model (.pth)")

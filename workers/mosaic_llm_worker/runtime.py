@@ -9,9 +9,10 @@ A match is one env and one seat per agent. Each seat chooses its agent's moves:
 - ``RandomSeat``: a uniformly random legal action (seeded);
 - ``StockfishSeat``: the Stockfish engine over UCI (python-chess's engine
   module) at a Skill Level and a time per move, chess only;
-- ``CheckpointSeat``: a trained RLlib policy from another run's checkpoint,
-  loaded and called with the ray worker's own eval code (its module, its
-  observation layout), greedy.
+- ``CheckpointSeat``: a trained policy from another run's checkpoint, greedy:
+  an RLlib module loaded and called with the ray worker's own eval code (its
+  module, its observation layout), or (MultiGrid) a XuanCe model loaded by the
+  xuance worker's ``runtime.Policy``.
 
 MultiGrid agents act at once each step: the LLM seats of a step are asked
 concurrently, one thread each. Board games are played move by move. After each
@@ -140,12 +141,13 @@ class StockfishSeat(Seat):
 
 
 class CheckpointSeat(Seat):
-    """An RLlib policy of a ray-worker checkpoint trained on the same env, played greedily.
+    """A policy of another run's checkpoint trained on the same env, played greedily.
 
-    Tic-tac-toe and connect four: the board and its action mask, as the ray worker's TurnBasedEnv
-    gives them. MultiGrid: the flat 31-float view of workers/sdk/multigrid.py, the observation the
-    ray worker trained on; the seat's agent is the checkpoint's agent at the same index
-    (green_0, green_1, blue_0 ... in the env's agent order)."""
+    RLlib (the ray worker's checkpoints): tic-tac-toe and connect four take the board and its
+    action mask, as the ray worker's TurnBasedEnv gives them. XuanCe (the xuance worker's,
+    MultiGrid only). MultiGrid, either way: the flat 31-float view of workers/sdk/multigrid.py,
+    the observation both workers train on; the seat's agent is the checkpoint's agent at the
+    same index (green_0, green_1, blue_0 ... in the env's agent order)."""
     kind = "checkpoint"
 
     def __init__(self, seat_id, spec, rng, agent_index: int):
@@ -153,11 +155,21 @@ class CheckpointSeat(Seat):
         import json
         from pathlib import Path
 
-        from workers.ray_worker import evaluate
         from workers.sdk.rundir import CHECKPOINT_META
 
         path = Path(spec["checkpoint"])
-        meta = json.loads((path / CHECKPOINT_META).read_text())
+        folder = path if path.is_dir() else path.parent
+        meta = json.loads((folder / CHECKPOINT_META).read_text())
+        self.path, self.folder = path, folder
+        if meta.get("worker") == "xuance":
+            from workers.xuance_worker.runtime import Policy
+
+            policy = Policy(str(path))
+            self.module_id = policy.agent_keys[agent_index]
+            self.act_flat = lambda flat, action_space: policy.act(self.module_id, flat)
+            return
+        from workers.ray_worker import evaluate
+
         modules = evaluate.load_modules(path)
         # board games name seats as the checkpoint names agents (player_1); MultiGrid seats are indices
         agents = meta.get("agents") or []
@@ -170,11 +182,11 @@ class CheckpointSeat(Seat):
         self.module = modules[module_id]
         self.module_id = module_id
         self.act = evaluate.act
-        self.path = path
+        self.act_flat = lambda flat, action_space: evaluate.act(self.module, flat, action_space)
 
     @property
     def label(self) -> str:
-        return f"checkpoint:{self.path.parent.parent.name}/{self.path.name}:{self.module_id}"
+        return f"checkpoint:{self.folder.parent.parent.name}/{self.folder.name}:{self.module_id}"
 
     def choose(self, legal: dict[str, int], observation: dict[str, Any], action_space) -> Move:
         """A board game's move: the observation with its action mask (illegal moves masked)."""
@@ -194,7 +206,7 @@ class CheckpointSeat(Seat):
         from workers.sdk.multigrid import MultiGridView
 
         flat = MultiGridView.flat(observation)
-        action = int(self.act(self.module, flat, action_space))
+        action = int(self.act_flat(flat, action_space))
         by_action = {a: n for n, a in legal.items()}
         return Move(action, by_action[action], policy_observation=flat.tolist())
 

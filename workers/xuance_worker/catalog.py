@@ -134,6 +134,10 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 # list take continuous actions only (MADDPG, MATD3, ISAC...).
 MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac", "mfq", "mfac",
                         "commnet", "ic3net", "tarmac")
+# Those whose actors read only their own agent's view (and its id): one agent's action can be asked
+# of them from that agent's observation alone, as a seat of another worker's match does
+# (runtime.Policy). MFQ/MFAC read the neighbours' mean action, CommNet/IC3Net/TarMAC others' messages.
+OWN_VIEW_ALGOS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac")
 
 
 # What changes in an algorithm's MPE configuration for MultiGrid's Discrete(8) actions.

@@ -551,6 +551,54 @@ def check_fits(meta: dict[str, Any], agent, envs, env_id: str, multi_agent: bool
                                             f"{env_id} here has {here}")
 
 
+# -- a checkpoint as a policy, outside XuanCe's runner ------------------------------------
+class Policy:
+    """A XuanCe MultiGrid checkpoint played greedily outside training: ``act(agent_key, flat)``
+    is the agent's action on its flat view (workers/sdk/multigrid.py, the observation the
+    worker trained on). The networks are built as XuanCe's runner builds them for the
+    checkpoint's own env and params, then the model is loaded; the runner's envs are closed."""
+
+    def __init__(self, checkpoint: str, torch_threads: int = 1):
+        import tempfile
+
+        import numpy as np
+
+        meta = read_checkpoint_meta(checkpoint)
+        if meta is None or meta.get("family") != catalog.MULTIGRID:
+            raise ValueError(f"{checkpoint} is not a XuanCe MultiGrid checkpoint")
+        if meta["algo"] not in catalog.OWN_VIEW_ALGOS:
+            raise ValueError(f"{meta['algo']} actors read other agents' actions or messages")
+        os.environ.update(process_environment(torch_threads))
+        multigrid.install()
+        mpe_alias.set_env_kwargs(meta.get("env_kwargs") or {})  # the adapter's env kwargs, as trained
+        set_torch_threads(torch_threads)
+        params = {**meta["params"], "parallels": 1, "vectorize": "DummyVecMultiAgentEnv"}
+        config = {"seed": meta.get("seed", 1), "device": "cpu", "eval_episodes": 1}
+        args = parser_args(config, catalog.MULTIGRID, meta["env_id"], params, running_steps=1)
+        scratch = tempfile.mkdtemp(prefix="mosaic-xuance-policy-")  # XuanCe's writer wants a log dir
+        args.log_dir = args.model_dir = scratch
+        template = catalog.config_file(meta["algo"], catalog.MULTIGRID, meta["env_id"])
+        runner = build_runner({"algo": meta["algo"]}, catalog.MULTIGRID, meta["env_id"], template, args)
+        self.agent = runner.agent
+        try:
+            folder = checkpoint_dir(checkpoint)
+            model = None if os.path.isdir(checkpoint) else os.path.basename(checkpoint)
+            self.agent.load_model(folder, model or model_in(folder))
+        finally:
+            finish(runner, self.agent)
+        self.agent_keys = list(self.agent.agent_keys)
+        self.on_policy = "deterministic" in self.agent.get_actions.__code__.co_varnames
+        self._all_actions = {k: np.ones(self.agent.action_space[k].n, np.bool_) for k in self.agent_keys}
+
+    def act(self, agent_key: str, flat) -> int:
+        # every agent is given this agent's view: its own action depends on its view (and id) only
+        observations = [{k: flat for k in self.agent_keys}]
+        kwargs = {"deterministic": True} if self.on_policy else {}
+        out = self.agent.get_actions(obs_dict=observations, avail_actions_dict=[self._all_actions],
+                                     test_mode=True, **kwargs)
+        return int(out["actions"][0][agent_key])
+
+
 # -- entry ---------------------------------------------------------------------------
 def run(config: dict[str, Any], emitter: Emitter) -> int:
     """Train or evaluate; report the outcome on the wire; return the exit code."""
