@@ -50,3 +50,25 @@ def test_no_worker_module_imports_a_module_that_imports_it_back():
         graph[module] = names - {module}
     circles = sorted((a, b) for a, names in graph.items() for b in names if b in graph and a in graph[b] and a < b)
     assert circles == []
+
+
+def test_every_bundled_worker_refuses_an_unknown_algorithm_in_one_line_naming_its_own():
+    """One message for schema() and validate() of every bundled worker (WorkerDescriptor.unknown_algo:
+    the check each worker's schema() repeated); CleanRL adds that a script path is welcome."""
+    import pytest
+    from daemon import discovery
+    from workers.sdk.config import ConfigError
+    descriptors, _ = discovery.discover()
+    assert {"cleanrl", "xuance", "ray", "tianshou", "jumanji", "balrog", "mosaic_llm"} <= set(descriptors)
+    for name, worker in descriptors.items():
+        noun = "agent" if name == "balrog" else "algorithm"
+        start = f"unknown {noun} 'nope' for worker '{name}'; choose from {', '.join(worker.algorithms())}"
+        with pytest.raises(ConfigError) as schema_error:
+            worker.schema("nope")
+        with pytest.raises(ConfigError) as validate_error:
+            worker.validate({"worker": name, "algo": "nope", "env": "CartPole-v1"})
+        for exc in (schema_error.value, validate_error.value):
+            assert exc.field == "algo" and str(exc).startswith(f"algo: unknown algorithm 'nope' for worker '{name}'; "
+                                                               if exc is validate_error.value else f"algo: {start}"), \
+                (name, str(exc))
+            assert "\n" not in str(exc)

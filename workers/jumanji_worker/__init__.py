@@ -75,8 +75,7 @@ class JumanjiDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'jumanji'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
         if env is not None:
             self._check_env_id(algo, env)
         return catalog.schema(algo, env)

@@ -56,8 +56,7 @@ class RayDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'ray'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
         return catalog.schema(algo, env)
 
     # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----

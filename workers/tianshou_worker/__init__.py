@@ -57,8 +57,7 @@ class TianshouDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'tianshou'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
         return catalog.env_schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:

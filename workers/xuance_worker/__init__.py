@@ -132,8 +132,7 @@ class XuanCeDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.installed_algorithms():
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'xuance'; "
-                                      f"choose from {', '.join(catalog.installed_algorithms())}")
+            raise self.unknown_algo(algo, catalog.installed_algorithms())
         family = catalog.ALGORITHMS[algo]["family"]
         if env:
             family, env_id = catalog.resolve_env(env)
