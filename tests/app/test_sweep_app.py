@@ -107,6 +107,7 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
         assert len(lines) == 2 and lines[0].split()[:2] == ["1", best[-1]]   # offset 50 ranks first
         assert "85 ± 0" in lines[0] and "35 ± 0" in lines[1]
         assert "return_offset" in text and "0→35  50→85" in text     # the param against the objective
+        assert "importance  return_offset 1.00" in text                # Optuna's evaluator: the one param
         await pilot.press("e")
         await wait_until(pilot, lambda: app.screen.last_export, what="the CSV")
         with open(app.screen.last_export) as f:
