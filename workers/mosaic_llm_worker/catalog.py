@@ -222,9 +222,7 @@ CHECKPOINT_POLICIES = ("independent", "shared", "self_play")
 
 def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs: dict[str, Any]) -> None:
     """An RLlib checkpoint (the ray worker's) trained on this very env."""
-    import json
-
-    from workers.sdk.rundir import CHECKPOINT_META
+    from workers.sdk.rundir import check_trained_on, read_checkpoint_meta
 
     multigrid = env_family(env_id) == "multigrid"
     if env_id not in CHECKPOINT_ENVS and not multigrid:
@@ -236,14 +234,8 @@ def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs:
     path = os.path.expanduser(path)
     if not os.path.isdir(os.path.join(path, "learner_group", "learner", "rl_module")):
         raise ConfigError(f"{field}.checkpoint", f"{path} is not an RLlib algorithm checkpoint directory")
-    meta_file = os.path.join(path, CHECKPOINT_META)
-    meta = {}
-    if os.path.exists(meta_file):
-        with open(meta_file, encoding="utf-8") as f:
-            meta = json.load(f)
-    if meta.get("env") != env_id:
-        raise ConfigError(f"{field}.checkpoint", f"was trained on {meta.get('env') or 'an unknown env'}, "
-                                                 f"not {env_id}")
+    meta = read_checkpoint_meta(path) or {}
+    check_trained_on(meta, env_id, field=f"{field}.checkpoint")
     if multigrid:
         if meta.get("policy") not in CHECKPOINT_POLICIES:
             raise ConfigError(f"{field}.checkpoint", f"has the {meta.get('policy')!r} policy layout; a MultiGrid "

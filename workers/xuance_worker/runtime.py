@@ -34,11 +34,10 @@ from workers.sdk.dataset import env_recorder
 from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir, read_checkpoint_meta
 from workers.sdk.stop import Cancelled, StopSignals, die_of
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
-from workers.xuance_worker import agent_count_mismatch, catalog, checkpoint_dir, \
-    read_checkpoint_meta
+from workers.xuance_worker import agent_count_mismatch, catalog
 from workers.sdk import registration
 from workers.xuance_worker import mpe_alias, multigrid, vizdoom
 
