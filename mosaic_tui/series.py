@@ -156,9 +156,25 @@ class Series:
         return self._spread
 
 
-def group_band(members: list[Series]) -> tuple[Series, Series, Series] | None:
-    """Mean, min and max of several runs' series of one tag (a sweep trial's seeds), on the union of
-    their steps; each run counts only within its own steps (a run behind does not pull the mean down)."""
+# Student's t at 0.975 for 1..30 degrees of freedom (a 95% band over a few seeds is wide:
+# with 2 seeds, 12.7 standard errors); beyond 30 the normal 1.96. Here rather than scipy's
+# t.ppf: scipy is no dependency of the app (tests/app/test_sweep_app.py checks them against it).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)
+BANDS = ("minmax", "ci95")   # what a group's band spans: its seeds' min to max, or the 95% interval of their mean
+
+
+def t975(dof: int) -> float:
+    return T975[dof - 1] if 1 <= dof <= len(T975) else 1.96
+
+
+def group_band(members: list[Series], band: str = "minmax") -> tuple[Series, Series, Series] | None:
+    """Mean, low and high of several runs' series of one tag (a sweep trial's seeds), on the union of
+    their steps; each run counts only within its own steps (a run behind does not pull the mean down).
+    ``band`` "minmax": low and high are the seeds' min and max; "ci95": the 95% confidence interval of
+    the mean, mean ± t(0.975, n-1)·s/√n over the n seeds that reached the step (the mean alone where
+    only one did)."""
     members = [m for m in members if len(m)]
     if len(members) < 2:
         return None
@@ -170,15 +186,22 @@ def group_band(members: list[Series]) -> tuple[Series, Series, Series] | None:
         inside = (grid >= steps[0]) & (grid <= steps[-1])
         stack[i, inside] = np.interp(grid[inside], steps, values)
     walls = np.interp(grid, np.sort(members[0].steps), np.sort(members[0].walls))
+    import warnings
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # a step only one run reached: its value, no spread
+        mean = np.nanmean(stack, axis=0)
+        if band == "ci95":
+            n = np.sum(np.isfinite(stack), axis=0)
+            half = np.array([t975(int(k) - 1) for k in n]) * np.nanstd(stack, axis=0, ddof=1) / np.sqrt(n)
+            half = np.where(n > 1, half, 0.0)
+            low, high = mean - half, mean + half
+        else:
+            low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
     out = []
-    with np.errstate(all="ignore"):
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)   # a step only one run reached: nan-free anyway
-            for reduce in (np.nanmean, np.nanmin, np.nanmax):
-                ser = Series(len(grid))
-                ser.extend(grid, reduce(stack, axis=0), walls)
-                out.append(ser)
+    for column in (mean, low, high):
+        ser = Series(len(grid))
+        ser.extend(grid, column, walls)
+        out.append(ser)
     return out[0], out[1], out[2]
 
 

@@ -129,6 +129,9 @@ def test_xuance_training_env_records_a_dataset(tmp_path):
     assert len(saved) == 1 and saved[0]["episodes"] == 5
     kinds = [e["type"] for e in events]
     assert kinds.index("dataset_saved") < kinds.index("run_completed")
+    # XuanCe's step hook beats at every env step through the SDK's paced heartbeat: the first goes out
+    beats = [e["t"] for e in events if e["type"] == "heartbeat"]
+    assert beats and all(b - a >= 10.0 for a, b in zip(beats, beats[1:])), beats
     buf = ReplayBuffer.load_hdf5(saved[0]["path"])
     _check_buffer(buf, saved[0]["transitions"], 5)
     # the episodes are the ones XuanCe reported: their lengths are among the episode events'

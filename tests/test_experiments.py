@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 from daemon import protocol as P
 from tests.conftest import connect, wait_for, wait_state
@@ -72,6 +73,12 @@ def test_resources_of_a_runs_process_tree_become_system_scalars(home, mosaic):
         assert row["RSS"].endswith("MB") and float(row["RSS"][:-2]) > 5, row
         assert int(row["THREADS"]) >= 1 and row["CPU"].endswith("%")
         assert "resources: cpu " in mosaic.run("show", "busy", check=True).stdout
+        # the run header (the app's run screen) shows the daemon's sample while the run is live
+        from mosaic_tui.screens.run import header_text
+        record = mosaic.show("busy")
+        live = str(header_text({**record, "state": P.RUNNING}, time.time()))
+        assert re.search(r"  cpu \d+% \d+MB \d+ threads", live), live
+        assert "threads" not in str(header_text({**record, "state": P.SUCCEEDED}, time.time()))
         wait_state(home, run_id, P.SUCCEEDED)
         data = json.loads(mosaic.run("metrics", "busy", "--json", check=True).stdout)
         for tag in ("system/cpu_percent", "system/rss_mb", "system/threads"):

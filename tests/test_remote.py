@@ -106,12 +106,13 @@ def remote_mosaic() -> str:
     return f"cd {shlex.quote(str(ROOT))} && PYTHONPATH={shlex.quote(str(ROOT))} {shlex.quote(sys.executable)} -m mosaic_tui.cli"
 
 
-def laptop(home, *args, ssh=None, check=True, timeout=120):
+def laptop(home, *args, ssh=None, check=True, timeout=120, env=None):
     cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root)]
     if ssh:
         config, host, remote_home = ssh
         cmd += ["--ssh", host, "--ssh-config", config, "--remote-mosaic", remote_mosaic(), "--remote-home", remote_home]
-    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout, cwd=str(ROOT),
+                          env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"mosaic {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -136,6 +137,8 @@ async def test_the_app_over_an_ssh_forwarded_socket_shows_a_runs_plot_and_frames
         # --socket (and $MOSAIC_SOCKET) on any command
         out = json.loads(laptop(home, "--socket", str(forward.local), "show", "far", "--json").stdout)
         assert out["id"] == run_id
+        listed = json.loads(laptop(home, "ls", "--json", env={"MOSAIC_SOCKET": str(forward.local)}).stdout)
+        assert [r["id"] for r in listed] == [run_id]
         app = MosaicApp(Home.resolve(home.root, forward.local), restore=False, remember=False, cursor_blink=False,
                         all_workers=True)
         async with app.run_test(size=(120, 40)) as pilot:

@@ -90,6 +90,32 @@ def test_tpe_sweep_with_a_median_pruner_prunes_the_bad_region(daemon, mosaic, tm
     assert {r["run_tags"] for r in rows if r["trial_state"] == "complete"} == {""}
 
 
+def test_random_sampler_draws_each_distribution_within_its_range_into_the_runs(daemon, mosaic, tmp_path):
+    """sampler random, loguniform / int / categorical params and a successive-halving pruner: every
+    drawn value is inside its range, reaches the run's config, and shows in the run's returns."""
+    spec = {"name": "rand", "base": BASE, "sampler": "random", "trials": 4, "parallel": 2, "seed": 5,
+            "params": {"return_offset": {"loguniform": [1, 1000]}, "episode_every": {"int": [2, 8]},
+                       "frame_pattern": {"categorical": ["noise", "cartpole"]}},
+            "objective": {"tag": "episode/return", "last": 3},
+            "pruner": {"type": "successive_halving"}}
+    assert mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "240").returncode == 0
+    sweep = json.loads(mosaic.run("sweeps", "rand", "--json", check=True).stdout)
+    assert sweep["spec"]["sampler"] == "random" and sweep["spec"]["pruner"]["type"] == "successive_halving"
+    assert len(sweep["trials"]) == 4 and {t["state"] for t in sweep["trials"]} <= {"complete", "pruned"}
+    drawn = [t["params"] for t in sweep["trials"]]
+    assert len({p["return_offset"] for p in drawn}) == 4          # drawn, not a grid
+    for t in sweep["trials"]:
+        p = t["params"]
+        assert 1 <= p["return_offset"] <= 1000 and isinstance(p["episode_every"], int) and 2 <= p["episode_every"] <= 8
+        assert p["frame_pattern"] in ("noise", "cartpole")
+        for run in t["runs"]:
+            params = mosaic.show(run["id"])["config"]["params"]
+            assert {k: params[k] for k in p} == p and params["rate"] == 0
+        if t["state"] == "complete":   # the last 3 episodes of a 40-step run: returns step + offset
+            every = p["episode_every"]
+            assert t["mean"] == pytest.approx(p["return_offset"] + sum((40 // every - k) * every for k in range(3)) / 3)
+
+
 def test_a_sweep_survives_a_daemon_sigkill_and_completes(daemon, mosaic, tmp_path):
     spec = {"name": "tough", "base": {**BASE, "steps": 300, "params": {"rate": 150, "episode_every": 10}},
             "params": {"return_offset": [1, 2, 3]}, "parallel": 1}

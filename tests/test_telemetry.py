@@ -212,3 +212,20 @@ def test_backlog_is_taken_verbatim_only_before_the_first_irregular_line(tmp_path
     t2 = RunTail("r", str(blank))
     t2.read_new()
     assert t2.irregular_from == 0
+
+
+def test_a_paced_heartbeat_goes_out_once_per_interval_and_a_plain_one_always():
+    """``heartbeat(step, every=s)``: a worker beats from its hot loop, the SDK keeps the pace
+    (XuanCe's step hook calls it at every env step)."""
+    fd, path = tempfile.mkstemp()
+    em = tm.Emitter(fd, flush_interval=60)
+    sent = [em.heartbeat(step, every=3600.0) for step in range(1, 1001)]
+    assert sent == [True] + [False] * 999                 # the first one, then nothing within the hour
+    assert em.heartbeat(2000) is True                     # without `every`: always
+    assert em.heartbeat(2001, every=0.0) is True          # an interval that has passed
+    assert em.heartbeat(2002, every=3600.0) is False      # and the paced clock counts the plain beats too
+    em.close()
+    os.close(fd)
+    _, events, _, _ = split_events(open(path, "rb").read())
+    os.unlink(path)
+    assert [(e["type"], e["step"]) for e in events] == [(tm.HEARTBEAT, 1), (tm.HEARTBEAT, 2000), (tm.HEARTBEAT, 2001)]

@@ -27,7 +27,8 @@ from workers.fastlane.reader import FrameReader
 from workers.fastlane.writer import cleanup as fastlane_cleanup
 from workers.sdk.config import ConfigError, check_params
 from workers.sdk.telemetry import check_event
-from workers.xuance_worker import CHECKPOINT_META, WORKER, catalog
+from workers.sdk.rundir import CHECKPOINT_META
+from workers.xuance_worker import WORKER, catalog
 
 CLI = [sys.executable, "-m", "workers.xuance_worker.cli", "--config", "config.json"]
 

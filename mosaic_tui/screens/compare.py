@@ -27,10 +27,13 @@ from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.metric_plot import PALETTE, MetricPlot, PlotLine, PlotOptions
-from mosaic_tui.series import group_band
+from mosaic_tui.series import BANDS, group_band
 from mosaic_tui.widgets.metrics_pane import SMOOTH_STEPS, tag_order
 
 COMMON_KEYS = ("worker", "algo", "env", "steps", "seed", "device")
+# `g` cycles how a sweep trial's seeds are drawn: their mean in a band (mosaic_tui.series.BANDS), or each run
+BAND_NAMES = {"minmax": "mean, min–max", "ci95": "mean, 95% CI", None: "each run"}
+BAND_EDGES = {"minmax": ("min", "max"), "ci95": ("95% low", "95% high")}
 
 
 def flat_params(run: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +99,7 @@ class CompareScreen(Screen):
         self.options = PlotOptions()
         self.tag: str | None = None
         self.show_all = False
-        self.bands = True             # a sweep trial's seeds drawn as their mean and min–max band
+        self.band: str | None = "minmax"   # a sweep trial's seeds drawn as their mean and this band (g)
         self.last_export: str | None = None
         self._dirty = False
 
@@ -138,17 +141,18 @@ class CompareScreen(Screen):
         plot = self.query_one(MetricPlot)
         lines = []
         drawn: set[str] = set()
-        if self.bands and self.tag is not None:
+        if self.band is not None and self.tag is not None:
             for i, (label, members) in enumerate(self.groups()):
                 got = [self.app.link.series.get(r["id"]) for r in members]
-                band = group_band([g.tags[self.tag] for g in got if g is not None and self.tag in g.tags])
+                band = group_band([g.tags[self.tag] for g in got if g is not None and self.tag in g.tags], self.band)
                 if band is None:
                     continue
                 color = PALETTE[i % len(PALETTE)]
                 t0 = next(g.t0 for g in got if g is not None)
                 lines.append(PlotLine(f"{label} mean", band[0], t0, color))
-                lines.append(PlotLine(f"{label} min", band[1], t0, color))
-                lines.append(PlotLine(f"{label} max", band[2], t0, color))
+                low, high = BAND_EDGES[self.band]
+                lines.append(PlotLine(f"{label} {low}", band[1], t0, color))
+                lines.append(PlotLine(f"{label} {high}", band[2], t0, color))
                 drawn.update(r["id"] for r in members)
         for i, run in enumerate(self.runs):
             series = self.app.link.series.get(run["id"])
@@ -174,7 +178,8 @@ class CompareScreen(Screen):
                 for members in found.values() if len(members) > 1]
 
     def action_groups(self) -> None:
-        self.bands = not self.bands
+        cycle = [*BANDS, None]
+        self.band = cycle[(cycle.index(self.band) + 1) % len(cycle)]
         self.rebuild()
 
     def update_bar(self, tags: list[str] | None = None) -> None:
@@ -184,7 +189,7 @@ class CompareScreen(Screen):
         self.query_one("#compare-bar", Static).update(
             f"tag {self.tag or '-'} ({pos}, [ ])   smoothing {o.smoothing:g} (+/-)   "
             f"log-y {'on' if o.logy else 'off'} (l)   x: {o.xaxis} (t)   e: export CSV"
-            + (f"   seeds: {'mean, min–max' if self.bands else 'each run'} (g)" if self.groups() else "")
+            + (f"   seeds: {BAND_NAMES[self.band]} (g)" if self.groups() else "")
             + (f"   exported {self.last_export}" if self.last_export else ""))
         self.query_one(TitleBar).update(f"Compare {fmt.plural(len(self.runs), 'run')}: "
                                         + ", ".join(r["name"] for r in self.runs))

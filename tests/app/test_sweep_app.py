@@ -23,6 +23,24 @@ def test_group_band_is_the_mean_min_and_max_of_the_seeds_within_their_steps():
     assert group_band([a]) is None
 
 
+def test_group_band_95_is_the_t_interval_of_the_seeds_mean():
+    import numpy as np
+    from mosaic_tui.series import T975, Series, group_band
+    seeds = [Series() for _ in range(3)]
+    for s, values in zip(seeds, ([1.0, 10.0], [2.0, 20.0], [6.0, 30.0])):
+        s.extend([1, 2], values, [0, 1])
+    late = Series()
+    late.extend([1, 2, 3], [3.0, 40.0, 7.0], [0, 1, 2])     # step 3: one seed alone, no spread to know
+    mean, low, high = group_band([*seeds, late], "ci95")
+    assert mean.values.tolist() == [3.0, 25.0, 7.0]
+    for i, column in enumerate(([1.0, 2.0, 6.0, 3.0], [10.0, 20.0, 30.0, 40.0])):
+        half = 3.182 * np.std(column, ddof=1) / 2           # t(0.975, 3 dof) · s / √4
+        assert abs(low.values[i] - (mean.values[i] - half)) < 1e-9 and abs(high.values[i] - mean.values[i] - half) < 1e-9
+    assert low.values[2] == high.values[2] == 7.0
+    stats = pytest.importorskip("scipy.stats")             # the table is Student's t (scipy is no app dependency)
+    assert all(abs(t - stats.t.ppf(0.975, dof)) < 1e-3 for dof, t in enumerate(T975, 1))
+
+
 async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path):
     from mosaic_tui.app import MosaicApp
     from mosaic_tui.screens.sweep import SweepScreen
@@ -68,8 +86,13 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
                                          == [f"{best} ×2 mean", f"{best} ×2 min", f"{best} ×2 max"]),
                          what="the group's band")
         assert "seeds: mean, min–max (g)" in screen_text(app)
+        await pilot.press("g")                                         # the 95% interval of the mean
+        assert [ln.label for ln in app.screen.query_one(MetricPlot).lines] == \
+            [f"{best} ×2 mean", f"{best} ×2 95% low", f"{best} ×2 95% high"]
+        assert "seeds: mean, 95% CI (g)" in screen_text(app)
         await pilot.press("g")
         assert len(app.screen.query_one(MetricPlot).lines) == 2       # each seed again
+        assert "seeds: each run (g)" in screen_text(app)
         await pilot.press("e")                                         # the runs' CSV has their tags
         exported = list((daemon.root / "exports").glob("compare-*-runs.csv"))
         with open(exported[0]) as f:
@@ -84,6 +107,7 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
         assert len(lines) == 2 and lines[0].split()[:2] == ["1", best[-1]]   # offset 50 ranks first
         assert "85 ± 0" in lines[0] and "35 ± 0" in lines[1]
         assert "return_offset" in text and "0→35  50→85" in text     # the param against the objective
+        assert "importance  return_offset 1.00" in text                # Optuna's evaluator: the one param
         await pilot.press("e")
         await wait_until(pilot, lambda: app.screen.last_export, what="the CSV")
         with open(app.screen.last_export) as f:

@@ -59,8 +59,7 @@ class BalrogDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.AGENTS:
-            raise ConfigError("algo", f"unknown agent {algo!r} for worker 'balrog'; "
-                                      f"choose from {', '.join(catalog.AGENTS)}")
+            raise self.unknown_algo(algo, catalog.AGENTS, noun="agent")
         return catalog.schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:

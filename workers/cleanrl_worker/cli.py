@@ -23,13 +23,12 @@ import subprocess
 import sys
 
 from workers.sdk.stop import die_of
-from workers.sdk.telemetry import Emitter
+from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import start
 from workers.cleanrl_worker import WORKER, catalog
 from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
-HEARTBEAT_SECONDS = 10.0
 
 
 def script_argv(config: dict, path: str) -> list[str]:

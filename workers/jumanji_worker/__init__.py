@@ -7,7 +7,6 @@ loop ``runtime.py``. docs/workers/jumanji.md is the user's guide.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
@@ -16,7 +15,7 @@ from workers.jumanji_worker import catalog
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version
 from workers.sdk.envs import unknown_env
-from workers.sdk.rundir import CHECKPOINT_META
+from workers.sdk.rundir import check_trained_on, checkpoint_dir, read_checkpoint_meta
 
 # the pickled TrainingState inside a checkpoint directory (jumanji's own Logger calls it "training_state")
 STATE_FILE = "training_state.pkl"
@@ -24,20 +23,6 @@ STATE_FILE = "training_state.pkl"
 NEEDS = ("jumanji", "jax", "optax", "dm-haiku", "rlax", "distrax", "omegaconf", "chex")
 # what algo ppo needs beside those: rejax and its flax networks, gymnax envs
 PPO_NEEDS = ("rejax", "flax", "gymnax")
-
-
-def checkpoint_dir(path: str) -> str:
-    """The checkpoint directory (users may point at the state file inside it)."""
-    path = os.path.expanduser(path)
-    return os.path.dirname(path) if os.path.isfile(path) else path
-
-
-def read_checkpoint_meta(path: str) -> dict[str, Any] | None:
-    meta_file = os.path.join(checkpoint_dir(path), CHECKPOINT_META)
-    if not os.path.isfile(meta_file):
-        return None
-    with open(meta_file, encoding="utf-8") as f:
-        return json.load(f)
 
 
 class JumanjiDescriptor(WorkerDescriptor):
@@ -75,8 +60,7 @@ class JumanjiDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'jumanji'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
         if env is not None:
             self._check_env_id(algo, env)
         return catalog.schema(algo, env)
@@ -134,10 +118,7 @@ class JumanjiDescriptor(WorkerDescriptor):
         if not os.path.isfile(os.path.join(checkpoint_dir(path), STATE_FILE)):
             raise ConfigError("checkpoint", f"{path} is not a Jumanji worker checkpoint (no {STATE_FILE})")
         meta = read_checkpoint_meta(path) or {}
-        if meta.get("env") != config.env:
-            raise ConfigError("checkpoint", f"was trained on {meta.get('env')}, not {config.env}")
-        if meta.get("algo") != config.algo:
-            raise ConfigError("checkpoint", f"is a {meta.get('algo')} checkpoint, not {config.algo}")
+        check_trained_on(meta, config.env, config.algo)
         # the params that shape the saved state (network sizes; PPO: also the batch of env states)
         for key, value in (meta.get("network") or {}).items():
             if config.params.get(key) != value:

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workers.jumanji_worker import STATE_FILE, catalog, checkpoint_dir, shims
+from workers.jumanji_worker import STATE_FILE, catalog, shims
+from workers.sdk.rundir import checkpoint_dir
 from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, CheckpointSchedule

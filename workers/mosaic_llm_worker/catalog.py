@@ -223,9 +223,7 @@ CHECKPOINT_POLICIES = ("independent", "shared", "self_play")
 def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs: dict[str, Any]) -> None:
     """A checkpoint trained on this very env: the ray worker's (an RLlib algorithm directory) or,
     on MultiGrid, the xuance worker's (a model file or its folder), as its metadata says."""
-    import json
-
-    from workers.sdk.rundir import CHECKPOINT_META
+    from workers.sdk.rundir import check_trained_on, read_checkpoint_meta
 
     multigrid = env_family(env_id) == "multigrid"
     if env_id not in CHECKPOINT_ENVS and not multigrid:
@@ -235,11 +233,7 @@ def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs:
     if not isinstance(path, str) or not os.path.isabs(os.path.expanduser(path)):
         raise ConfigError(f"{field}.checkpoint", "must be the absolute path of a checkpoint")
     path = os.path.expanduser(path)
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    meta = {}
-    if os.path.exists(os.path.join(folder, CHECKPOINT_META)):
-        with open(os.path.join(folder, CHECKPOINT_META), encoding="utf-8") as f:
-            meta = json.load(f)
+    meta = read_checkpoint_meta(path) or {}
     if meta.get("worker") == "xuance":
         _check_xuance_checkpoint(env_id, meta, path, f"{field}.checkpoint", env_kwargs)
         seat["checkpoint"] = path
@@ -247,9 +241,7 @@ def _check_checkpoint(env_id: str, seat: dict[str, Any], field: str, env_kwargs:
     if not os.path.isdir(os.path.join(path, "learner_group", "learner", "rl_module")):
         raise ConfigError(f"{field}.checkpoint", f"{path} is neither an RLlib algorithm checkpoint directory "
                                                  f"nor a XuanCe checkpoint of the xuance worker")
-    if meta.get("env") != env_id:
-        raise ConfigError(f"{field}.checkpoint", f"was trained on {meta.get('env') or 'an unknown env'}, "
-                                                 f"not {env_id}")
+    check_trained_on(meta, env_id, field=f"{field}.checkpoint")
     if multigrid:
         if meta.get("policy") not in CHECKPOINT_POLICIES:
             raise ConfigError(f"{field}.checkpoint", f"has the {meta.get('policy')!r} policy layout; a MultiGrid "

@@ -152,15 +152,13 @@ class CheckpointSeat(Seat):
 
     def __init__(self, seat_id, spec, rng, agent_index: int):
         super().__init__(seat_id, spec, rng)
-        import json
         from pathlib import Path
 
-        from workers.sdk.rundir import CHECKPOINT_META
+        from workers.sdk.rundir import checkpoint_dir, read_checkpoint_meta
 
         path = Path(spec["checkpoint"])
-        folder = path if path.is_dir() else path.parent
-        meta = json.loads((folder / CHECKPOINT_META).read_text())
-        self.path, self.folder = path, folder
+        meta = read_checkpoint_meta(str(path)) or {}
+        self.path, self.folder = path, Path(checkpoint_dir(str(path)))
         if meta.get("worker") == "xuance":
             from workers.xuance_worker.runtime import Policy
 

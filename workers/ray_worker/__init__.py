@@ -14,7 +14,7 @@ from workers.ray_worker import catalog
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
 from workers.sdk.envs import missing_family, unknown_env
-from workers.sdk.rundir import CHECKPOINT_META
+from workers.sdk.rundir import check_trained_on, read_checkpoint_meta
 
 
 class RayDescriptor(WorkerDescriptor):
@@ -56,8 +56,7 @@ class RayDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'ray'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
         return catalog.schema(algo, env)
 
     # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----
@@ -135,15 +134,9 @@ class RayDescriptor(WorkerDescriptor):
             path = os.path.dirname(path)
         if not os.path.isdir(os.path.join(path, "learner_group", "learner", "rl_module")):
             raise ConfigError("checkpoint", f"{path} is not an RLlib algorithm checkpoint directory")
-        meta_file = os.path.join(path, CHECKPOINT_META)
-        if os.path.exists(meta_file):
-            import json
-            with open(meta_file) as f:
-                meta = json.load(f)
-            if meta.get("env") != config.env:
-                raise ConfigError("checkpoint", f"was trained on {meta.get('env')}, not {config.env}")
-            if config.mode == "train" and meta.get("algo") != config.algo:
-                raise ConfigError("checkpoint", f"is a {meta.get('algo')} checkpoint, not {config.algo}")
+        meta = read_checkpoint_meta(path)
+        if meta is not None:
+            check_trained_on(meta, config.env, config.algo if config.mode == "train" else None)
             if config.mode == "train" and meta.get("policy") != config.params.get("policy"):
                 raise ConfigError("params.policy", f"the checkpoint was trained with policy "
                                                    f"{meta.get('policy')!r}")

@@ -11,7 +11,7 @@ imports torch, ray or xuance (a test checks ``sys.modules``).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Iterable
 
 # re-exported: workers import them from here
 from workers.sdk.packages import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
@@ -80,6 +80,12 @@ class WorkerDescriptor:
         a worker may accept more (CleanRL: the path of a user's own script)."""
         return algo in self.algorithms()
 
+    def unknown_algo(self, algo: str, names: Iterable[str] | None = None, noun: str = "algorithm") -> ConfigError:
+        """The error for an algorithm this worker does not run, naming the ones it does (``names``:
+        default, the listed algorithms): ``raise self.unknown_algo(algo, catalog.ALGORITHMS)``."""
+        names = self.algorithms() if names is None else list(names)
+        return ConfigError("algo", f"unknown {noun} {algo!r} for worker {self.name!r}; choose from {', '.join(names)}")
+
     def resolve_algo(self, algo: str) -> str:
         """The canonical name of the algorithm a user typed (see ``resolve_algorithm``);
         ConfigError("algo") naming close matches if there is none."""
@@ -129,8 +135,7 @@ class WorkerDescriptor:
         if parsed.worker != self.name:
             raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
         if not self.accepts_algo(parsed.algo):
-            raise ConfigError("algo", f"unknown algorithm {parsed.algo!r} for worker {self.name!r}; "
-                                      f"choose from {', '.join(self.algorithms())}")
+            raise self.unknown_algo(parsed.algo)
         self.check_env(parsed)
         given = dict(parsed.params)
         parsed.params = check_params(self.schema(parsed.algo, parsed.env), parsed.params)

@@ -34,6 +34,10 @@ EPISODE = "episode"
 CHECKPOINT_SAVED = "checkpoint_saved"
 DATASET_SAVED = "dataset_saved"
 HEARTBEAT = "heartbeat"
+# How often a worker says it is alive while it has nothing else to say (the run's last
+# event time moves on): ``Emitter.heartbeat(step, every=HEARTBEAT_SECONDS)`` from a hot
+# loop, or a worker's wait on a child process (CleanRL's script) wakes this often to beat.
+HEARTBEAT_SECONDS = 10.0
 PHASE = "phase"
 RUN_COMPLETED = "run_completed"
 RUN_FAILED = "run_failed"
@@ -223,6 +227,7 @@ class Emitter:
         self._lock = threading.Lock()
         self._closed = False
         self._last_flush = time.monotonic()
+        self._last_beat = -math.inf
         self._timer = threading.Thread(target=self._flush_loop, name="telemetry-flush", daemon=True)
         self._timer.start()
 
@@ -251,9 +256,17 @@ class Emitter:
         self.emit(make_event(DATASET_SAVED, path=str(path), transitions=int(transitions),
                              episodes=int(episodes)), flush=True)
 
-    def heartbeat(self, step: int | None = None) -> None:
+    def heartbeat(self, step: int | None = None, every: float | None = None) -> bool:
+        """A heartbeat event. With ``every`` (seconds, e.g. HEARTBEAT_SECONDS), only when that
+        long has passed since the last one: a worker may call it at every env step and the
+        emitter keeps the pace. True when one was sent."""
+        now = time.monotonic()
+        if every is not None and now - self._last_beat < every:
+            return False
+        self._last_beat = now
         fields = {} if step is None else {"step": int(step)}
         self.emit(make_event(HEARTBEAT, **fields))
+        return True
 
     def phase(self, name: str, step: int, index: int | None = None) -> None:
         fields = {} if index is None else {"index": int(index)}

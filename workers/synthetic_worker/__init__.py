@@ -65,6 +65,8 @@ class SyntheticDescriptor(WorkerDescriptor):
         }
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
+        if algo != "emit":
+            raise self.unknown_algo(algo)
         return {"$schema": SCHEMA_DIALECT, "title": "synthetic emit", "type": "object",
                 "properties": _PARAMS, "additionalProperties": False}
 

@@ -13,7 +13,7 @@ from typing import Any
 from workers.sdk.config import ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
 from workers.sdk.envs import JUMANJI_GYM_ENVS, missing_family, unknown_env
-from workers.sdk.rundir import CHECKPOINT_META
+from workers.sdk.rundir import check_trained_on, read_checkpoint_meta
 from workers.tianshou_worker import catalog
 
 
@@ -57,8 +57,7 @@ class TianshouDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.ALGORITHMS:
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'tianshou'; "
-                                      f"choose from {', '.join(catalog.ALGORITHMS)}")
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
         return catalog.env_schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:
@@ -116,15 +115,9 @@ class TianshouDescriptor(WorkerDescriptor):
         path = config.checkpoint or ""
         if not os.path.isabs(path) or not os.path.isfile(path):
             raise ConfigError("checkpoint", f"{path} is not a checkpoint file (checkpoints/*.pt of a tianshou run)")
-        meta_file = os.path.join(os.path.dirname(path), CHECKPOINT_META)
-        if os.path.exists(meta_file):
-            import json
-            with open(meta_file) as f:
-                meta = json.load(f)
-            if meta.get("env") != config.env:
-                raise ConfigError("checkpoint", f"was trained on {meta.get('env')}, not {config.env}")
-            if meta.get("algo") != config.algo:
-                raise ConfigError("checkpoint", f"is a {meta.get('algo')} checkpoint, not {config.algo}")
+        meta = read_checkpoint_meta(path)
+        if meta is not None:
+            check_trained_on(meta, config.env, config.algo)
             if meta.get("hidden_sizes") != config.params["hidden_sizes"]:
                 raise ConfigError("params.hidden_sizes", f"the checkpoint's networks have {meta.get('hidden_sizes')}")
 

@@ -19,13 +19,12 @@ A run config maps onto XuanCe like this (docs/workers/xuance.md):
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
-from workers.sdk.rundir import CHECKPOINT_META
+from workers.sdk.rundir import read_checkpoint_meta
 from workers.xuance_worker import catalog, vizdoom
 
 
@@ -132,8 +131,7 @@ class XuanCeDescriptor(WorkerDescriptor):
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
         if algo not in catalog.installed_algorithms():
-            raise ConfigError("algo", f"unknown algorithm {algo!r} for worker 'xuance'; "
-                                      f"choose from {', '.join(catalog.installed_algorithms())}")
+            raise self.unknown_algo(algo, catalog.installed_algorithms())
         family = catalog.ALGORITHMS[algo]["family"]
         if env:
             family, env_id = catalog.resolve_env(env)
@@ -362,24 +360,6 @@ def agent_count_mismatch(meta: dict[str, Any], n_agents: int | None, env_id: str
             f"{env_id} here has {n_agents}: the shared network's input is the observation plus a "
             f"{trained}-wide one-hot agent id, so it does not fit {n_agents} agents; evaluate with "
             f"{trained} agents, or train a checkpoint for {n_agents}")
-
-
-def checkpoint_dir(path: str) -> str:
-    return path if os.path.isdir(path) else os.path.dirname(path)
-
-
-def read_checkpoint_meta(path: str) -> dict[str, Any] | None:
-    """The metadata mosaic writes beside a checkpoint, or None."""
-    path = os.path.expanduser(path)
-    if not os.path.isabs(path):
-        return None  # "run:NAME" before the daemon resolved it
-    meta_path = os.path.join(checkpoint_dir(path), CHECKPOINT_META)
-    try:
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
 
 
 WORKER = XuanCeDescriptor()

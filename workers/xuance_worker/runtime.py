@@ -34,17 +34,15 @@ from workers.sdk.dataset import env_recorder
 from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir, read_checkpoint_meta
 from workers.sdk.stop import Cancelled, StopSignals, die_of
-from workers.sdk.telemetry import Emitter
-from workers.xuance_worker import agent_count_mismatch, catalog, checkpoint_dir, \
-    read_checkpoint_meta
+from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
+from workers.xuance_worker import agent_count_mismatch, catalog
 from workers.sdk import registration
 from workers.xuance_worker import mpe_alias, multigrid, vizdoom
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
-HEARTBEAT_SECONDS = 10.0
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
 
@@ -154,7 +152,6 @@ class Hooks:
         self.frames = frames
         # a workers.sdk.dataset.Recorder when the run records (single-agent: the descriptor refuses the rest)
         self.recorder = recorder
-        self.last_beat = time.monotonic()
         self.env_steps = 0  # steps of the watched environments (what evaluation reports)
 
     # -- scalars (wraps agent.log_infos) -------------------------------------
@@ -200,10 +197,7 @@ class Hooks:
                 done = all(terminals[i].values()) if multi_agent else terminals[i]
                 if done or truncations[i]:
                     self._episode(at, infos[i], i)
-            now = time.monotonic()
-            if now - self.last_beat >= HEARTBEAT_SECONDS:
-                self.last_beat = now
-                self.emitter.heartbeat(at)
+            self.emitter.heartbeat(at, every=HEARTBEAT_SECONDS)
             if self.frames is not None:
                 self.frames.maybe_publish(envs.render, "rgb_array")
             return result
