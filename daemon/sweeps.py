@@ -57,6 +57,7 @@ AGGREGATIONS = ("mean", "max", "min", "last", "median")
 SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("none", "median", "successive_halving")
 PRUNED_TAG = "pruned"
+REFUSED_ATTR = "refused"   # an Optuna user attr: why the worker refused the trial's config at submit
 
 
 def _err(field: str, message: str) -> ConfigError:
@@ -392,8 +393,9 @@ class SweepController:
                         fresh = self.store.get(run["id"])
                         if fresh["state"] == P.QUEUED or fresh["state"] in P.ACTIVE_STATES:
                             self.runs.cancel(fresh, reason=f"pruned by sweep {sweep['name']} at step {step}")
+        # a trial asked but never submitted (the daemon stopped in between) is asked again
         started = len(trials) - sum(1 for t in trials if t.state == optuna.trial.TrialState.FAIL
-                                    and not runs_by_trial.get(t.number))
+                                    and not runs_by_trial.get(t.number) and REFUSED_ATTR not in t.user_attrs)
         while in_flight < spec["parallel"] and started < spec["trials"]:
             self._start_trial(sweep, study)
             in_flight += 1
@@ -413,8 +415,11 @@ class SweepController:
                       "name": f"{sweep['name']}-t{trial.number}-s{seed0 + k}"}
             try:
                 self.runs.submit(config, sweep=sweep["id"], trial=trial.number)
-            except ConfigError as exc:  # a sampled value the schema refuses (checked ends, not every point)
+            except ConfigError as exc:  # values fine alone, refused together (checked one by one up front)
                 log.warning("sweep %s trial %s: %s", sweep["name"], trial.number, exc)
+                # counted as one of the sweep's trials, with the reason: a sweep whose samples are all
+                # refused must end, not ask Optuna for new ones for ever
+                trial.set_user_attr(REFUSED_ATTR, str(exc))
                 study.tell(trial.number, state=TrialState.FAIL)
                 return
 
@@ -445,8 +450,10 @@ class SweepController:
             members = by_trial.get(t.number, [])
             objectives = [self.run_objective(r, spec) for r in members]
             finite = [v for v in objectives if v is not None]
+            refused = t.user_attrs.get(REFUSED_ATTR)
             trials.append({
-                "trial": t.number, "state": t.state.name.lower(), "params": t.params, "value": t.value,
+                "trial": t.number, "state": "refused" if refused else t.state.name.lower(), "params": t.params,
+                "value": t.value, "refused": refused,
                 "mean": statistics.fmean(finite) if finite else None,
                 "std": statistics.pstdev(finite) if len(finite) > 1 else (0.0 if finite else None),
                 "min": min(finite) if finite else None, "max": max(finite) if finite else None,

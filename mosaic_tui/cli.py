@@ -573,9 +573,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 raise CLIError(f"timed out after {args.timeout:g}s waiting for sweep {sweep['name']}", EXIT_TIMEOUT)
             time.sleep(0.5)
             sweep = next(s for s in client.call(P.SWEEPS) if s["id"] == sweep["id"])
+        refused = [t for t in client.call(P.SWEEP_GET, sweep=sweep["id"])["trials"] if t.get("refused")]
     print(f"sweep {sweep['name']} {sweep['state']}: {plural(sweep['runs'], 'run')} in "
-          f"{plural(sweep['groups'], 'trial')}")
-    return 0 if sweep["state"] == "finished" else EXIT_RUN_NOT_SUCCEEDED
+          f"{plural(sweep['groups'], 'trial')}" + (f", {len(refused)} refused at submit" if refused else ""))
+    for t in refused:
+        print(f"trial {t['trial']} refused: {t['refused']}", file=sys.stderr)
+    return 0 if sweep["state"] == "finished" and sweep["runs"] else EXIT_RUN_NOT_SUCCEEDED
 
 
 def cmd_sweeps(args: argparse.Namespace) -> int:
@@ -617,6 +620,9 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     print(_table(rows, ["RANK", "TRIAL", "STATE", "MEAN ± STD", "MIN..MAX", "SEEDS"] + [n.upper() for n in names]))
     if sweep.get("importances"):
         print("param importances: " + ", ".join(f"{k} {v:.2f}" for k, v in sweep["importances"].items()))
+    for t in sweep["trials"]:
+        if t.get("refused"):
+            print(f"trial {t['trial']} refused at submit: {t['refused']}")
     return 0
 
 

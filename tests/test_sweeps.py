@@ -150,3 +150,22 @@ def test_a_tiny_real_cleanrl_sweep_and_its_tensorboard(daemon, mosaic, tmp_path)
     out = mosaic.run("tensorboard", "--sweep", "dqn-lr", "--no-launch", check=True).stdout
     # our export and CleanRL's own SummaryWriter files, side by side, by run name
     assert "dqn-lr-t0-s1/worker:" in out and "dqn-lr-t1-s1:" in out
+
+
+def test_a_trial_the_worker_refuses_counts_and_the_sweep_ends_saying_why(daemon, mosaic, tmp_path):
+    """Each value is checked alone up front; together they can still be refused at submit (Jumanji PPO:
+    num_minibatches must divide num_envs x num_steps). Such a trial is one of the sweep's trials, refused
+    with the worker's reason, and a sweep whose every trial is refused ends instead of asking for more."""
+    base = {"worker": "jumanji", "algo": "ppo", "env": "Snake-v1", "steps": 64, "seed": 1,
+            "params": {"num_envs": 4, "num_steps": 8, "num_minibatches": 2}}
+    # alone: 3 x 8 = 24 splits into 2; 4 x 8 = 32 into 16. Together 24 does not split into 16.
+    spec = {"name": "clash", "base": base, "params": {"num_envs": [3], "num_minibatches": [16]},
+            "objective": {"tag": "episode/return"}}
+    proc = mosaic.run("sweep", write_spec(tmp_path, spec), "--wait", "--timeout", "60")
+    assert proc.returncode != 0
+    assert proc.stdout.splitlines() == ["clash", "sweep clash finished: 0 runs in 0 trials, 1 refused at submit"]
+    assert proc.stderr.strip() == "trial 0 refused: params.num_minibatches: must divide num_envs x num_steps = 24"
+    sweep = json.loads(mosaic.run("sweeps", "clash", "--json", check=True).stdout)
+    [trial] = sweep["trials"]
+    assert trial["state"] == "refused" and trial["runs"] == [] and "must divide" in trial["refused"]
+    assert "trial 0 refused at submit: params.num_minibatches" in mosaic.run("sweeps", "clash", check=True).stdout

@@ -43,6 +43,10 @@ def param_lines(sweep: dict[str, Any]) -> Text:
         if len(points) > 8:
             text.append(f"  (+{len(points) - 8})")
         text.append("\n")
+    for t in sweep.get("trials", []):
+        if t.get("refused"):   # values fine one by one, refused together by the worker
+            text.append(f"trial {t['trial']} refused  ", style="bold red")
+            text.append(f"{t['refused']}\n")
     return text
 
 
@@ -113,7 +117,7 @@ class SweepScreen(Screen):
         for rank, t in enumerate(sweep["trials"], 1):
             band = f"{fmt.num(t['mean'])} ± {fmt.num(t['std'])}" if t["mean"] is not None else "-"
             spread = f"{fmt.num(t['min'])}..{fmt.num(t['max'])}" if t["min"] is not None else "-"
-            style = {"pruned": "magenta", "fail": "red", "running": "yellow"}.get(t["state"], "")
+            style = {"pruned": "magenta", "fail": "red", "refused": "red", "running": "yellow"}.get(t["state"], "")
             table.add_row(str(rank), str(t["trial"]), Text(t["state"], style=style), band, spread,
                           str(len(t["runs"])), *[_value(t["params"].get(n, "")) for n in names])
             self._rows.append(t["runs"][0]["id"] if t["runs"] else "")
