@@ -5,6 +5,8 @@ import json
 import os
 import time
 
+import pytest
+
 from daemon import proctree
 from daemon import protocol as P
 from tests.conftest import connect, wait_for, wait_state
@@ -179,3 +181,42 @@ def test_stop_tree_catches_processes_forked_while_it_stops_the_tree(tmp_path):
     finally:
         proctree.signal_tree(root.pid, signal.SIGKILL, include_root=True)
         root.wait()
+
+
+@pytest.mark.parametrize("config", [
+    {"worker": "balrog", "algo": "random", "env": "BabyAI-GoToRedBallGrey-v0",
+     "params": {"episodes": 100000, "max_steps_per_episode": 64}},
+    {"worker": "mosaic_llm", "algo": "play", "env": "tictactoe_v3",
+     "params": {"episodes": 100000, "seats": ["random", "random"]}},
+], ids=["balrog", "mosaic_llm"])
+def test_an_llm_worker_cancelled_reports_it_with_its_step_and_dies_of_the_signal(tmp_path, config):
+    """SIGTERM as the daemon's cancel sends it, while the worker plays (random agents: no model).
+    The run's last event says so, with the step reached, and the exit status is the signal's."""
+    import signal
+    import subprocess
+    import sys
+
+    from daemon.discovery import discover
+
+    def read_events(run_dir) -> list[dict]:
+        return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+    worker = discover()[0][config["worker"]]
+    validated = worker.validate({**config, "seed": 1, "run_id": "cancel-me"})
+    (tmp_path / "config.json").write_text(json.dumps(validated))
+    with open(tmp_path / "events.jsonl", "ab") as out, open(tmp_path / "stderr.log", "ab") as err:
+        proc = subprocess.Popen(worker.command(validated), cwd=tmp_path, stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        deadline = time.monotonic() + 120
+        while sum(e["type"] == "episode" for e in read_events(tmp_path)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr.log").read_text()[-2000:]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    last = read_events(tmp_path)[-1]
+    assert last["type"] == "run_failed" and last["reason"] == "cancelled (SIGTERM)" and last["step"] > 0

@@ -11,7 +11,7 @@ import traceback
 
 from workers.balrog_worker import WORKER
 from workers.sdk.frames import env_frames
-from workers.sdk.stop import Cancelled, StopSignals, die_of
+from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.worker_cli import start
 
 
@@ -27,9 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run.run()
     except Cancelled as exc:
-        emitter.run_failed(f"cancelled ({exc})", step=run.step)
-        emitter.close()
-        die_of(exc.signum)
+        end_cancelled(emitter, exc.signum, step=run.step)
     except LLMFailed as exc:
         emitter.run_failed(str(exc), step=run.step)
         emitter.close()

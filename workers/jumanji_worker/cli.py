@@ -21,7 +21,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from workers.jumanji_worker import WORKER  # noqa: E402
-from workers.sdk.stop import Cancelled, StopSignals, die_of  # noqa: E402
+from workers.sdk.stop import Cancelled, StopSignals, end_cancelled  # noqa: E402
 from workers.sdk.worker_cli import start  # noqa: E402
 
 
@@ -42,16 +42,12 @@ def main(argv: list[str] | None = None) -> int:
             return runtime.evaluate(config, emitter)
         return runtime.train(config, emitter, Path.cwd())
     except Cancelled as exc:
-        emitter.run_failed(f"cancelled ({exc})")
-        emitter.close()
-        die_of(exc.signum)
+        end_cancelled(emitter, exc.signum)
         return 1
     except Exception as exc:  # noqa: BLE001 -- reported as run_failed, with the traceback in stderr.log
         traceback.print_exc()
-        if stop.received is not None:
-            emitter.run_failed(f"cancelled ({stop.name})")
-            emitter.close()
-            die_of(stop.received)
+        if stop.received is not None:  # jax turned our Cancelled into its own error
+            end_cancelled(emitter, stop.received)
         emitter.run_failed(f"{type(exc).__name__}: {exc}")
         return 1
     finally:

@@ -15,7 +15,7 @@ import traceback
 
 from workers.mosaic_llm_worker import WORKER
 from workers.sdk.frames import env_frames
-from workers.sdk.stop import Cancelled, StopSignals, die_of
+from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.worker_cli import start
 
 
@@ -54,10 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         emitter.run_completed(step=match.steps)
         return 0
     except Cancelled as exc:
-        emitter.run_failed(f"cancelled ({exc})", step=match.steps if match else None)
         _close(match, seats, frames)
-        emitter.close()
-        die_of(exc.signum)
+        end_cancelled(emitter, exc.signum, step=match.steps if match else None)
         return 1
     except BaseException as exc:  # noqa: BLE001 -- reported, then the process fails
         if stop.received is None:

@@ -9,9 +9,8 @@ status tells the supervisor how the run ended:
     try:
         train(...)
     except Cancelled as exc:
-        emitter.run_failed(f"cancelled ({exc})")
         ...cleanup...
-        die_of(exc.signum)
+        end_cancelled(emitter, exc.signum)
 """
 from __future__ import annotations
 
@@ -56,3 +55,11 @@ def die_of(signum: int) -> None:
     """End this process by ``signum`` with its default action (the supervisor reads the signal)."""
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+def end_cancelled(emitter, signum: int, step: int | None = None) -> None:
+    """The end of a cancelled run: ``run_failed`` "cancelled (SIGTERM)" on the wire, flushed,
+    then death by the signal. What must be cleaned up first is the caller's, before this."""
+    emitter.run_failed(f"cancelled ({signal.Signals(signum).name})", step=step)
+    emitter.close()
+    die_of(signum)

@@ -25,7 +25,7 @@ from workers.sdk.envs import ATARI, VIZDOOM
 from workers.sdk.frames import EnvFrames, env_frames, publishing
 from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
-from workers.sdk.stop import Cancelled, StopSignals, die_of
+from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import start
 from workers.tianshou_worker import WORKER, catalog
@@ -249,9 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     except Cancelled as exc:
         if recorder is not None:  # the episodes that finished are a dataset all the same
             recorder.finish(emitter)
-        emitter.run_failed(f"cancelled ({exc})")
-        emitter.close()
-        die_of(exc.signum)
+        end_cancelled(emitter, exc.signum)
         return 1
     except Exception as exc:  # noqa: BLE001 -- reported as the run's failure, traceback in stderr.log
         traceback.print_exc()

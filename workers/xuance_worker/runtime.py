@@ -35,7 +35,7 @@ from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir, read_checkpoint_meta
-from workers.sdk.stop import Cancelled, StopSignals, die_of
+from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.xuance_worker import agent_count_mismatch, catalog
 from workers.sdk import registration
@@ -618,9 +618,7 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
             emitter.run_failed(f"{type(exc).__name__}: {exc}\n\n{tail[-3000:]}")
             return 1
     except Cancelled as exc:
-        emitter.run_failed(f"cancelled ({exc})")
-        emitter.close()
         for child in multiprocessing.active_children():  # XuanCe's env processes
             child.terminate()
-        die_of(exc.signum)  # the exit status says what happened
+        end_cancelled(emitter, exc.signum)  # the exit status says what happened
         return 128 + exc.signum
