@@ -30,6 +30,14 @@ RETURNS_KEPT = 100
 _TYPE_KEY = "type"
 
 
+def mean_return(returns: list[Any], window: int) -> float | None:
+    """The smoothed return: the mean of the last ``window`` finite episode returns,
+    None before the first. The one definition: the app's and the CLI's
+    (mosaic_tui.fmt.smoothed_return) and the daemon's brief listing."""
+    vals = [float(v) for v in returns[-window:] if (type(v) is float or type(v) is int) and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
 def _invalid(raw: bytes, error: str) -> bytes:
     sample = raw[:200].decode("utf-8", errors="replace")
     return dumps({"v": tm.VERSION, "type": tm.INVALID, "t": time.time(), "raw": sample, "error": error})

@@ -268,7 +268,12 @@ class Daemon:
         return self.runs.datasets(P.param(params, "env", str, None))
 
     def m_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Runs, oldest first; ``brief``: only what a listing shows (Store.list_brief),
+        with the mean of the last ``returns`` episode returns of each."""
         states = P.param(params, "states", list, None)
+        if P.param(params, "brief", bool, False):
+            returns = P.param(params, "returns", int, 0)
+            return {"rev": self.store.rev, "runs": self.store.list_brief(states, returns)}
         return {"rev": self.store.rev, "runs": self.store.list(states, wire=True)}
 
     def m_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

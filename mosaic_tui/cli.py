@@ -21,7 +21,6 @@ from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
                             failure_reason, plural, progress_text, run_label, smoothed_return,
                             system_figures, system_text)
-from workers.sdk.config import ConfigError, coerce_text, did_you_mean, eval_config, param_name
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -40,6 +39,7 @@ def _typed(kind: str):
     """An argparse type that reads numbers as run configs and forms do (1e4 is an
     integer, 1.5 is not) and says a mistake the same way."""
     def convert(text: str):
+        from workers.sdk.config import ConfigError, coerce_text  # pydantic: only for commands that type values
         try:
             return coerce_text({"type": kind}, text)
         except ConfigError as exc:
@@ -75,11 +75,12 @@ def _fmt_num(value: Any) -> str:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
-    return "\n".join(lines)
+    # one format string for every row, widths from whole columns: `mosaic ls` of
+    # 10,000 runs lays out 130,000 cells
+    cells = [[str(c) for c in row] for row in [header, *rows]]
+    widths = [max(map(len, column)) for column in zip(*cells)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(line.format(*row).rstrip() for row in cells)
 
 
 # -- connection -------------------------------------------------------------
@@ -186,6 +187,7 @@ def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]
     """--set key=value, typed by the algorithm's schema."""
     if not sets:
         return {}
+    from workers.sdk.config import ConfigError, coerce_text, did_you_mean, param_name
     schema = client.call(P.SCHEMA, worker=worker, algo=algo, env=env)
     props = schema.get("properties", {})
     params: dict[str, Any] = {}
@@ -271,6 +273,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             checkpoint = f"run:{trained['id']}"
         elif not checkpoint.startswith("run:") and not os.path.isabs(checkpoint) and os.path.exists(checkpoint):
             checkpoint = os.path.abspath(checkpoint)  # a path typed here means here, not the home
+        from workers.sdk.config import eval_config
         config = eval_config(trained["config"], checkpoint, args.episodes)
         if args.name:
             config["name"] = args.name
@@ -296,7 +299,9 @@ def _return_window(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
     with _client(args) as client:
-        runs = client.call(P.LIST, states=args.state or None)["runs"]
+        # the table needs a fraction of each run: the brief listing is a tenth of the bytes
+        runs = client.call(P.LIST, states=args.state or None, **({} if args.json else
+                                                                {"brief": True, "returns": window}))["runs"]
     for tag in args.tag or []:
         runs = [r for r in runs if tag in (r.get("tags") or [])]
     if args.json:
