@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import operator
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
                             failure_reason, plural, progress_text, run_label, smoothed_return,
                             system_figures, system_text)
+from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -477,6 +479,53 @@ def _metric_rows(page: dict[str, Any], tag_filter: str | None):
             yield tag, step, value, t
 
 
+_SCALAR_ROW = operator.itemgetter("tag", "step", "value", "t")
+_EVENT_TYPE = operator.itemgetter("type")
+CSV_PAGE_BYTES = 4 * 1024 * 1024
+
+
+def _scalars_csv(events: list[dict[str, Any]]) -> bytes | None:
+    """Scalar events as the CSV rows csv.writer writes (tag,step,value,wall_time and
+    CRLF), with the numbers written by orjson: the same shortest text that reads
+    back as the same float as Python's repr, at a fraction of its cost (formatting
+    floats was most of a row's time). None when a row needs what only csv.writer
+    does: quoting (a comma, a quote, a line break), an empty field for a missing
+    value, True/False."""
+    try:
+        rows = list(map(_SCALAR_ROW, events))
+    except KeyError:
+        return None
+    tags, steps, values, times = zip(*rows)
+    if not (set(map(type, steps)) <= {int} and set(map(type, values)) <= {int, float, str}
+            and set(map(type, times)) <= {int, float} and set(map(type, tags)) <= {str}):
+        return None
+    text = P.dumps(rows)  # [["tag",1,0.5,1795383499.01],...]
+    body = text[2:-2].replace(b"],[", b"\r\n").replace(b'"', b"") + b"\r\n"
+    # every row exactly four fields and nothing escaped: no field held a comma,
+    # a quote, a backslash or a control character
+    if b"\\" in body or body.count(b"\n") != len(rows) or body.count(b",") != 3 * len(rows):
+        return None
+    return body
+
+
+def _write_csv_rows(out_csv, events: list[dict[str, Any]]) -> None:
+    """A page of events as CSV rows (tag, step, value, wall time), in the file's order;
+    an episode as its tags (episode_scalars), other events skipped."""
+    if events and set(map(_EVENT_TYPE, events)) == {SCALAR}:
+        body = _scalars_csv(events)  # all scalars, a long run's usual page
+        if body is not None:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(body)
+            return
+    for ev in events:
+        kind = ev.get("type")
+        if kind == SCALAR:
+            out_csv.writerow([ev.get("tag"), ev.get("step"), ev.get("value"), ev.get("t")])
+        elif kind == EPISODE:
+            for tag, value in episode_scalars(ev):
+                out_csv.writerow([tag, ev.get("step"), value, ev.get("t")])
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
     tags = [args.tag] if args.tag else None
     out_csv = csv.writer(sys.stdout) if args.csv else None
@@ -486,6 +535,15 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
         ended = lambda run: print(_state_line(run), file=sys.stderr)  # noqa: E731
+        if out_csv and not tags:
+            # every point of the run: the daemon sends the file's lines as they are
+            # and this process makes the rows (metrics pages, which the daemon
+            # decodes, groups by tag and encodes again, ran at a tenth of the speed)
+            for page in _run_pages(client, run, P.EVENTS, args.follow, ended, raw=True,
+                                   max_bytes=CSV_PAGE_BYTES):
+                _write_csv_rows(out_csv, page["events"])
+                sys.stdout.flush()
+            return 0
         for page in _run_pages(client, run, P.METRICS, args.follow, ended, tags=tags):
             for tag, step, value, t in _metric_rows(page, args.tag):
                 if out_csv:
