@@ -212,3 +212,33 @@ def test_backlog_is_taken_verbatim_only_before_the_first_irregular_line(tmp_path
     t2 = RunTail("r", str(blank))
     t2.read_new()
     assert t2.irregular_from == 0
+
+
+def test_summary_of_a_scalar_chunk_is_what_the_event_loop_makes(monkeypatch):
+    """RunTail._absorb_scalars (a chunk of plain scalars, in map/set calls) leaves the
+    summary the per-event loop leaves, chunk after chunk; anything it does not handle
+    (a system/ tag, a step that is not an integer, another type) goes to the loop."""
+    def scalar(tag, step, t=100.0):
+        return {"v": 1, "type": "scalar", "t": t, "tag": tag, "value": 0.5, "step": step}
+
+    chunks = [
+        [scalar("a", s, 100.0 + s) for s in (5, 3, 9, 7)],           # steps out of order: the max counts
+        [scalar("b", 2), scalar("a", 4)],                               # lower than the summary's step
+        [scalar("c", 12), {"v": 1, "type": "scalar", "tag": "d", "value": 1.0, "step": 11}],  # last has no t
+        [scalar("system/cpu_percent", 50), scalar("e", 13)],           # a system/ sample: the loop
+        [scalar("f", 14.0), scalar("f", 15)],                           # a float step: the loop
+        [scalar("g", True), scalar("g", 16)],                           # a bool step: the loop
+        [scalar("h", 17), {"v": 1, "type": "episode", "t": 1.0, "step": 18, "return": 2.0, "length": 3}],
+        [{"v": 1, "type": "scalar", "t": 1.0, "value": 1.0, "step": 19}],  # no tag: the loop ("?")
+    ]
+    fast, slow = RunTail("r", "/nonexistent"), RunTail("r", "/nonexistent")
+    took_fast = []
+    for chunk in chunks:
+        took_fast.append(fast._absorb_scalars([dict(e) for e in chunk]))
+        if not took_fast[-1]:
+            fast._absorb([dict(e) for e in chunk])
+        monkeypatch.setattr(slow, "_absorb_scalars", lambda events: False)
+        slow._absorb([dict(e) for e in chunk])
+        assert fast.summary() == slow.summary(), chunk
+    assert took_fast == [True, True, True, False, False, False, False, False]
+    assert fast.steps == 19 and fast.lines == 17 and "system/cpu_percent" in fast.tags
