@@ -38,7 +38,8 @@ def mean_return(returns: list[Any], window: int) -> float | None:
     """The smoothed return: the mean of the last ``window`` finite episode returns,
     None before the first. The one definition: the app's and the CLI's
     (mosaic_tui.fmt.smoothed_return) and the daemon's brief listing."""
-    vals = [float(v) for v in returns[-window:] if (type(v) is float or type(v) is int) and math.isfinite(v)]
+    vals = [float(v) for v in returns[-window:]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
     return sum(vals) / len(vals) if vals else None
 
 

@@ -103,6 +103,7 @@ try:  # orjson is ~5x faster than json for the daemon's hot path
         if "NaN" in text or "Infinity" in text:
             return _orjson.loads(_orjson.dumps(json.loads(text)))
         return _orjson.Fragment(text)
+
     def raw_fragment(data: bytes) -> Any:
         """JSON bytes this process encoded itself, kept as they are inside what ``dumps`` writes."""
         return _orjson.Fragment(data)

@@ -83,6 +83,7 @@ BRIEF_COLUMNS = ("id", "name", "worker", "algo", "env", "state", "started_at", "
                  "paused_seconds", "rev", "note", "sweep")
 BRIEF_SUMMARY_KEYS = ("steps", "total_steps", "sps", "episodes", "best_return", "best_step", "system")
 
+
 def _parse(text: str) -> Any:
     """A stored JSON column; text from before the store wrote strict JSON may hold NaN, which only json reads."""
     try:

@@ -301,7 +301,7 @@ def _return_window(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
     with _client(args) as client:
-        # the table needs a fraction of each run: the brief listing is a tenth of the bytes
+        # the table needs a fraction of each run: the brief listing is a fifth of the bytes
         runs = client.call(P.LIST, states=args.state or None, **({} if args.json else
                                                                 {"brief": True, "returns": window}))["runs"]
     for tag in args.tag or []:

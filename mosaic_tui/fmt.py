@@ -188,8 +188,11 @@ def failure_reason(run: dict[str, Any]) -> str | None:
 
 
 def finite(values: Sequence[Any]) -> list[float]:
-    # type() rather than isinstance: bools are not returns; `mosaic ls` calls this for every run
-    return [float(v) for v in values if (type(v) is float or type(v) is int) and math.isfinite(v)]
+    out = []
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
 
 
 def sparkline(values: Sequence[Any], width: int = 16) -> str:
