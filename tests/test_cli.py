@@ -307,3 +307,18 @@ def test_metrics_csv_rows_are_what_csv_writer_writes():
     assert [r[:2] for r in _csv_of(mixed)[1]] == [["losses/value_loss", "1"], ["losses/value_loss", "2"],
                                                    ["episode/return", "9"], ["episode/length", "9"],
                                                    ["losses/value_loss", "3"], ["losses/value_loss", "4"]]
+
+
+def test_synthetic_start_file_holds_the_first_step(daemon, mosaic, home):
+    """bench_telemetry starts its writers together: a synthetic run with start_file
+    has started (run_started is in) and writes no step until the file exists."""
+    from tests.conftest import wait_state
+    start = home.root / "start"
+    run_id = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=0", f"start_file={start}")
+    wait_state(home, run_id, P.RUNNING)
+    events = home.run_dir(run_id) / "events.jsonl"
+    assert [json.loads(line)["type"] for line in events.read_text().splitlines()] == ["run_started"]
+    assert mosaic.show(run_id)["state"] == P.RUNNING
+    start.touch()
+    mosaic.run("wait", run_id, "--timeout", "60", check=True)
+    assert mosaic.show(run_id)["summary"]["steps"] == 20
