@@ -12,6 +12,7 @@ the range [from, to) it covers; a client's cursor is the last ``to`` it saw.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import time
 from collections import deque
@@ -28,6 +29,18 @@ READ_CHUNK = 1024 * 1024       # bytes read per pass, so one chatty run cannot s
 RETURNS_KEPT = 100
 
 _TYPE_KEY = "type"
+_event_type = operator.itemgetter(_TYPE_KEY)
+_scalar_tag = operator.itemgetter("tag")
+_event_step = operator.itemgetter("step")
+
+
+def mean_return(returns: list[Any], window: int) -> float | None:
+    """The smoothed return: the mean of the last ``window`` finite episode returns,
+    None before the first. The one definition: the app's and the CLI's
+    (mosaic_tui.fmt.smoothed_return) and the daemon's brief listing."""
+    vals = [float(v) for v in returns[-window:]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
 
 
 def _invalid(raw: bytes, error: str) -> bytes:
@@ -245,7 +258,36 @@ class RunTail:
         self._absorb(parsed)
         return start, self.offset, raws
 
+    def _absorb_scalars(self, events: list[dict[str, Any]]) -> bool:
+        """_absorb for a chunk of plain scalars (most of a busy run's chunks), in
+        map/set/max calls instead of a loop: False, and nothing changed, when the
+        chunk holds anything else (another type, a system/ tag, a step that is
+        not an integer) and needs the loop."""
+        try:
+            if set(map(_event_type, events)) != {tm.SCALAR}:
+                return False
+            tags = set(map(_scalar_tag, events))
+            steps = list(map(_event_step, events))
+        except KeyError:
+            return False
+        if set(map(type, tags)) != {str} or any(tag.startswith("system/") for tag in tags):
+            return False
+        if set(map(type, steps)) != {int}:
+            return False
+        self.lines += len(events)
+        self.tags |= tags
+        t = events[-1].get("t")
+        if isinstance(t, (int, float)):
+            self.last_event_t = t
+        top = max(steps)
+        if top > self.steps:
+            self.steps = top
+            self._update_rate()
+        return True
+
     def _absorb(self, events: list[dict[str, Any]]) -> None:
+        if events and self._absorb_scalars(events):
+            return
         self.lines += len(events)
         steps = self.steps
         for ev in events:

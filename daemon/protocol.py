@@ -103,6 +103,10 @@ try:  # orjson is ~5x faster than json for the daemon's hot path
         if "NaN" in text or "Infinity" in text:
             return _orjson.loads(_orjson.dumps(json.loads(text)))
         return _orjson.Fragment(text)
+
+    def raw_fragment(data: bytes) -> Any:
+        """JSON bytes this process encoded itself, kept as they are inside what ``dumps`` writes."""
+        return _orjson.Fragment(data)
 except ImportError:  # pragma: no cover - orjson is a hard dependency; kept for socat-style scripts
     def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
@@ -114,6 +118,9 @@ except ImportError:  # pragma: no cover - orjson is a hard dependency; kept for 
 
     def raw_json(text: str) -> Any:
         return json.loads(text)
+
+    def raw_fragment(data: bytes) -> Any:
+        return json.loads(data)
 
 
 class RPCError(Exception):

@@ -268,7 +268,12 @@ class Daemon:
         return self.runs.datasets(P.param(params, "env", str, None))
 
     def m_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Runs, oldest first; ``brief``: only what a listing shows (Store.list_brief),
+        with the mean of the last ``returns`` episode returns of each."""
         states = P.param(params, "states", list, None)
+        if P.param(params, "brief", bool, False):
+            returns = P.param(params, "returns", int, 0)
+            return {"rev": self.store.rev, "runs": self.store.list_brief(states, returns)}
         return {"rev": self.store.rev, "runs": self.store.list(states, wire=True)}
 
     def m_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -338,10 +343,23 @@ class Daemon:
         return {"stopping": True, "active_runs": len(self.runs.active)}
 
     def m_read_events(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """A page of a run's events from byte offset ``from``. ``raw``: the event lines
+        spliced in as the file has them (no types filter), not parsed where the run's
+        file is known to hold only valid events (below ``irregular_from``): the
+        cheapest way through a long run (`mosaic metrics --csv`)."""
         run = self._run(params)
         start = P.param(params, "from", int, 0)
         max_bytes = min(P.param(params, "max_bytes", int, BACKLOG_CHUNK), 16 * BACKLOG_CHUNK)
         end = self.runs.ingested_offset(run)
+        if P.param(params, "raw", bool, False):
+            if start < 0:
+                raise P.RPCError(P.INVALID_PARAMS, "parameter 'from' must be >= 0")
+            path = str(self.home.run_dir(run["id"]) / EVENTS_FILE)
+            nxt, raws = read_verbatim_range(path, start, min(end, self.runs.verbatim_until(run)), max_bytes)
+            if nxt == start:  # an irregular stretch (or one line wider than the page): validated
+                nxt, raws, _ = read_range(path, start, end, max_bytes)
+            return {"run": run["id"], "from": start, "next": nxt, "end": end,
+                    "events": P.raw_fragment(b"[" + b",".join(raws) + b"]")}
         nxt, raws, parsed = self._read(run, start, end, max_bytes)
         types = P.param(params, "types", list, None)
         if types is not None:

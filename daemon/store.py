@@ -18,7 +18,8 @@ import sqlite3
 import time
 from typing import Any, Iterable
 
-from daemon.protocol import raw_json
+from daemon.ingest import mean_return
+from daemon.protocol import dumps, loads, raw_fragment, raw_json
 
 SCHEMA_VERSION = 1
 
@@ -77,6 +78,19 @@ _ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 
                   "sweep": "TEXT", "trial": "INTEGER"}
 _JSON_COLUMNS = ("config", "summary", "resources", "tags")
 _JSON_EMPTY = {"tags": []}
+# what list_brief keeps of a run: what a listing shows
+BRIEF_COLUMNS = ("id", "name", "worker", "algo", "env", "state", "started_at", "ended_at", "paused_at",
+                 "paused_seconds", "rev", "note", "sweep")
+BRIEF_SUMMARY_KEYS = ("steps", "total_steps", "sps", "episodes", "best_return", "best_step", "system")
+
+
+def _parse(text: str) -> Any:
+    """A stored JSON column; text from before the store wrote strict JSON may hold NaN, which only json reads."""
+    try:
+        return loads(text)
+    except ValueError:
+        return json.loads(text)
+
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -116,6 +130,7 @@ class Store:
         self.path = str(path)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
+        self._brief_cache: dict[str, tuple[int, int, bytes]] = {}  # run id -> (rev, returns, brief row)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
@@ -232,6 +247,54 @@ class Store:
             marks = ",".join("?" for _ in states)
             rows = self.db.execute(f"SELECT * FROM runs WHERE state IN ({marks}) ORDER BY id", states).fetchall()
         return [self._row(r, wire) for r in rows]
+
+    def list_brief(self, states: Iterable[str] | None = None, returns: int = 0) -> Any:
+        """Runs, oldest first, with only what a listing shows (``mosaic ls``): the
+        run's names, state and times, tags and note, the config's mode and steps, the
+        summary's progress, best and system sample, and the mean of its last
+        ``returns`` episode returns (``mean_return``: fmt.smoothed_return takes
+        it as it is). An answer ready to send (raw JSON).
+
+        10,000 full runs are ~20 MB on the socket, most of it configs and the
+        100 returns each summary keeps; the brief rows are a fifth of that.
+        Each run's brief row is kept encoded until its revision changes: a
+        finished run is read and encoded once, not at every listing.
+        """
+        returns = max(0, returns)
+        query = "SELECT id, rev FROM runs"
+        args: list[Any] = []
+        if states is not None:
+            args = list(states)
+            query += f" WHERE state IN ({','.join('?' for _ in args) or 'NULL'})"
+        cache = self._brief_cache
+        stale = []
+        ids = []
+        for run_id, rev in self.db.execute(query + " ORDER BY id", args):
+            ids.append(run_id)
+            hit = cache.get(run_id)
+            if hit is None or hit[0] != rev or hit[1] != returns:
+                stale.append(run_id)
+        for start in range(0, len(stale), 500):
+            batch = stale[start:start + 500]
+            cols = ", ".join(BRIEF_COLUMNS)
+            for row in self.db.execute(f"SELECT {cols}, cancel_requested, tags, config, summary FROM runs "
+                                       f"WHERE id IN ({','.join('?' for _ in batch)})", batch):
+                run = dict(zip(BRIEF_COLUMNS, row))
+                cancel, tags, config, summary = row[len(BRIEF_COLUMNS):]
+                config = _parse(config) if config else {}
+                summary = _parse(summary) if summary else {}
+                run["cancel_requested"] = bool(cancel)
+                run["tags"] = _parse(tags) if tags else []
+                run["config"] = {"mode": config.get("mode"), "steps": config.get("steps")}
+                brief = {key: summary[key] for key in BRIEF_SUMMARY_KEYS if key in summary}
+                brief["mean_return"] = mean_return(summary.get("returns") or [], returns) if returns else None
+                run["summary"] = brief
+                cache[run["id"]] = (run["rev"], returns, dumps(run))
+        if len(cache) > len(ids) + 1000:  # deleted runs: forget them
+            keep = set(ids)
+            for run_id in [r for r in cache if r not in keep]:
+                del cache[run_id]
+        return raw_fragment(b"[" + b",".join([cache[run_id][2] for run_id in ids]) + b"]")
 
     def count_by_state(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT state, COUNT(*) FROM runs GROUP BY state").fetchall())

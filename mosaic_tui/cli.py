@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import operator
 import os
 import signal
 import sys
@@ -21,7 +22,7 @@ from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
                             failure_reason, plural, progress_text, run_label, smoothed_return,
                             system_figures, system_text)
-from workers.sdk.config import ConfigError, coerce_text, did_you_mean, eval_config, param_name
+from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -40,6 +41,7 @@ def _typed(kind: str):
     """An argparse type that reads numbers as run configs and forms do (1e4 is an
     integer, 1.5 is not) and says a mistake the same way."""
     def convert(text: str):
+        from workers.sdk.config import ConfigError, coerce_text  # pydantic: only for commands that type values
         try:
             return coerce_text({"type": kind}, text)
         except ConfigError as exc:
@@ -75,11 +77,12 @@ def _fmt_num(value: Any) -> str:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
-    return "\n".join(lines)
+    # one format string for every row, widths from whole columns: `mosaic ls` of
+    # 10,000 runs lays out 130,000 cells
+    cells = [[str(c) for c in row] for row in [header, *rows]]
+    widths = [max(map(len, column)) for column in zip(*cells)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(line.format(*row).rstrip() for row in cells)
 
 
 # -- connection -------------------------------------------------------------
@@ -186,6 +189,7 @@ def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]
     """--set key=value, typed by the algorithm's schema."""
     if not sets:
         return {}
+    from workers.sdk.config import ConfigError, coerce_text, did_you_mean, param_name
     schema = client.call(P.SCHEMA, worker=worker, algo=algo, env=env)
     props = schema.get("properties", {})
     params: dict[str, Any] = {}
@@ -271,6 +275,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             checkpoint = f"run:{trained['id']}"
         elif not checkpoint.startswith("run:") and not os.path.isabs(checkpoint) and os.path.exists(checkpoint):
             checkpoint = os.path.abspath(checkpoint)  # a path typed here means here, not the home
+        from workers.sdk.config import eval_config
         config = eval_config(trained["config"], checkpoint, args.episodes)
         if args.name:
             config["name"] = args.name
@@ -296,7 +301,9 @@ def _return_window(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
     with _client(args) as client:
-        runs = client.call(P.LIST, states=args.state or None)["runs"]
+        # the table needs a fraction of each run: the brief listing is a fifth of the bytes
+        runs = client.call(P.LIST, states=args.state or None, **({} if args.json else
+                                                                {"brief": True, "returns": window}))["runs"]
     for tag in args.tag or []:
         runs = [r for r in runs if tag in (r.get("tags") or [])]
     if args.json:
@@ -472,6 +479,53 @@ def _metric_rows(page: dict[str, Any], tag_filter: str | None):
             yield tag, step, value, t
 
 
+_SCALAR_ROW = operator.itemgetter("tag", "step", "value", "t")
+_EVENT_TYPE = operator.itemgetter("type")
+CSV_PAGE_BYTES = 4 * 1024 * 1024
+
+
+def _scalars_csv(events: list[dict[str, Any]]) -> bytes | None:
+    """Scalar events as the CSV rows csv.writer writes (tag,step,value,wall_time and
+    CRLF), with the numbers written by orjson: the same shortest text that reads
+    back as the same float as Python's repr, at a fraction of its cost (formatting
+    floats was most of a row's time). None when a row needs what only csv.writer
+    does: quoting (a comma, a quote, a line break), an empty field for a missing
+    value, True/False."""
+    try:
+        rows = list(map(_SCALAR_ROW, events))
+    except KeyError:
+        return None
+    tags, steps, values, times = zip(*rows)
+    if not (set(map(type, steps)) <= {int} and set(map(type, values)) <= {int, float, str}
+            and set(map(type, times)) <= {int, float} and set(map(type, tags)) <= {str}):
+        return None
+    text = P.dumps(rows)  # [["tag",1,0.5,1795383499.01],...]
+    body = text[2:-2].replace(b"],[", b"\r\n").replace(b'"', b"") + b"\r\n"
+    # every row exactly four fields and nothing escaped: no field held a comma,
+    # a quote, a backslash or a control character
+    if b"\\" in body or body.count(b"\n") != len(rows) or body.count(b",") != 3 * len(rows):
+        return None
+    return body
+
+
+def _write_csv_rows(out_csv, events: list[dict[str, Any]]) -> None:
+    """A page of events as CSV rows (tag, step, value, wall time), in the file's order;
+    an episode as its tags (episode_scalars), other events skipped."""
+    if events and set(map(_EVENT_TYPE, events)) == {SCALAR}:
+        body = _scalars_csv(events)  # all scalars, a long run's usual page
+        if body is not None:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(body)
+            return
+    for ev in events:
+        kind = ev.get("type")
+        if kind == SCALAR:
+            out_csv.writerow([ev.get("tag"), ev.get("step"), ev.get("value"), ev.get("t")])
+        elif kind == EPISODE:
+            for tag, value in episode_scalars(ev):
+                out_csv.writerow([tag, ev.get("step"), value, ev.get("t")])
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
     tags = [args.tag] if args.tag else None
     out_csv = csv.writer(sys.stdout) if args.csv else None
@@ -481,6 +535,15 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
         ended = lambda run: print(_state_line(run), file=sys.stderr)  # noqa: E731
+        if out_csv and not tags:
+            # every point of the run: the daemon sends the file's lines as they are
+            # and this process makes the rows (metrics pages, which the daemon
+            # decodes, groups by tag and encodes again, ran at a tenth of the speed)
+            for page in _run_pages(client, run, P.EVENTS, args.follow, ended, raw=True,
+                                   max_bytes=CSV_PAGE_BYTES):
+                _write_csv_rows(out_csv, page["events"])
+                sys.stdout.flush()
+            return 0
         for page in _run_pages(client, run, P.METRICS, args.follow, ended, tags=tags):
             for tag, step, value, t in _metric_rows(page, args.tag):
                 if out_csv:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from daemon.ingest import RETURNS_KEPT
+from daemon.ingest import RETURNS_KEPT, mean_return
 
 # The smoothed return is the mean of the last N episode returns. The daemon
 # keeps RETURNS_KEPT of them in a run's summary, so N goes up to that.
@@ -120,10 +120,10 @@ def elapsed(run: dict[str, Any], now: float) -> float | None:
 
 def smoothed_return(run: dict[str, Any], window: int = DEFAULT_RETURN_WINDOW) -> float | None:
     """The mean of the last ``window`` finite episode returns, None before the first episode."""
-    vals = finite(((run.get("summary") or {}).get("returns") or [])[-window:])
-    if not vals:
-        return None
-    return sum(vals) / len(vals)
+    summary = run.get("summary") or {}
+    if "mean_return" in summary:  # a row of the daemon's brief listing, asked for with this window
+        return summary["mean_return"]
+    return mean_return(summary.get("returns") or [], window)
 
 
 def best_return(run: dict[str, Any]) -> tuple[float | None, int | None]:

@@ -55,6 +55,15 @@ def test_metrics_csv_and_json(daemon, mosaic):
     assert csv_lines[0] == "tag,step,value,wall_time" and len(csv_lines) == 31
     data = json.loads(mosaic.run("metrics", run_id, "--json", "--tag", "synthetic/value_0", check=True).stdout)
     assert [p["step"] for p in data["synthetic/value_0"]] == list(range(1, 31))
+    # a run with episodes and lines that are not events: the CSV (the file's lines sent raw,
+    # rows made by the CLI) holds the points the metrics method gives, and no more
+    mixed = mosaic.synthetic(60, "rate=0", "tags=2", "episode_every=10", "garbage_every=7")
+    mosaic.run("wait", mixed, check=True)
+    rows = list(csv.DictReader(io.StringIO(mosaic.run("metrics", mixed, "--csv", check=True).stdout)))
+    data = json.loads(mosaic.run("metrics", mixed, "--json", check=True).stdout)
+    assert sorted((r["tag"], int(r["step"]), float(r["value"]), float(r["wall_time"])) for r in rows) == \
+        sorted((tag, p["step"], float(p["value"]), p["t"]) for tag, points in data.items() for p in points)
+    assert {r["tag"] for r in rows} == {"synthetic/value_0", "synthetic/value_1", "episode/return", "episode/length"}
 
 
 def test_ambiguous_prefix_is_refused(daemon, mosaic):
@@ -247,3 +256,69 @@ def test_an_unknown_tag_names_the_ones_there_are(daemon, mosaic):
     assert message.startswith("run live has no tag 'nope'; its tags: ") and "episode/return" in message
     assert mosaic.run("metrics", "live", "--tag", "episode/return", "--csv", check=True).stdout.count("\n") >= 2
     mosaic.run("cancel", live, check=True)
+
+
+def _csv_of(events):
+    """What `mosaic metrics --csv` writes for one page of events, parsed back."""
+    import sys
+    from mosaic_tui import cli
+    out = io.TextIOWrapper(io.BytesIO(), newline="")
+    saved, sys.stdout = sys.stdout, out
+    try:
+        cli._write_csv_rows(csv.writer(out), events)
+        out.flush()
+    finally:
+        sys.stdout = saved
+    text = out.buffer.getvalue().decode()
+    return text, list(csv.reader(io.StringIO(text, newline="")))
+
+
+def test_metrics_csv_rows_are_what_csv_writer_writes():
+    """The CSV of a page of scalars made through orjson's number formatting (the fast
+    path) reads back as the rows csv.writer writes: same fields, numbers equal as
+    floats, CRLF lines, file order; and whatever needs csv.writer's own handling
+    (quoting, an empty field for a missing value, True) is written by it."""
+    def ev(tag, step, value, t=1795383499.25):
+        return {"v": 1, "type": "scalar", "t": t, "tag": tag, "value": value, "step": step}
+
+    def expected(events):
+        buf = io.StringIO(newline="")
+        csv.writer(buf).writerows([e["tag"], e["step"], e["value"], e.get("t")] for e in events)
+        return buf.getvalue(), list(csv.reader(io.StringIO(buf.getvalue(), newline="")))
+
+    def numbers(rows):
+        return [[r[0]] + [float(x) if x not in ("", "nan", "True") else x for x in r[1:]] for r in rows]
+
+    plain = [ev("losses/value_loss", s, s / 7, 1795383499.0 + s * 1e-4) for s in range(1, 500)]
+    plain += [ev("charts/SPS", 500, 12), ev("e/big", 501, 1e16), ev("e/tiny", 502, 1e-7), ev("e/nan", 503, "nan"),
+              ev("", 504, 0.5), ev("ünïcode/tag", 505, -2.5)]
+    text, rows = _csv_of(plain)
+    want_text, want_rows = expected(plain)
+    assert text.endswith("\r\n") and text.count("\r\n") == len(plain)
+    assert numbers(rows) == numbers(want_rows)
+    for tricky in (ev('a,"quoted" tag', 1, 1.0), ev("line\nbreak", 1, 1.0), ev("back\\slash", 1, 1.0),
+                   ev("x", 1, None), ev("x", 1, True), ev("x", None, 1.0), ev("x", 1, "a,b"), ev("x", 1, 'q"')):
+        page = plain[:3] + [tricky] + plain[3:6]
+        assert _csv_of(page)[0] == expected(page)[0], tricky
+    no_time = [{"v": 1, "type": "scalar", "tag": "x", "value": 1.0, "step": 1}]
+    assert _csv_of(no_time)[1] == [["x", "1", "1.0", ""]]
+    mixed = plain[:2] + [{"v": 1, "type": "episode", "t": 5.0, "step": 9, "return": 3.5, "length": 4},
+                         {"v": 1, "type": "heartbeat", "t": 6.0, "step": 9}] + plain[2:4]
+    assert [r[:2] for r in _csv_of(mixed)[1]] == [["losses/value_loss", "1"], ["losses/value_loss", "2"],
+                                                   ["episode/return", "9"], ["episode/length", "9"],
+                                                   ["losses/value_loss", "3"], ["losses/value_loss", "4"]]
+
+
+def test_synthetic_start_file_holds_the_first_step(daemon, mosaic, home):
+    """bench_telemetry starts its writers together: a synthetic run with start_file
+    has started (run_started is in) and writes no step until the file exists."""
+    from tests.conftest import wait_state
+    start = home.root / "start"
+    run_id = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=0", f"start_file={start}")
+    wait_state(home, run_id, P.RUNNING)
+    events = home.run_dir(run_id) / "events.jsonl"
+    assert [json.loads(line)["type"] for line in events.read_text().splitlines()] == ["run_started"]
+    assert mosaic.show(run_id)["state"] == P.RUNNING
+    start.touch()
+    mosaic.run("wait", run_id, "--timeout", "60", check=True)
+    assert mosaic.show(run_id)["summary"]["steps"] == 20

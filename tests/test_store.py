@@ -66,3 +66,41 @@ def test_wire_rows_are_what_the_parsed_rows_encode_to(tmp_path):
 def test_ids_made_in_one_millisecond_sort_in_the_order_they_were_made():
     ids = [new_ulid(2000.0) for _ in range(500)]
     assert ids == sorted(ids) and len(set(ids)) == 500
+
+
+def test_brief_listing_is_the_full_listing_cut_down_and_follows_changes(tmp_path):
+    """list_brief (what `mosaic ls` asks for) carries what a listing shows, equal to the
+    full rows' values, the mean of the last N returns as fmt.smoothed_return has it
+    (also for NaN in a summary), and is never stale: a changed, added or deleted run
+    shows in the next listing although brief rows are cached."""
+    from daemon.protocol import dumps, loads
+    from mosaic_tui import fmt
+    s = Store(tmp_path / "m.db")
+    a = s.create_run(dict(_run(new_ulid(), "a"), config={"x": 1, "mode": "eval", "steps": 900}))
+    s.update_run(a["id"], state="running", summary={"steps": 30, "total_steps": 900, "sps": 12.5,
+                                                    "returns": [1.0, float("nan"), 5.0, 7.0, 9.0],
+                                                    "best_return": 9.0, "best_step": 30, "lines": 99})
+    b = s.create_run(_run(new_ulid(), "b"))
+    brief = lambda **kw: loads(dumps({"runs": s.list_brief(**kw)}))["runs"]  # noqa: E731
+    full = {r["id"]: r for r in loads(dumps({"runs": s.list(wire=True)}))["runs"]}
+    rows = brief(returns=3)
+    assert [r["id"] for r in rows] == [a["id"], b["id"]]
+    for row in rows:
+        whole = full[row["id"]]
+        for key in ("name", "worker", "state", "started_at", "rev", "note", "tags"):
+            assert row[key] == whole[key], key
+        assert row["config"] == {"mode": whole["config"].get("mode"), "steps": whole["config"].get("steps")}
+        assert fmt.smoothed_return(row, 3) == fmt.smoothed_return(whole, 3)
+        assert fmt.progress_text(row) == fmt.progress_text(whole) and fmt.run_label(row) == fmt.run_label(whole)
+        assert "lines" not in row["summary"] and "stderr_tail" not in row
+    assert rows[0]["summary"]["mean_return"] == 7.0 and fmt.run_label(rows[0]) == "a [eval]"
+    assert brief(returns=5)[0]["summary"]["mean_return"] == 5.5  # another window: not the cached row
+    s.update_run(a["id"], note="changed", summary={"steps": 40, "returns": [2.0]})
+    s.delete_run(b["id"])
+    c = s.create_run(_run(new_ulid(), "c"))
+    rows = brief(returns=3)
+    assert [r["name"] for r in rows] == ["a", "c"]
+    assert rows[0]["note"] == "changed" and rows[0]["summary"]["steps"] == 40
+    assert rows[0]["summary"]["mean_return"] == 2.0
+    assert [r["id"] for r in brief(states=["queued"], returns=3)] == [c["id"]]
+    assert brief(states=[], returns=3) == []

@@ -229,3 +229,33 @@ def test_a_paced_heartbeat_goes_out_once_per_interval_and_a_plain_one_always():
     _, events, _, _ = split_events(open(path, "rb").read())
     os.unlink(path)
     assert [(e["type"], e["step"]) for e in events] == [(tm.HEARTBEAT, 1), (tm.HEARTBEAT, 2000), (tm.HEARTBEAT, 2001)]
+
+
+def test_summary_of_a_scalar_chunk_is_what_the_event_loop_makes(monkeypatch):
+    """RunTail._absorb_scalars (a chunk of plain scalars, in map/set calls) leaves the
+    summary the per-event loop leaves, chunk after chunk; anything it does not handle
+    (a system/ tag, a step that is not an integer, another type) goes to the loop."""
+    def scalar(tag, step, t=100.0):
+        return {"v": 1, "type": "scalar", "t": t, "tag": tag, "value": 0.5, "step": step}
+
+    chunks = [
+        [scalar("a", s, 100.0 + s) for s in (5, 3, 9, 7)],           # steps out of order: the max counts
+        [scalar("b", 2), scalar("a", 4)],                               # lower than the summary's step
+        [scalar("c", 12), {"v": 1, "type": "scalar", "tag": "d", "value": 1.0, "step": 11}],  # last has no t
+        [scalar("system/cpu_percent", 50), scalar("e", 13)],           # a system/ sample: the loop
+        [scalar("f", 14.0), scalar("f", 15)],                           # a float step: the loop
+        [scalar("g", True), scalar("g", 16)],                           # a bool step: the loop
+        [scalar("h", 17), {"v": 1, "type": "episode", "t": 1.0, "step": 18, "return": 2.0, "length": 3}],
+        [{"v": 1, "type": "scalar", "t": 1.0, "value": 1.0, "step": 19}],  # no tag: the loop ("?")
+    ]
+    fast, slow = RunTail("r", "/nonexistent"), RunTail("r", "/nonexistent")
+    took_fast = []
+    for chunk in chunks:
+        took_fast.append(fast._absorb_scalars([dict(e) for e in chunk]))
+        if not took_fast[-1]:
+            fast._absorb([dict(e) for e in chunk])
+        monkeypatch.setattr(slow, "_absorb_scalars", lambda events: False)
+        slow._absorb([dict(e) for e in chunk])
+        assert fast.summary() == slow.summary(), chunk
+    assert took_fast == [True, True, True, False, False, False, False, False]
+    assert fast.steps == 19 and fast.lines == 17 and "system/cpu_percent" in fast.tags

@@ -47,6 +47,9 @@ _PARAMS: dict[str, Any] = {
                       "description": "frames: a noisy gradient (every pixel its own colour) or a moving CartPole"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
+    "start_file": {"type": ["string", "null"], "default": None,
+                   "description": "after run_started, wait until this file exists before the first step "
+                                  "(a benchmark's many workers start writing together)"},
 }
 
 

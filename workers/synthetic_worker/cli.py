@@ -34,6 +34,9 @@ def main() -> int:
         from workers.fastlane.writer import FrameWriter
         frames = (FrameWriter(config["run_id"], max_dim=config["frames"]["max_dim"],
                               max_fps=config["frames"]["fps"]), Patterns())
+    emitter.flush()
+    while p.get("start_file") and not os.path.exists(p["start_file"]):
+        time.sleep(0.001)
     tags = [f"synthetic/value_{i}" for i in range(p["tags"])]
     pad = "x" * p["payload_bytes"]
     interval = 1.0 / p["rate"] if p["rate"] > 0 else 0.0
