@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
@@ -220,11 +220,11 @@ class RunsScreen(Screen):
     def on_runs_table_selection_changed(self, message: RunsTable.SelectionChanged) -> None:
         self._update_title()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_runs_table_row_selected(self, event: RunsTable.RowSelected) -> None:
         event.stop()
         self.action_open()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_runs_table_row_highlighted(self, event: RunsTable.RowHighlighted) -> None:
         rid = self.table.current_run_id
         if rid:
             self.app.ui_state["run"] = rid
