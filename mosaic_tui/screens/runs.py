@@ -196,7 +196,7 @@ class RunsScreen(Screen):
             # top of it too (a run's Frames tab: its whole image, every time).
             self._stale = True
             return
-        structural = bool(message.deleted) or not link.runs or any(r not in table._cells for r in message.changed)
+        structural = bool(message.deleted) or not link.runs or any(not table.has_row(r) for r in message.changed)
         if structural:
             # rows come or go: now, in full
             self._pending.clear()

@@ -362,16 +362,21 @@ class RunsTable(ScrollView, can_focus=True):
         self._table_width = 0
         self._cursor = 0
         self._highlighted: str | None = None  # the run of the last RowHighlighted
+        self._kept: str | None = None         # the run the cursor was put on, kept across new rows
         self._hover_row: int | None = None
         self._show_hover = False
         self._frame: tuple | None = None      # what every cached line depends on
         self._line_cache: dict[tuple, tuple[tuple, Strip]] = {}
+        self._styles: dict[tuple, Style] = {}
+        self._metas: dict[tuple[int, int], Style] = {}
 
     def on_mount(self) -> None:
         self._layout(force=True)
 
     def on_resize(self) -> None:
-        self._layout(force=True)
+        # the widths measured so far stay: a row more or less in view (the detail line under the
+        # table grows for a failed run) must not make the columns jump
+        self._layout()
         self._scroll_cursor_into_view()
 
     # -- columns -----------------------------------------------------------------
@@ -422,8 +427,9 @@ class RunsTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self._table_width, len(self._order) + 1)
         if widths == self._widths and not force:
             return
-        self._widths = widths
-        self._line_cache.clear()
+        if widths != self._widths:
+            self._widths = widths
+            self._line_cache.clear()
         self.refresh()
 
     def _shown(self, cells: tuple) -> list:
@@ -451,6 +457,10 @@ class RunsTable(ScrollView, can_focus=True):
     @property
     def visible_ids(self) -> list[str]:
         return list(self._order)
+
+    def has_row(self, rid: str) -> bool:
+        """True when the run has a row of its own (shown, and not a folded group's other seed)."""
+        return rid in self._index
 
     def get_row(self, rid: str) -> list[Cell]:
         """The cells of a row, in the columns shown."""
@@ -508,12 +518,14 @@ class RunsTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _set_order(self, order: list[str]) -> None:
-        """New rows: the cursor stays on its run (or goes to the top when its run is gone)."""
-        current = self.current_run_id
+        """New rows: the cursor stays on its run, or goes to the top while its run is not shown
+        (and back to it when it is shown again: a filter being typed, then cleared)."""
+        if self._kept is None or self._kept not in self._runs:
+            self._kept = self.current_run_id
         self._order = order
         self._index = {rid: i for i, rid in enumerate(order)}
-        if current in self._index:
-            self._cursor = self._index[current]
+        if self._kept in self._index:
+            self._cursor = self._index[self._kept]
         else:
             self._cursor = 0
             self.scroll_to(y=0, animate=False, immediate=True)
@@ -582,6 +594,7 @@ class RunsTable(ScrollView, can_focus=True):
             self._cursor = row
             self.refresh()
             scroll = True
+        self._kept = self.current_run_id
         if scroll:
             self._scroll_cursor_into_view(animate)
         self._note_highlight()
@@ -608,6 +621,7 @@ class RunsTable(ScrollView, can_focus=True):
         if frame != self._frame:          # focus, theme, width or sideways scroll: every line changes
             self._frame = frame
             self._line_cache.clear()
+            self._styles.clear()
         return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
@@ -639,34 +653,55 @@ class RunsTable(ScrollView, can_focus=True):
         style = self.get_component_styles("datatable--header").rich_style
         headers = self._headers()
         pad = " " * CELL_PADDING
-        segments = [Segment(pad + Cell(headers[key]).fitted(w) + pad, style + Style.from_meta({"row": -1, "column": i}))
-                    for i, (key, w) in enumerate(self._widths.items())]
-        segments.append(Segment(" " * max(0, width - self._table_width),
-                                style + Style.from_meta({"row": -1, "column": 0, "out_of_bounds": True})))
+        segments = [Segment(pad + Cell(headers[key]).fitted(w) + pad, style + self._meta(-1, column))
+                    for column, (key, w) in enumerate(self._widths.items())]
+        segments.append(Segment(" " * max(0, width - self._table_width), style + self._meta(-1, -1)))
         return self._crop(segments, width, base)
 
+    def _style(self, base: Style, cursor: bool, hover: bool, cell_style: str | None) -> Style:
+        """A cell's style as DataTable makes it: the cursor's (and hover's) colours over the cell's own;
+        ``cell_style`` None: the padding and the room right of the table. Cached until the frame changes."""
+        key = (cursor, hover, cell_style)
+        style = self._styles.get(key)
+        if style is None:
+            component = Style()
+            if hover:
+                component += self.get_component_rich_style("datatable--hover")
+            if cursor:
+                component += self.get_component_rich_style("datatable--cursor")
+            if cell_style is None:
+                style = base + component
+            else:
+                style = base + component + Cell("", cell_style).rich_style + Style.from_color(color=component.color)
+            self._styles[key] = style
+        return style
+
+    def _meta(self, row: int, column: int) -> Style:
+        """Where a cell is, in its segments' style, as DataTable marks its cells (a terminal
+        draws cells of different marks as different runs of text; snapshots compare them)."""
+        meta = self._metas.get((row, column))
+        if meta is None:
+            if len(self._metas) > 10_000:
+                self._metas.clear()
+            meta = self._metas[(row, column)] = Style.from_meta(
+                {"row": row, "column": column} if column >= 0 else {"row": row, "column": 0, "out_of_bounds": True})
+        return meta
+
     def _row_line(self, row: int, cells: tuple, base: Style, cursor: bool, hover: bool, width: int) -> Strip:
-        """The row's cells as DataTable draws them: the cursor's (and hover's) colours over the cells'."""
-        component = Style()
-        if hover:
-            component += self.get_component_rich_style("datatable--hover")
-        if cursor:
-            component += self.get_component_rich_style("datatable--cursor")
-        pre = base + component
-        post = Style.from_color(color=component.color)
         pad = " " * CELL_PADDING
+        pad_style = self._style(base, cursor, hover, "")
         segments = []
         column = 0
         for key, cell in zip(COLUMN_KEYS, cells):
             w = self._widths.get(key)
-            if w is None:
-                continue
-            meta = Style.from_meta({"row": row, "column": column})
-            segments += [Segment(pad, pre + meta + post), Segment(cell.fitted(w), pre + meta + cell.rich_style + post),
-                         Segment(pad, pre + meta + post)]
-            column += 1
+            if w is not None:
+                meta = self._meta(row, column)
+                segments += [Segment(pad, pad_style + meta),
+                             Segment(cell.fitted(w), self._style(base, cursor, hover, cell.style) + meta),
+                             Segment(pad, pad_style + meta)]
+                column += 1
         segments.append(Segment(" " * max(0, width - self._table_width),
-                                pre + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})))
+                                self._style(base, cursor, hover, None) + self._meta(row, -1)))
         return self._crop(segments, width, base)
 
     def _crop(self, segments: list[Segment], width: int, base: Style) -> Strip:
