@@ -104,6 +104,7 @@ class RunsScreen(Screen):
         self._pending: set[str] = set()
         self._stale = False             # runs changed while another screen was on top
         self._detail_plain = ""
+        self._counted: tuple[tuple | None, dict[str, int]] = (None, {})
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
@@ -160,11 +161,20 @@ class RunsScreen(Screen):
             self._detail_plain = text.plain
             self.query_one("#detail", Static).update(text)
 
+    def _state_counts(self) -> dict[str, int]:
+        """Runs by state, counted again only when the run list changed (not for each filter letter)."""
+        link = self.app.link
+        key = (link.rev, len(link.runs))
+        if key != self._counted[0]:
+            counts: dict[str, int] = {}
+            for run in link.runs.values():
+                counts[run["state"]] = counts.get(run["state"], 0) + 1
+            self._counted = (key, counts)
+        return self._counted[1]
+
     def _update_title(self) -> None:
         link = self.app.link
-        counts: dict[str, int] = {}
-        for run in link.runs.values():
-            counts[run["state"]] = counts.get(run["state"], 0) + 1
+        counts = self._state_counts()
         active = sum(counts.get(s, 0) for s in ("running", "starting", "paused"))
         shown = len(self.table.visible_ids)
         parts = [f"mosaic  {self.app.home.root}", fmt.plural(len(link.runs), "run"), f"{active} active"]
@@ -239,8 +249,9 @@ class RunsScreen(Screen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.table.query_text = event.value
-            self.refresh_runs(None)
+            self.table.set_query(event.value)
+            self._update_title()
+            self._update_detail()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
@@ -249,10 +260,11 @@ class RunsScreen(Screen):
 
     def action_back(self) -> None:
         if self.has_class("-filtering") or self.table.query_text:
-            self.table.query_text = ""
+            self.table.set_query("")
             self.query_one("#filter", Input).value = ""
             self.remove_class("-filtering")
-            self.refresh_runs(None)
+            self._update_title()
+            self._update_detail()
             self.table.focus()
         elif self.table.selected:
             self.table.unselect_all()

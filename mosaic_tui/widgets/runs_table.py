@@ -135,21 +135,29 @@ def groups_by_env(sort_key: str, runs: list[dict[str, Any]]) -> bool:
     return sort_key in ("return", "best") and len({str(r.get("env")) for r in runs}) > 1
 
 
-def matches(run: dict[str, Any], query: str) -> bool:
-    """Every word of the query appears in the run's name, id, worker, algo, env, state, tags or note;
-    ``tag:NAME`` asks for a run tagged NAME exactly."""
-    if not query.strip():
-        return True
+def haystack(run: dict[str, Any]) -> tuple[str, set[str]]:
+    """What a filter looks in: the run's name, id, worker, algo, env, state, note and tags (lower case),
+    and its tags."""
     tags = {t.lower() for t in run.get("tags") or []}
     hay = " ".join([*(str(run.get(k) or "") for k in ("name", "id", "worker", "algo", "env", "state", "note")),
                     *tags]).lower()
-    for word in query.lower().split():
-        if word.startswith("tag:"):
-            if word[4:] not in tags:
-                return False
-        elif word not in hay:
-            return False
-    return True
+    return hay, tags
+
+
+def query_words(query: str) -> tuple[list[str], list[str]]:
+    """(words to find in the haystack, tags asked for with ``tag:NAME``), lower case."""
+    words = query.lower().split()
+    return [w for w in words if not w.startswith("tag:")], [w[4:] for w in words if w.startswith("tag:")]
+
+
+def matches(run: dict[str, Any], query: str, hay: tuple[str, set[str]] | None = None) -> bool:
+    """Every word of the query appears in the run's name, id, worker, algo, env, state, tags or note;
+    ``tag:NAME`` asks for a run tagged NAME exactly. ``hay``: the run's haystack, if known."""
+    words, tags_wanted = query_words(query)
+    if not words and not tags_wanted:
+        return True
+    hay, tags = hay or haystack(run)
+    return all(w in hay for w in words) and all(t in tags for t in tags_wanted)
 
 
 def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt.DEFAULT_RETURN_WINDOW) -> tuple:
@@ -352,6 +360,8 @@ class RunsTable(ScrollView, can_focus=True):
         self._rep_of: dict[str, str] = {}                   # run id -> the row that holds it
         self._runs: dict[str, dict[str, Any]] = {}
         self._order: list[str] = []                         # the rows, top to bottom
+        self._sorted: list[dict[str, Any]] | None = None    # every run, sorted (before the filter and fold)
+        self._hay: dict[str, tuple[dict, tuple[str, set[str]]]] = {}  # run id -> (record, haystack)
         self._index: dict[str, int] = {}                    # row id -> its place in _order
         self._cells: dict[str, tuple] = {}                  # the rows formatted so far (all columns)
         self._widths: dict[str, int] = {}   # the columns shown, with their widths
@@ -474,9 +484,37 @@ class RunsTable(ScrollView, can_focus=True):
         """True when the rows are grouped by env because the sort is by return."""
         return groups_by_env(self.sort_key, [self._runs[r] for r in self._order if r in self._runs])
 
-    def ordered(self, runs: dict[str, dict[str, Any]]) -> list[str]:
-        now = self.clock()
-        visible = [r for r in runs.values() if matches(r, self.query_text)]
+    def _filtered(self, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The runs the query matches (``matches``), each run's haystack kept while its record is
+        the same object: a letter typed in the filter looks through ten thousand runs."""
+        words, tags_wanted = query_words(self.query_text)
+        if not words and not tags_wanted:
+            return list(runs)
+        kept = []
+        cache = self._hay
+        for run in runs:
+            cached = cache.get(run["id"])
+            if cached is None or cached[0] is not run:
+                cached = cache[run["id"]] = (run, haystack(run))
+            hay, tags = cached[1]
+            for word in words:
+                if word not in hay:
+                    break
+            else:
+                if all(t in tags for t in tags_wanted):
+                    kept.append(run)
+        return kept
+
+    def ordered(self, runs: dict[str, dict[str, Any]], resort: bool = True) -> list[str]:
+        """The row ids: the runs sorted, filtered, folded. ``resort`` False: the runs and the sort
+        are as last time (the filter changed): the sorted runs of last time are filtered again."""
+        if resort or self._sorted is None:
+            now = self.clock()
+            self._sorted = sorted(runs.values(), key=lambda r: (sort_value(r, self.sort_key, now, self.window), r["id"]),
+                                  reverse=self.sort_reverse)
+            if len(self._hay) > 2 * len(runs) + 100:
+                self._hay = {rid: hay for rid, hay in self._hay.items() if rid in runs}
+        visible = self._filtered(self._sorted)
         self._groups, self._rep_of = {}, {}
         if self.fold:
             # a sweep trial's seeds in one row, held by its first run
@@ -494,8 +532,6 @@ class RunsTable(ScrollView, can_focus=True):
                     self._rep_of[m["id"]] = rep
                 hidden.update(m["id"] for m in members[1:])
             visible = [r for r in visible if r["id"] not in hidden]
-        visible.sort(key=lambda r: (sort_value(r, self.sort_key, now, self.window), r["id"]),
-                     reverse=self.sort_reverse)
         if groups_by_env(self.sort_key, visible):
             visible.sort(key=lambda r: str(r.get("env")))   # stable: ranked within each env
         return [r["id"] for r in visible]
@@ -516,6 +552,13 @@ class RunsTable(ScrollView, can_focus=True):
             return
         self._layout()
         self.refresh()
+
+    def set_query(self, text: str) -> None:
+        """Filter the rows (the runs and their order are as they were)."""
+        self.query_text = text
+        order = self.ordered(self._runs, resort=False)
+        if order != self._order:
+            self._set_order(order)
 
     def _set_order(self, order: list[str]) -> None:
         """New rows: the cursor stays on its run, or goes to the top while its run is not shown
