@@ -128,3 +128,18 @@ async def test_thousands_of_runs_scroll_filter_fold_and_select(home):
         assert any("trial0 ×3" in row and "±" in row for row in drawn_rows(app)), drawn_rows(app)[:14]
         await pilot.press("f")
         assert t.row_count == N + 1
+
+
+async def test_the_run_list_is_kept_out_of_full_collections_while_the_app_runs(home):
+    """Ten thousand run records are ~10^5 objects: the cyclic collector's full passes over them
+    stalled the table for ~100 ms every few hundred keys. The app freezes the heap at the first run
+    list (gc.freeze) and unfreezes it when it ends."""
+    import gc
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        assert gc.get_freeze_count() == 0
+        app.link.load(many_runs()[:100], rev=200)
+        app.link.flush()
+        await pilot.pause()
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
