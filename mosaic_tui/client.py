@@ -185,6 +185,16 @@ class AsyncClient:
         self._reader_task: asyncio.Task | None = None
         self.info: dict[str, Any] = {}
         self.closed = asyncio.Event()
+        self._reading = asyncio.Event()    # cleared: the reader holds off (the app is behind)
+        self._reading.set()
+
+    def pause_reading(self) -> None:
+        """Read nothing more until ``resume_reading``: what the daemon sends waits in the socket and
+        then in the daemon, which holds a congested client's backlog back (it keeps its cursor)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
 
     async def connect(self) -> dict[str, Any]:
         try:
@@ -207,6 +217,8 @@ class AsyncClient:
                 if time.monotonic() - slice_start > READ_SLICE:
                     await asyncio.sleep(0)
                     slice_start = time.monotonic()
+                if not self._reading.is_set():
+                    await self._reading.wait()
                 line = await self.reader.readline()
                 if not line:
                     break
