@@ -42,3 +42,19 @@ async def test_a_long_history_streams_through_a_bounded_queue(daemon, monkeypatc
             steps = series.tags[tag]._step[:series.tags[tag].n]
             assert (steps[1:] > steps[:-1]).all()
         assert 0 < most <= BACKLOG + ONE_NOTIFICATION
+
+
+def test_series_room_grows_by_half_not_double():
+    """A series' columns (and its smoothed copy) hold at most half again their points: ten million
+    points in a doubled buffer held room for up to twenty (717 MB of app for a 10M-point run)."""
+    import numpy as np
+    from mosaic_tui.series import Series
+    series = Series()
+    for chunk in range(200):
+        steps = np.arange(chunk * 1_337, (chunk + 1) * 1_337, dtype=float)
+        series.extend(steps, steps * 0.5, steps)
+        series.smoothed(0.6)
+        assert len(series._step) <= 1.5 * series.n + 256
+        assert len(series._ema) <= 1.5 * series.n + 256
+    assert series.n == 200 * 1_337
+    assert np.array_equal(series.values, np.arange(series.n) * 0.5)
