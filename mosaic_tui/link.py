@@ -45,7 +45,7 @@ BACKOFF_START = 0.25
 BACKOFF_MAX = 5.0
 ABSORB_SLICE = 2000        # events absorbed before the loop is given up (~5 ms)
 ABSORB_REST = 0.002        # seconds between slices: telemetry waits (the daemon buffers), keys do not
-ABSORB_BACKLOG = 100_000   # events waiting to be absorbed before the socket is not read (~50 MB of dicts)
+ABSORB_BACKLOG = 30_000    # events waiting to be absorbed before the socket is not read (~15 MB of dicts; 2-3 notifications)
 
 
 @dataclass
