@@ -23,6 +23,7 @@ from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size, Spacing
 from textual.message import Message
+from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -347,6 +348,8 @@ class RunsTable(ScrollView, can_focus=True):
             self.cursor_row = cursor_row
             self.run_id = run_id
 
+    cursor_row = var(0)    # the row the cursor is on (a var: benchmarks can watch it)
+
     def __init__(self, clock: Callable[[], float], window: int = fmt.DEFAULT_RETURN_WINDOW, **kwargs) -> None:
         super().__init__(**kwargs)
         self.clock = clock
@@ -370,7 +373,6 @@ class RunsTable(ScrollView, can_focus=True):
         self._grew = False                  # a cell came wider than its column: lay out again
         self._layout_pending = False
         self._table_width = 0
-        self._cursor = 0
         self._highlighted: str | None = None  # the run of the last RowHighlighted
         self._kept: str | None = None         # the run the cursor was put on, kept across new rows
         self._hover_row: int | None = None
@@ -451,18 +453,14 @@ class RunsTable(ScrollView, can_focus=True):
 
     # -- data ------------------------------------------------------------------
     @property
-    def cursor_row(self) -> int:
-        return self._cursor
-
-    @property
     def row_count(self) -> int:
         return len(self._order)
 
     @property
     def current_run_id(self) -> str | None:
-        if not self._order or self._cursor < 0 or self._cursor >= len(self._order):
+        if not self._order or self.cursor_row < 0 or self.cursor_row >= len(self._order):
             return None
-        return self._order[self._cursor]
+        return self._order[self.cursor_row]
 
     @property
     def visible_ids(self) -> list[str]:
@@ -568,9 +566,9 @@ class RunsTable(ScrollView, can_focus=True):
         self._order = order
         self._index = {rid: i for i, rid in enumerate(order)}
         if self._kept in self._index:
-            self._cursor = self._index[self._kept]
+            self.cursor_row = self._index[self._kept]
         else:
-            self._cursor = 0
+            self.cursor_row = 0
             self.scroll_to(y=0, animate=False, immediate=True)
         self._layout(force=True)
         self._scroll_cursor_into_view()
@@ -633,8 +631,8 @@ class RunsTable(ScrollView, can_focus=True):
     def move_cursor(self, *, row: int, animate: bool = False, scroll: bool = True) -> None:
         """Put the cursor on ``row`` (clamped to the rows) and keep it in view, as DataTable does."""
         row = max(0, min(row, len(self._order) - 1))
-        if row != self._cursor:
-            self._cursor = row
+        if row != self.cursor_row:
+            self.cursor_row = row
             self.refresh()
             scroll = True
         self._kept = self.current_run_id
@@ -643,7 +641,7 @@ class RunsTable(ScrollView, can_focus=True):
         self._note_highlight()
 
     def _scroll_cursor_into_view(self, animate: bool = False) -> None:
-        region = Region(int(self.scroll_x), self._cursor + 1, max(1, self.size.width), 1)
+        region = Region(int(self.scroll_x), self.cursor_row + 1, max(1, self.size.width), 1)
         self.scroll_to_region(region, animate=animate, spacing=Spacing(1, 0, 0, 0), force=True)
 
     def _note_highlight(self) -> None:
@@ -651,7 +649,7 @@ class RunsTable(ScrollView, can_focus=True):
         if rid != self._highlighted:
             self._highlighted = rid
             if rid is not None:
-                self.post_message(self.RowHighlighted(self, self._cursor, rid))
+                self.post_message(self.RowHighlighted(self, self.cursor_row, rid))
 
     def _set_hover(self, row: int | None, shown: bool) -> None:
         if (row, shown) != (self._hover_row, self._show_hover):
@@ -680,7 +678,7 @@ class RunsTable(ScrollView, can_focus=True):
         if self._grew and not self._layout_pending:
             self._layout_pending = True
             self.call_later(self._layout)
-        cursor = row == self._cursor
+        cursor = row == self.cursor_row
         hover = self._show_hover and row == self._hover_row
         key = (rid, cursor, hover)
         cached = self._line_cache.get(key)
@@ -775,7 +773,7 @@ class RunsTable(ScrollView, can_focus=True):
         if row is None or row < 0:
             return
         event.stop()
-        if row == self._cursor:
+        if row == self.cursor_row:
             self.action_select_cursor()
         else:
             self.move_cursor(row=row)
@@ -783,11 +781,11 @@ class RunsTable(ScrollView, can_focus=True):
     # -- actions -------------------------------------------------------------
     def action_cursor_down(self) -> None:
         self._set_hover(self._hover_row, False)
-        self.move_cursor(row=self._cursor + 1)
+        self.move_cursor(row=self.cursor_row + 1)
 
     def action_cursor_up(self) -> None:
         self._set_hover(self._hover_row, False)
-        self.move_cursor(row=self._cursor - 1)
+        self.move_cursor(row=self.cursor_row - 1)
 
     def action_scroll_top(self) -> None:
         self._set_hover(self._hover_row, False)
@@ -808,18 +806,18 @@ class RunsTable(ScrollView, can_focus=True):
         self._set_hover(self._hover_row, False)
         height = self.scrollable_content_region.height - 1
         self.scroll_relative(y=height, animate=False, force=True)
-        self.move_cursor(row=self._cursor + height, scroll=False)
+        self.move_cursor(row=self.cursor_row + height, scroll=False)
 
     def action_page_up(self) -> None:
         self._set_hover(self._hover_row, False)
         height = self.scrollable_content_region.height - 1
         self.scroll_relative(y=-height, animate=False)
-        self.move_cursor(row=self._cursor - height, scroll=False)
+        self.move_cursor(row=self.cursor_row - height, scroll=False)
 
     def action_select_cursor(self) -> None:
         rid = self.current_run_id
         if rid is not None:
-            self.post_message(self.RowSelected(self, self._cursor, rid))
+            self.post_message(self.RowSelected(self, self.cursor_row, rid))
 
     def action_toggle_select(self) -> None:
         rid = self.current_run_id
@@ -831,8 +829,8 @@ class RunsTable(ScrollView, can_focus=True):
             self.selected.add(rid)
         self._cells.pop(rid, None)
         self.refresh()
-        if self._cursor < len(self._order) - 1:
-            self.move_cursor(row=self._cursor + 1)
+        if self.cursor_row < len(self._order) - 1:
+            self.move_cursor(row=self.cursor_row + 1)
         self.post_message(self.SelectionChanged(self, set(self.selected)))
 
     def unselect_all(self) -> None:
