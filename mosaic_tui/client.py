@@ -190,11 +190,17 @@ class AsyncClient:
 
     def pause_reading(self) -> None:
         """Read nothing more until ``resume_reading``: what the daemon sends waits in the socket and
-        then in the daemon, which holds a congested client's backlog back (it keeps its cursor)."""
+        then in the daemon, which holds a congested client's backlog back (it keeps its cursor).
+        The transport stops too: the stream's own buffer would otherwise take in up to twice its
+        limit (128 MB) before it paused itself."""
         self._reading.clear()
+        if self.writer is not None:
+            self.writer.transport.pause_reading()
 
     def resume_reading(self) -> None:
         self._reading.set()
+        if self.writer is not None and not self.writer.transport.is_closing():
+            self.writer.transport.resume_reading()
 
     async def connect(self) -> dict[str, Any]:
         try:

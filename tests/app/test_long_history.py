@@ -26,10 +26,13 @@ async def test_a_long_history_streams_through_a_bounded_queue(daemon, monkeypatc
         await wait_until(pilot, lambda: run_id in app.link.runs, what="the long run listed")
         app.open_run(run_id)
         most = 0
+        held = []          # while held: was the socket still read?
 
         def points_in() -> int:
             nonlocal most
             most = max(most, app.link.queued)
+            if app.link._holding:
+                held.append(app.link.client.writer.transport.is_reading())
             series = app.link.series.get(run_id)
             return sum(s.n for s in series.tags.values()) if series else 0
 
@@ -42,6 +45,8 @@ async def test_a_long_history_streams_through_a_bounded_queue(daemon, monkeypatc
             steps = series.tags[tag]._step[:series.tags[tag].n]
             assert (steps[1:] > steps[:-1]).all()
         assert 0 < most <= BACKLOG + ONE_NOTIFICATION
+        # held, the socket itself is not read (the stream's buffer would take in up to 128 MB)
+        assert held and not any(held)
 
 
 def test_series_room_grows_by_half_not_double():
