@@ -318,7 +318,7 @@ async def _key_latencies(home, flood_id: str, presses: int, detail_presses: int,
                 raise TimeoutError("the flood runs were not listed as running")
             await pilot.pause(0.05)
         await asyncio.sleep(2.0)   # the flood and its summaries going on before the first key
-        table_ms = await _time_keys(app, table, "cursor_coordinate",
+        table_ms = await _time_keys(app, table, "cursor_row",
                                     lambda: "j" if table.cursor_row == 0 else "k", presses, gap)
         # the same, looking at a flooding run: the app now takes in its telemetry too
         app.open_run(flood_id)

@@ -10,6 +10,7 @@ torch, ray, xuance or gym.
 """
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any, Callable, Iterable
 
@@ -176,6 +177,8 @@ class MosaicApp(App):
     async def on_unmount(self) -> None:
         self.save_ui_state()
         await self.link.stop()
+        if self._greeted:
+            gc.unfreeze()               # what was frozen at the first run list can be collected again
 
     def watch_theme(self, theme: str) -> None:
         if hasattr(self, "ui_state"):
@@ -226,6 +229,11 @@ class MosaicApp(App):
             if not self._greeted:
                 self._greeted = True
                 self.end_watcher.prime(self.link.runs)
+                # The run list is the app's big long-lived heap (ten thousand records: some 10^5
+                # objects). Out of the cyclic collector's full passes, which would otherwise walk it
+                # every few hundred keys for ~100 ms (a stall in the runs table); records replaced
+                # later are freed by their reference counts as ever.
+                gc.freeze()
                 if self.restore:
                     self.call_later(self._show_away)
             elif update.runs or update.deleted:

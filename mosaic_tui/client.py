@@ -185,6 +185,22 @@ class AsyncClient:
         self._reader_task: asyncio.Task | None = None
         self.info: dict[str, Any] = {}
         self.closed = asyncio.Event()
+        self._reading = asyncio.Event()    # cleared: the reader holds off (the app is behind)
+        self._reading.set()
+
+    def pause_reading(self) -> None:
+        """Read nothing more until ``resume_reading``: what the daemon sends waits in the socket and
+        then in the daemon, which holds a congested client's backlog back (it keeps its cursor).
+        The transport stops too: the stream's own buffer would otherwise take in up to twice its
+        limit (128 MB) before it paused itself."""
+        self._reading.clear()
+        if self.writer is not None:
+            self.writer.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+        if self.writer is not None and not self.writer.transport.is_closing():
+            self.writer.transport.resume_reading()
 
     async def connect(self) -> dict[str, Any]:
         try:
@@ -207,6 +223,8 @@ class AsyncClient:
                 if time.monotonic() - slice_start > READ_SLICE:
                     await asyncio.sleep(0)
                     slice_start = time.monotonic()
+                if not self._reading.is_set():
+                    await self._reading.wait()
                 line = await self.reader.readline()
                 if not line:
                     break

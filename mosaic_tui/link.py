@@ -17,7 +17,11 @@ Absorbing is sliced: events go to a queue that a task works through
 ABSORB_SLICE events at a time, giving the loop up in between, so a run
 flooding telemetry keeps the app busy but never deaf to keys for more than a
 slice (a daemon notification can carry ~10,000 events: ~50 ms in one piece).
-``flush()`` drains the queue at once.
+``flush()`` drains the queue at once. The queue is bounded: past
+ABSORB_BACKLOG events waiting, the client stops reading the socket until the
+absorber is down to half of it, so a history of ten million points streams
+through a few hundred thousand event dicts at a time, not all of them at once
+(the daemon holds a congested client back and resumes from its cursor).
 
 When the daemon goes away the link keeps everything, reports it, and retries
 with exponential backoff. Changes are not reported one by one: they are
@@ -41,6 +45,7 @@ BACKOFF_START = 0.25
 BACKOFF_MAX = 5.0
 ABSORB_SLICE = 2000        # events absorbed before the loop is given up (~5 ms)
 ABSORB_REST = 0.002        # seconds between slices: telemetry waits (the daemon buffers), keys do not
+ABSORB_BACKLOG = 30_000    # events waiting to be absorbed before the socket is not read (~15 MB of dicts; 2-3 notifications)
 
 
 @dataclass
@@ -86,6 +91,8 @@ class Link:
         self._resynced: set[str] = set()         # the watched runs the last _resync subscribed
         self.frame_listeners: dict[tuple[str, int], Callable[[dict[str, Any]], None]] = {}
         self._absorb_queue: collections.deque = collections.deque()   # (run id, events) or (None, synced params)
+        self.queued = 0                 # events in the queue
+        self._holding = False           # the client was told to stop reading (queued > ABSORB_BACKLOG)
         self._absorber: asyncio.Task | None = None
 
     # -- lifecycle -----------------------------------------------------------
@@ -126,6 +133,7 @@ class Link:
             try:
                 self.info = await client.connect()
                 self.client = client
+                self._holding = False       # a new client reads; a backlog past the bound holds it again
                 await self._resync()
             except (OSError, ConnectionError, P.RPCError) as exc:
                 self.attempts += 1
@@ -325,6 +333,11 @@ class Link:
 
     def _enqueue(self, rid: str | None, item: Any) -> None:
         self._absorb_queue.append((rid, item))
+        if rid is not None:
+            self.queued += len(item)
+            if self.queued > ABSORB_BACKLOG and self.client is not None and not self._holding:
+                self._holding = True
+                self.client.pause_reading()
         if self._absorber is not None:
             return
         try:
@@ -349,7 +362,9 @@ class Link:
                     self._synced(item)
                     continue
                 for i in range(0, len(item), ABSORB_SLICE):
-                    self._absorb(rid, item[i:i + ABSORB_SLICE])
+                    piece = item[i:i + ABSORB_SLICE]
+                    self._absorb(rid, piece)
+                    self._absorbed(len(piece))
                     # a short rest, not just a turn: a key passes through several
                     # messages, each of which would otherwise wait behind a slice
                     await asyncio.sleep(ABSORB_REST)
@@ -357,6 +372,14 @@ class Link:
             # the loop ends only on an empty queue (no await between the check
             # and here) or when stop() cancels it
             self._absorber = None
+
+    def _absorbed(self, count: int) -> None:
+        """``count`` queued events are in: read the socket again once half the backlog is."""
+        self.queued = max(0, self.queued - count)
+        if self._holding and self.queued <= ABSORB_BACKLOG // 2:
+            self._holding = False
+            if self.client is not None:
+                self.client.resume_reading()
 
     def _drain(self) -> None:
         """Absorb everything queued, now."""
@@ -366,6 +389,7 @@ class Link:
                 self._synced(item)
             else:
                 self._absorb(rid, item)
+                self._absorbed(len(item))
 
     def feed_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         """Absorb events as if the daemon had sent them (tests, snapshots)."""

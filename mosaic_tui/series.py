@@ -53,7 +53,7 @@ class Series:
         cap = len(self._step)
         if need <= cap:
             return
-        new = max(need, cap * 2)
+        new = max(need, cap + cap // 2)   # x1.5: ten million points must not hold room for twenty
         for name in ("_step", "_value", "_wall"):
             old = getattr(self, name)
             arr = np.empty(new, dtype=np.float64)
@@ -108,13 +108,13 @@ class Series:
             return self.values
         if self._ema_key != weight or self._ema is None or self._ema_state[2] > self.n:
             self._ema_key = weight
-            self._ema = np.empty(max(256, len(self._value)))
+            self._ema = np.empty(max(256, self.n))
             self._ema_state = (0.0, 0, 0)
         last, count, done = self._ema_state
         if done < self.n:
             part, last, count = ema(self._value[done:self.n], weight, last, count, with_state=True)
             if len(self._ema) < self.n:
-                grown = np.empty(max(self.n, 2 * len(self._ema)))
+                grown = np.empty(max(self.n, len(self._ema) + len(self._ema) // 2))
                 grown[:done] = self._ema[:done]
                 self._ema = grown
             self._ema[done:self.n] = part

@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
@@ -104,6 +104,7 @@ class RunsScreen(Screen):
         self._pending: set[str] = set()
         self._stale = False             # runs changed while another screen was on top
         self._detail_plain = ""
+        self._counted: tuple[tuple | None, dict[str, int]] = (None, {})
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
@@ -160,11 +161,20 @@ class RunsScreen(Screen):
             self._detail_plain = text.plain
             self.query_one("#detail", Static).update(text)
 
+    def _state_counts(self) -> dict[str, int]:
+        """Runs by state, counted again only when the run list changed (not for each filter letter)."""
+        link = self.app.link
+        key = (link.rev, len(link.runs))
+        if key != self._counted[0]:
+            counts: dict[str, int] = {}
+            for run in link.runs.values():
+                counts[run["state"]] = counts.get(run["state"], 0) + 1
+            self._counted = (key, counts)
+        return self._counted[1]
+
     def _update_title(self) -> None:
         link = self.app.link
-        counts: dict[str, int] = {}
-        for run in link.runs.values():
-            counts[run["state"]] = counts.get(run["state"], 0) + 1
+        counts = self._state_counts()
         active = sum(counts.get(s, 0) for s in ("running", "starting", "paused"))
         shown = len(self.table.visible_ids)
         parts = [f"mosaic  {self.app.home.root}", fmt.plural(len(link.runs), "run"), f"{active} active"]
@@ -196,7 +206,7 @@ class RunsScreen(Screen):
             # top of it too (a run's Frames tab: its whole image, every time).
             self._stale = True
             return
-        structural = bool(message.deleted) or not link.runs or any(r not in table._cells for r in message.changed)
+        structural = bool(message.deleted) or not link.runs or any(not table.has_row(r) for r in message.changed)
         if structural:
             # rows come or go: now, in full
             self._pending.clear()
@@ -220,11 +230,11 @@ class RunsScreen(Screen):
     def on_runs_table_selection_changed(self, message: RunsTable.SelectionChanged) -> None:
         self._update_title()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_runs_table_row_selected(self, event: RunsTable.RowSelected) -> None:
         event.stop()
         self.action_open()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_runs_table_row_highlighted(self, event: RunsTable.RowHighlighted) -> None:
         rid = self.table.current_run_id
         if rid:
             self.app.ui_state["run"] = rid
@@ -239,8 +249,9 @@ class RunsScreen(Screen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
-            self.table.query_text = event.value
-            self.refresh_runs(None)
+            self.table.set_query(event.value)
+            self._update_title()
+            self._update_detail()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
@@ -249,10 +260,11 @@ class RunsScreen(Screen):
 
     def action_back(self) -> None:
         if self.has_class("-filtering") or self.table.query_text:
-            self.table.query_text = ""
+            self.table.set_query("")
             self.query_one("#filter", Input).value = ""
             self.remove_class("-filtering")
-            self.refresh_runs(None)
+            self._update_title()
+            self._update_detail()
             self.table.focus()
         elif self.table.selected:
             self.table.unselect_all()

@@ -45,7 +45,7 @@ def table(app):
 def row(app, run_id: str) -> dict[str, str]:
     """The rendered cells of a run's row, by column key."""
     t = table(app)
-    return {col.key.value: str(cell) for col, cell in zip(t.ordered_columns, t.get_row(run_id))}
+    return {key: str(cell) for key, cell in zip(t.shown_columns, t.get_row(run_id))}
 
 
 def flat(text: str) -> str:
