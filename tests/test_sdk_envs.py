@@ -25,3 +25,23 @@ def test_an_id_far_from_every_known_one_lists_them(daemon, mosaic):
     proc = mosaic.run("submit", "--worker", "ray", "--algo", "PPO", "--env", "Nothing-v9", "--steps", "1000")
     # the ray worker knows over a hundred ids (Atari, MultiGrid...): the first few are named
     assert proc.returncode != 0 and "ids are known, e.g. CartPole-v1, Acrobot-v1" in proc.stderr
+
+
+def test_two_post_import_patches_of_one_module_both_run():
+    """A worker's patches installed twice in one process (its sitecustomize, then its own start-up)
+    used to send two finders asking each other for the module until RecursionError."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        from workers.sdk.postimport import when_imported
+        seen = []
+        when_imported("wave", lambda m: seen.append(("first", m.__name__)))
+        when_imported("wave", lambda m: seen.append(("second", m.__name__)))
+        import wave
+        when_imported("wave", lambda m: seen.append(("late", m.__name__)))
+        print(seen)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[('first', 'wave'), ('second', 'wave'), ('late', 'wave')]"

@@ -15,17 +15,21 @@ from typing import Any, Callable
 
 
 class PostImportFinder(importlib.abc.MetaPathFinder):
-    """Lets the other finders find a module, then runs a patch after it executes."""
+    """Lets the other finders find a module, then runs its patches after it executes.
 
-    def __init__(self, patches: dict[str, Callable[[Any], None]]):
-        self.patches = patches
+    One finder per process holds every pending patch: two finders with a patch for the
+    same module would each ask the other to find it, for ever (a process whose
+    sitecustomize and whose own start-up both install a worker's patches)."""
+
+    def __init__(self) -> None:
+        self.patches: dict[str, list[Callable[[Any], None]]] = {}
 
     def find_spec(self, name, path, target=None):
-        patch = self.patches.get(name)
-        if patch is None:
+        patches = self.patches.get(name)
+        if not patches:
             return None
         for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+            if isinstance(finder, PostImportFinder) or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None:
@@ -38,8 +42,8 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
 
         def exec_and_patch(module):
             exec_module(module)
-            self.patches.pop(name, None)
-            patch(module)
+            for patch in self.patches.pop(name, []):
+                patch(module)
 
         spec.loader.exec_module = exec_and_patch
         return spec
@@ -50,4 +54,8 @@ def when_imported(name: str, patch: Callable[[Any], None]) -> None:
     if name in sys.modules:
         patch(sys.modules[name])
         return
-    sys.meta_path.insert(0, PostImportFinder({name: patch}))
+    finder = next((f for f in sys.meta_path if isinstance(f, PostImportFinder)), None)
+    if finder is None:
+        finder = PostImportFinder()
+        sys.meta_path.insert(0, finder)
+    finder.patches.setdefault(name, []).append(patch)

@@ -562,7 +562,9 @@ class Policy:
             raise ValueError(f"{checkpoint} is not a XuanCe MultiGrid checkpoint")
         if meta["algo"] not in catalog.OWN_VIEW_ALGOS:
             raise ValueError(f"{meta['algo']} actors read other agents' actions or messages")
-        os.environ.update(process_environment(torch_threads))
+        # what XuanCe and torch read at import, but not the sitedir on PYTHONPATH: this process is
+        # another worker's (or a test's), and its children are not XuanCe's env processes
+        os.environ.update({k: v for k, v in process_environment(torch_threads).items() if k != "PYTHONPATH"})
         multigrid.install()
         mpe_alias.set_env_kwargs(meta.get("env_kwargs") or {})  # the adapter's env kwargs, as trained
         set_torch_threads(torch_threads)
