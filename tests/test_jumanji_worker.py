@@ -237,6 +237,7 @@ def test_xuance_ppo_on_a_jumanji_env(daemon, mosaic):
 
 
 @pytest.mark.slow  # 100-112 s: two runs, each importing torch, tianshou and jax
+@pytest.mark.long  # the same gym wrapper as CleanRL's and XuanCe's tests, which stay in CI
 @pytest.mark.timeout(900)
 def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
     """Tianshou PPO trains on jumanji/Snake-v1 (registered in the worker's process), with telemetry
@@ -309,6 +310,7 @@ def test_rllib_makes_jumanji_envs_with_its_env_creator():
 
 
 @pytest.mark.slow  # Ray starts in ~40 s before the first step
+@pytest.mark.long  # Ray's env creator for jumanji ids is tested without training (test_rllib_makes_jumanji_envs...)
 @pytest.mark.ray
 @pytest.mark.timeout(900)
 def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
