@@ -330,23 +330,18 @@ class RunsTable(ScrollView, can_focus=True):
             self.table = table
             self.selected = selected
 
-    class RowHighlighted(Message):
+    class _RowMessage(Message):
+        def __init__(self, table: "RunsTable", cursor_row: int, run_id: str) -> None:
+            super().__init__()
+            self.table = table
+            self.cursor_row = cursor_row
+            self.run_id = run_id
+
+    class RowHighlighted(_RowMessage):
         """The cursor is on another run (or the first run arrived)."""
 
-        def __init__(self, table: "RunsTable", cursor_row: int, run_id: str) -> None:
-            super().__init__()
-            self.table = table
-            self.cursor_row = cursor_row
-            self.run_id = run_id
-
-    class RowSelected(Message):
+    class RowSelected(_RowMessage):
         """Enter, or a click on the row the cursor is on: open the run."""
-
-        def __init__(self, table: "RunsTable", cursor_row: int, run_id: str) -> None:
-            super().__init__()
-            self.table = table
-            self.cursor_row = cursor_row
-            self.run_id = run_id
 
     cursor_row = var(0)    # the row the cursor is on (a var: benchmarks can watch it)
 
