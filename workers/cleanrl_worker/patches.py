@@ -48,7 +48,7 @@ import sys
 from typing import Any, Callable
 
 from workers.sdk import registration, rundir, telemetry
-from workers.sdk.postimport import PostImportFinder
+from workers.sdk.postimport import when_imported
 
 # Set by install().
 _emitter: telemetry.Emitter | None = None
@@ -469,10 +469,8 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
 
         RECORDER = Recorder(record["record"], record["env"], record["directory"])
         atexit.register(lambda: RECORDER.finish(_emitter))
-    for name in list(pending):
-        if name in sys.modules:
-            pending.pop(name)(sys.modules[name])
-    sys.meta_path.insert(0, PostImportFinder(pending))
+    for name, patch in pending.items():   # now if imported already, else right after its import
+        when_imported(name, patch)
     # Atari (ale_py), ViZDoom, MultiGrid ids: registered by gymnasium.make when a script makes one;
     # MUJOCO_GL=egl so MuJoCo renders headless
     registration.prepare_process()
