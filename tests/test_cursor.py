@@ -5,11 +5,11 @@ import json
 import time
 
 from daemon import protocol as P
-from tests.conftest import connect, wait_state
+from tests.conftest import connect, wait_state, worker_scalar
 
 
 def _scalar_steps(events):
-    return [e["step"] for e in events if e["type"] == "scalar"]
+    return [e["step"] for e in events if worker_scalar(e)]
 
 
 def test_resume_from_cursor_no_gap_no_duplicate(daemon, mosaic):
