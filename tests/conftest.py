@@ -244,5 +244,23 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+def _shared_compile_cache(config) -> None:
+    """One JAX compilation cache for the whole session (every test home would otherwise get its
+    own, and the Jumanji tests compile the same epoch functions again and again). Set in the
+    controller before xdist starts its workers, which inherit it; the daemons and workers the
+    tests start inherit it in turn (a value already set is kept: workers/sdk/registration.py)."""
+    if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    config._mosaic_cache_root = tempfile.mkdtemp(prefix="mosaic-test-cache-", dir="/tmp")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(config._mosaic_cache_root, "jax")
+
+
+def pytest_unconfigure(config):
+    root = getattr(config, "_mosaic_cache_root", None)
+    if root:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def pytest_configure(config):
+    _shared_compile_cache(config)
     config.addinivalue_line("markers", "reliability: a fault-injection test recorded in docs/reliability.md")

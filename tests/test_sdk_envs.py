@@ -45,3 +45,36 @@ def test_two_post_import_patches_of_one_module_both_run():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[('first', 'wave'), ('second', 'wave'), ('late', 'wave')]"
+
+
+_COMPILE_TWICE = """
+from workers.sdk import registration
+registration.prepare_process()  # before jax is imported, as the workers do
+import jax, jax.numpy as jnp
+hits = []
+jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
+jax.jit(lambda x: jnp.sin(x) @ x + 1).lower(jnp.ones((4, 4))).compile()
+print(len(hits))
+"""
+
+
+def test_compiled_jax_programs_are_kept_under_the_home(tmp_path):
+    """A Jumanji epoch function takes minutes to compile here: the next process (a resumed run,
+    an evaluation, the same settings again) loads it from <home>/cache/jax."""
+    import os
+    import subprocess
+    import sys
+
+    from workers.sdk import registration
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    # this tiny program compiles in milliseconds: keep it anyway (the default keeps those over 1 s)
+    env.update(MOSAIC_HOME=str(tmp_path), JAX_PLATFORMS="cpu", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    runs = [subprocess.run([sys.executable, "-c", _COMPILE_TWICE], capture_output=True, text=True, env=env,
+                           timeout=120) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
+    first, second = (int(r.stdout.split()[-1]) for r in runs)
+    assert (first, second > 0) == (0, True)  # compiled, then loaded
+    assert any(name.startswith("jit_") for name in os.listdir(tmp_path / "cache" / "jax"))
+    # a cache the user chose is kept
+    assert "JAX_COMPILATION_CACHE_DIR" not in registration.process_environment(
+        {"MOSAIC_HOME": str(tmp_path), "JAX_COMPILATION_CACHE_DIR": "/elsewhere"})

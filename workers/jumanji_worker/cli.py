@@ -20,6 +20,10 @@ from pathlib import Path
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+from workers.sdk import registration  # noqa: E402
+
+registration.prepare_process()  # the JAX compilation cache under the home: a resumed run does not compile again
+
 from workers.jumanji_worker import WORKER  # noqa: E402
 from workers.sdk.stop import Cancelled, StopSignals, end_cancelled  # noqa: E402
 from workers.sdk.worker_cli import start  # noqa: E402

@@ -18,6 +18,7 @@ imported (numba, pulled in by mosaic_multigrid, takes seconds to import).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -34,17 +35,26 @@ def process_environment(environ: dict[str, str] | None = None) -> dict[str, str]
     - ``MUJOCO_GL=egl``: MuJoCo renders headless through Mesa's libEGL (no display here);
     - ``NUMBA_CACHE_DIR`` under the mosaic home: mosaic_multigrid's numba functions compile
       once (~19 s) and later runs load them from this cache;
+    - ``JAX_COMPILATION_CACHE_DIR`` under the mosaic home (at most
+      ``JAX_COMPILATION_CACHE_MAX_SIZE``, 2 GiB, least recently used entries go first): XLA
+      programs that took over a second to compile (a Jumanji epoch function: 1 to 12 minutes on
+      2 cores) are kept, so a resumed run, an evaluation or the next run of the same settings
+      loads them; ``JAX_ENABLE_COMPILATION_CACHE=false`` turns it off;
     - ``PYGAME_HIDE_SUPPORT_PROMPT``, ``SDL_AUDIODRIVER=dummy``: pygame (MultiGrid, Box2D
       rendering) prints nothing and opens no sound card.
-    A value the user set already is kept."""
+    A value the user set already is kept. Read before the libraries are imported: jax reads its
+    variables once, at import."""
     environ = os.environ if environ is None else environ
     home = environ.get("MOSAIC_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "mosaic")
     wanted = {
         "MUJOCO_GL": "egl",
         "NUMBA_CACHE_DIR": os.path.join(home, "cache", "numba"),
+        "JAX_COMPILATION_CACHE_DIR": os.path.join(home, "cache", "jax"),
         "PYGAME_HIDE_SUPPORT_PROMPT": "1",
         "SDL_AUDIODRIVER": "dummy",
     }
+    if importlib.util.find_spec("filelock") is not None:  # jax evicts under a file lock (torch brings filelock)
+        wanted["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(2 << 30)
     return {key: value for key, value in wanted.items() if key not in environ}
 
 
@@ -69,6 +79,7 @@ def register_family_of(env_id: str) -> str | None:
     """Register the family of ``env_id`` if it needs it; return the family (None: unknown id).
     ``jumanji/<Env>`` ids: Jumanji's gym wrapper (workers/sdk/jumanji_envs.py)."""
     if env_id.startswith(f"{jumanji_envs.NAMESPACE}/"):
+        prepare_process()  # the JAX compilation cache, before jax is imported
         jumanji_envs.register_for(env_id)
         return "jumanji"
     family = env_family(env_id)
