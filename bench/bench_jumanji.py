@@ -32,7 +32,7 @@ import sys
 
 from bench.common import ROOT, alike, alike_settings, daemon_home, figure, finished_run_events, median, print_table, run_bare
 
-PAIRS = 3
+PAIRS = 5  # run-to-run spread here is 10-20%: five pairs, alternating A B / B A
 EPOCHS = 6
 CONFIG = {"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "seed": 1,
           "params": {"training.num_epochs": EPOCHS, "training.num_learner_steps_per_epoch": 20,
