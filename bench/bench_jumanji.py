@@ -18,8 +18,8 @@ Both measure an epoch alike: env steps of the epoch / wall seconds of the
 jitted epoch call up to ``block_until_ready`` (jumanji's Timer in B, the
 worker's own clock in A). A run's figure is the median over its epochs but
 the first (B's first epoch includes the JIT compilation; A compiles ahead of
-time). Runs alternate; the figure is the ratio of the medians (goal:
-at least 0.97); pairs alternate A B, B A. Compile time is reported apart: A's "compiling" phase
+time). Pairs alternate A B, B A, ...; the figure is the ratio of the medians
+(goal: at least 0.97). Compile time is reported apart: A's "compiling" phase
 (``time/compile_s``: the epoch function compiled ahead of time and the first
 evaluations) and B's first epoch minus its median epoch.
 """
@@ -30,7 +30,7 @@ import os
 import subprocess
 import sys
 
-from bench.common import ROOT, alike, alike_settings, daemon_home, figure, finished_run_events, median, print_table, run_bare
+from bench.common import ROOT, alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median, print_table, run_bare
 
 PAIRS = 5  # run-to-run spread here is 10-20%: five pairs, alternating A B / B A
 EPOCHS = 6
@@ -87,24 +87,14 @@ def managed_run(client, home) -> tuple[float, float]:
 
 def run() -> list[dict]:
     from mosaic_tui.client import Client
-    managed, plain, managed_compile, plain_compile = [], [], [], []
     alike()
     # train.py keeps no compiled programs between runs: neither side does here (the worker
     # keeps them under <home>/cache/jax by default; the warm-cache figure is measured below)
     os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     with daemon_home(max_runs=1) as (home, _pid):
         with Client(home, name="bench-jumanji") as client:
-            for index in range(PAIRS):
-                # A B, then B A: whatever drifts over the minutes a pair takes favours neither side
-                for side in ("managed", "plain") if index % 2 == 0 else ("plain", "managed"):
-                    if side == "managed":
-                        rate, compiled = managed_run(client, home)
-                        managed.append(rate)
-                        managed_compile.append(compiled)
-                    else:
-                        rate, compiled = plain_run()
-                        plain.append(rate)
-                        plain_compile.append(compiled)
+            managed_runs, plain_runs = alternate(PAIRS, lambda: managed_run(client, home), plain_run)
+    (managed, managed_compile), (plain, plain_compile) = zip(*managed_runs), zip(*plain_runs)
     del os.environ["JAX_ENABLE_COMPILATION_CACHE"]
     cold, warm = compile_cold_then_warm("Snake-v1")
     ratio = median(managed) / median(plain)

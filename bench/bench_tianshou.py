@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bench.common import (alike, alike_settings, daemon_home, figure, finished_run_events, median, percentile,
+from bench.common import (alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median, percentile,
                           print_table, run_bare)
 
 # run-to-run spread here is 10-20% on either side (the same process twice: 897 and 1099 env
@@ -93,16 +93,8 @@ def run() -> list[dict]:
     with daemon_home(max_runs=1) as (home, _pid):
         with Client(home, name="bench-tianshou") as client:
             for algo in RUNS:
-                managed, bare = [], []
                 pairs = PAIRS[algo]
-                for index in range(pairs):
-                    # A B, then B A: whatever drifts over the minutes a pair takes favours neither side
-                    if index % 2 == 0:
-                        managed.append(managed_run(client, home, algo))
-                        bare.append(bare_run(algo))
-                    else:
-                        bare.append(bare_run(algo))
-                        managed.append(managed_run(client, home, algo))
+                managed, bare = alternate(pairs, lambda: managed_run(client, home, algo), lambda: bare_run(algo))
                 # each pair ran back to back, under the same load: the median of the pairs' ratios
                 # moves less with the shared machine than a ratio of medians
                 ratios = [m / b for m, b in zip(managed, bare)]

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +36,21 @@ def run_bare(command: list[str], extra_env: dict | None = None, timeout: float =
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})}
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
                           preexec_fn=lambda: os.nice(WORKER_NICE), **{"cwd": str(ROOT), **kwargs})
+
+
+def alternate(pairs: int, a: Callable[[], Any], b: Callable[[], Any]) -> tuple[list, list]:
+    """``pairs`` results of ``a()`` and of ``b()``, run A B, then B A, ...: whatever drifts over
+    the minutes a pair takes (the machine's load, its clock) favours neither side. Result i of
+    each list is pair i's."""
+    results_a, results_b = [], []
+    for index in range(pairs):
+        if index % 2 == 0:
+            results_a.append(a())
+            results_b.append(b())
+        else:
+            results_b.append(b())
+            results_a.append(a())
+    return results_a, results_b
 
 
 def alike_settings(**more) -> str:
