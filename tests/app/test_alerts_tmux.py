@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -23,9 +22,8 @@ def mosaic_command(home) -> str:
             f"--home {home.root}; echo MOSAIC-EXITED $?; sleep 600")
 
 
-def tmux_format(session: str, fmt: str) -> str:
-    return subprocess.run(["tmux", "display-message", "-p", "-t", session, fmt], capture_output=True,
-                          text=True, check=True).stdout.strip()
+def tmux_format(pane: Tmux, fmt: str) -> str:
+    return pane.tmux("display-message", "-p", "-t", pane.name, fmt, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.mark.parametrize("alert", ["bell", "osc9", "off"])
@@ -36,13 +34,13 @@ def test_a_run_ending_alerts_the_terminal_as_set(daemon, mosaic, tmp_path, alert
     try:
         pane.start(mosaic_command(daemon))
         # everything the app writes to its terminal, before tmux interprets it
-        subprocess.run(["tmux", "pipe-pane", "-O", "-t", pane.name, f"cat >> {raw}"], check=True)
+        pane.tmux("pipe-pane", "-O", "-t", pane.name, f"cat >> {raw}")
         pane.wait_for("0 runs", timeout=60)
-        assert tmux_format(pane.name, "#{window_bell_flag}") == "0"
+        assert tmux_format(pane, "#{window_bell_flag}") == "0"
         mosaic.synthetic(200, "rate=400", "episode_every=50", name="quick")
         pane.wait_for("quick succeeded at step 200", timeout=60)     # the notification
         time.sleep(0.5)
-        bell = tmux_format(pane.name, "#{window_bell_flag}")
+        bell = tmux_format(pane, "#{window_bell_flag}")
         # inside tmux the OSC 9 goes out wrapped for passthrough
         osc9 = b"\x1bPtmux;\x1b\x1b]9;mosaic: quick succeeded at step 200" in raw.read_bytes()
         if alert == "bell":

@@ -28,26 +28,36 @@ def mosaic_command(home) -> str:
 
 
 class Tmux:
+    """One tmux server per pane (`-L <name>`), so panes of tests running side by side never share one.
+
+    On the shared default server, killing the last session makes the server exit, and a
+    `new-session` from another test in that moment fails with "server exited unexpectedly".
+    """
+
     def __init__(self, name: str):
         self.name = name
 
-    def start(self, command: str, width: int = 120, height: int = 40) -> None:
+    def tmux(self, *args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         env = dict(os.environ)
         env.pop("TMUX", None)
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                        command], check=True, env=env)
+        return subprocess.run(["tmux", "-L", self.name, *args], check=check, env=env, **kwargs)
+
+    def start(self, command: str, width: int = 120, height: int = 40) -> None:
+        self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), command)
+
+    def restart(self, command: str) -> None:
+        """Run `command` in the pane again, killing what ran there: the session and server stay."""
+        self.tmux("respawn-pane", "-k", "-t", self.name, command)
 
     def keys(self, *keys: str, literal: bool = False) -> None:
-        args = ["tmux", "send-keys", "-t", self.name] + (["-l"] if literal else []) + list(keys)
-        subprocess.run(args, check=True)
+        self.tmux("send-keys", "-t", self.name, *(["-l"] if literal else []), *keys)
         time.sleep(0.15)
 
     def type(self, text: str) -> None:
         self.keys(text, literal=True)
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True,
-                              text=True, check=True).stdout
+        return self.tmux("capture-pane", "-p", "-t", self.name, capture_output=True, text=True).stdout
 
     def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
         deadline = time.monotonic() + timeout
@@ -60,7 +70,7 @@ class Tmux:
         raise AssertionError(f"timed out waiting for {texts!r}; the pane shows:\n{screen}")
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        self.tmux("kill-server", check=False, capture_output=True)
 
 
 def test_submit_from_the_form_watch_detach_and_reattach(home, mosaic):
@@ -90,9 +100,8 @@ def test_submit_from_the_form_watch_detach_and_reattach(home, mosaic):
         pane.wait_for("MOSAIC-EXITED 0", timeout=20)
         shown = mosaic.show("e2e-ppo")       # the daemon kept it
         assert shown["state"] == "succeeded"
-        pane.kill()
 
-        pane.start(mosaic_command(home))     # reattach: back where we left, with the history
+        pane.restart(mosaic_command(home))   # reattach: back where we left, with the history
         screen = pane.wait_for("e2e-ppo", "succeeded", "charts/episodic_return", "┤", timeout=60)
         assert "Metrics" in screen and "Logs" in screen
         pane.keys("2")

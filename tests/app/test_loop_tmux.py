@@ -79,7 +79,6 @@ def test_the_whole_loop(daemon, mosaic):
         pane.wait_for("episode/return", timeout=120)
         pane.keys("q")                                           # detach while it trains
         pane.wait_for("MOSAIC-EXITED 0", timeout=20)
-        pane.kill()
         run = mosaic.show("loop-mappo")
         assert run["state"] in (P.RUNNING, P.SUCCEEDED)
         params = run["config"]["params"]
@@ -87,7 +86,7 @@ def test_the_whole_loop(daemon, mosaic):
         assert params["parallels"] == mappo_defaults["parallels"]
         wait_state(daemon, run["id"], P.SUCCEEDED, timeout=300)   # it kept training without the app
 
-        pane.start(mosaic_command(daemon))                       # reattach: what changed while away
+        pane.restart(mosaic_command(daemon))                     # reattach: what changed while away
         screen = pane.wait_for("Since the app last closed", "loop-mappo", timeout=60)
         line = next(l for l in screen.splitlines() if "loop-mappo" in l)
         assert "succeeded" in line and "mappo" in line and "simple_spread_v3" in line

@@ -8,7 +8,6 @@ after ctrl+p was lost.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 import uuid
 
@@ -26,7 +25,7 @@ def line_of(screen: str, label: str) -> str:
 
 
 def burst(pane: Tmux, *keys: str) -> None:
-    subprocess.run(["tmux", "send-keys", "-t", pane.name, *keys], check=True)
+    pane.tmux("send-keys", "-t", pane.name, *keys)
 
 
 def _run_named(daemon, name: str) -> dict | None:
