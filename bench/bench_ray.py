@@ -24,9 +24,9 @@ import sys
 import tempfile
 import time
 
-from bench.common import alike, alike_settings, daemon_home, figure, finished_run_events, median, print_table, run_bare
+from bench.common import alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median, print_table, run_bare
 
-PAIRS = 3
+PAIRS = 4
 ITERATIONS = 6
 BATCH = 1000
 PARAMS = {"train_batch_size_per_learner": BATCH, "minibatch_size": 250, "num_epochs": 2, "lr": 0.0003,
@@ -91,19 +91,14 @@ def managed_run(client, home) -> tuple[float, float]:
 
 def run() -> list[dict]:
     from mosaic_tui.client import Client
-    managed, plain, managed_first, plain_first = [], [], [], []
     alike()
     with daemon_home(max_runs=1) as (home, _pid):
         with Client(home, name="bench-ray") as client:
-            for _ in range(PAIRS):
-                rate, first = managed_run(client, home)
-                managed.append(rate)
-                managed_first.append(first)
-                rate, first = plain_run()
-                plain.append(rate)
-                plain_first.append(first)
+            managed_runs, plain_runs = alternate(PAIRS, lambda: managed_run(client, home), plain_run)
+    managed, managed_first = [r for r, _ in managed_runs], [f for _, f in managed_runs]
+    plain, plain_first = [r for r, _ in plain_runs], [f for _, f in plain_runs]
     ratio = median(managed) / median(plain)
-    runs = f"{PAIRS} runs each, alternating"
+    runs = f"{PAIRS} runs each, A B / B A"
     return [
         figure("RLlib PPO CartPole env steps/s, managed / plain algo.train()", ratio, "ratio", ">= 0.97",
                f"medians; {runs}; {alike_settings(seed=1)}", ratio >= 0.97),

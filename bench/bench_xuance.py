@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import alike, alike_settings, daemon_home, figure, machine, median, print_table, run_bare
+from bench.common import alike, alike_settings, alternate, daemon_home, figure, machine, median, print_table, run_bare
 
 STEPS = 3_000
 ROUNDS = 4
@@ -152,17 +152,21 @@ def run(steps: int = STEPS, rounds: int = ROUNDS) -> list[dict]:
         way: {"mosaic": [], "direct": []} for way in ("training", "wall", "cpu")}
     lines_per_run: list[int] = []
     alike()
+
+    def mosaic_side() -> tuple[float, float, float]:
+        training, wall, cpu, record = run_mosaic(home, daemon_pid, steps)
+        summary = record["summary"] or {}
+        if summary.get("steps") != steps or summary.get("invalid"):
+            raise RuntimeError(f"the mosaic run's telemetry is incomplete: {summary}")
+        lines_per_run.append(summary.get("lines", 0))
+        return training, wall, cpu
+
     with daemon_home() as (home, daemon_pid):
-        for _ in range(rounds):
-            training, wall, cpu, record = run_mosaic(home, daemon_pid, steps)
-            summary = record["summary"] or {}
-            if summary.get("steps") != steps or summary.get("invalid"):
-                raise RuntimeError(f"the mosaic run's telemetry is incomplete: {summary}")
-            lines_per_run.append(summary.get("lines", 0))
-            for way, seconds in (("training", training), ("wall", wall), ("cpu", cpu)):
-                rates[way]["mosaic"].append(steps / seconds)
-            for way, seconds in zip(("training", "wall", "cpu"), run_direct(steps)):
-                rates[way]["direct"].append(steps / seconds)
+        mosaic_runs, direct_runs = alternate(rounds, mosaic_side, lambda: run_direct(steps))
+    for arm, runs in (("mosaic", mosaic_runs), ("direct", direct_runs)):
+        for seconds in runs:
+            for way, s in zip(("training", "wall", "cpu"), seconds):
+                rates[way][arm].append(steps / s)
 
     def ratio(way: str) -> float:
         return median(rates[way]["mosaic"]) / median(rates[way]["direct"])
@@ -173,7 +177,7 @@ def run(steps: int = STEPS, rounds: int = ROUNDS) -> list[dict]:
     training, wall, cpu = ratio("training"), ratio("wall"), ratio("cpu")
     return [
         figure("MAPPO simple_spread_v3 steps/s, mosaic / XuanCe alone", training, "ratio", ">= 0.97",
-               f"MOSAIC ~0.92; {alike_settings(seed=1)}", training >= 0.97),
+               f"MOSAIC ~0.92; {rounds} pairs A B / B A; {alike_settings(seed=1)}", training >= 0.97),
         figure("  same, end to end (with start-up)", wall, "ratio", ">= 0.97", "", wall >= 0.97),
         figure("  same, steps per CPU second", cpu, "ratio", ">= 0.97", "", cpu >= 0.97),
         figure("MAPPO training steps/s, mosaic (median)", median(rates["training"]["mosaic"]), "steps/s", "",
