@@ -171,7 +171,6 @@ def live_runs(count: int, seconds: float = 20.0) -> list[dict]:
         time.sleep(seconds)
         cpu = (cpu_seconds(pid) - c0) / seconds * 100
         rss = rss_bytes(pid) / 1e6
-        subprocess.run(["pkill", "-TERM", "-f", f"synthetic_worker.*{home.root}"], check=False)
     return [figure(f"daemon CPU, {count} live runs at 100 scalars/s", round(cpu, 1), "% of a core", "",
                    f"{count * 100:,} lines/s in all", None),
             figure(f"daemon RSS, {count} live runs", round(rss, 1), "MB", "", "", None)]

@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -99,16 +100,56 @@ def daemon_home(max_runs: int = 64, settings: dict | None = None) -> Iterator[An
     if settings:
         home.settings_file.write_text(json.dumps(settings))
     info = start_daemon(home, max_runs=max_runs)
+    if threading.current_thread() is threading.main_thread():
+        # a bench stopped with SIGTERM still reaches the finally below (runs outlive their
+        # daemon by design: without it they would go on in a deleted home)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         yield home, info["pid"]
     finally:
+        stop_runs(home)
         try:
             os.kill(info["pid"], signal.SIGTERM)
         except ProcessLookupError:
             pass
         subprocess.run(["pkill", "-KILL", "-f", f"daemon.shim {path}"], check=False)
+        kill_processes_under(path)
         time.sleep(0.2)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def stop_runs(home, timeout: float = 30.0) -> None:
+    """Cancel the home's runs that have not ended and wait for them (the daemon kills their trees)."""
+    from daemon import protocol as P
+    from mosaic_tui.client import Client
+    live = [s for s in P.STATES if s not in P.FINAL_STATES]
+    try:
+        with Client(home, timeout=10) as client:
+            runs = client.call(P.LIST, brief=True, states=live)["runs"]
+            for run in runs:
+                with contextlib.suppress(P.RPCError):
+                    client.call(P.CANCEL, run=run["id"])
+            deadline = time.monotonic() + timeout
+            while runs and time.monotonic() < deadline:
+                time.sleep(0.2)
+                runs = client.call(P.LIST, brief=True, states=live)["runs"]
+    except (OSError, P.RPCError):
+        pass  # no daemon to ask: kill_processes_under is what is left
+
+
+def kill_processes_under(path: str) -> None:
+    """SIGKILL every process whose working directory is inside ``path`` (a run's worker
+    runs in its run directory), whatever its command line says."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if cwd == path or cwd.startswith(path + "/"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
 
 
 def finished_run_events(client, home, config: dict) -> list[dict]:
