@@ -32,7 +32,7 @@ class Series:
     """One tag: step, value and wall time columns, amortised O(1) appends."""
 
     __slots__ = ("_step", "_value", "_wall", "n", "version", "_ema_key", "_ema", "_ema_state", "_sorted_upto",
-                 "_sorted", "_spread", "_spread_version", "_spread_done")
+                 "_sorted", "_spread", "_spread_version", "_spread_done", "_decimated")
 
     def __init__(self, capacity: int = 256):
         self._step = np.empty(capacity, dtype=np.float64)
@@ -48,6 +48,7 @@ class Series:
         self._spread: np.ndarray | None = None
         self._spread_version = -1
         self._spread_done = 0      # points whose x is final (before the last group of equal steps)
+        self._decimated: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
 
     def _grow(self, need: int) -> None:
         cap = len(self._step)
@@ -154,6 +155,34 @@ class Series:
             self._spread_done = int(np.searchsorted(steps, steps[-1], side="left"))
         self._spread_version = self.version
         return self._spread
+
+    def decimated(self, columns: int, weight: float = 0.0, logy: bool = False,
+                  x_origin: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The (x, y) a plot of ``columns`` columns draws: ``decimate`` of the values smoothed
+        with ``weight`` (raw at 0), on the step axis (plot_steps) or, given ``x_origin``, at
+        wall time minus it; with ``logy`` the positive values only.
+
+        Cached per version: redrawing a finished run's plot (log y toggled back, a theme, a
+        resize back) is a lookup instead of passes over millions of points. With ``logy``
+        the other values become NaN, which decimate skips, rather than being cut out: that
+        copies the arrays once instead of twice."""
+        key = (columns, weight, logy, x_origin)
+        hit = self._decimated.get(key)
+        if hit is not None and hit[0] == self.version:
+            return hit[1], hit[2]
+        if x_origin is None:
+            x, x_sorted = self.plot_steps(), self.steps_sorted
+        else:
+            x, x_sorted = self.walls - x_origin, None
+        y = self.smoothed(weight) if weight > 0 else self.values
+        if logy:
+            with np.errstate(invalid="ignore"):
+                y = np.where(y > 0, y, np.nan)
+        xs, ys = decimate(x, y, columns, x_sorted)
+        if len(self._decimated) >= 16:   # options and sizes seen lately, not every one ever
+            self._decimated.clear()
+        self._decimated[key] = (self.version, xs, ys)
+        return xs, ys
 
 
 # Student's t at 0.975 for 1..30 degrees of freedom (a 95% band over a few seeds is wide:

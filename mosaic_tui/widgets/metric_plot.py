@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from mosaic_tui import plotfast
-from mosaic_tui.series import Series, decimate
+from mosaic_tui.series import Series
 
 # New points redraw a plot at most once per this many times its last drawing
 # took: plotting stays under ~1/4 of the app's time however big the series.
@@ -161,32 +161,24 @@ class MetricPlot(PlotextPlot):
             s = line.series
             if not len(s):
                 continue
+            origin = None
             if opts.xaxis == "time":
                 origin = line.t0 if line.t0 is not None else float(s.walls[0])
-                x = s.walls - origin
-                x_sorted = None
-            else:
-                x = s.plot_steps()      # per-iteration values at their iteration's middle (series.spread_steps)
-                x_sorted = s.steps_sorted
-            y_raw = s.values
-            y_smooth = s.smoothed(opts.smoothing) if opts.smoothing > 0 else None
+            smoothing = opts.smoothing if opts.smoothing > 0 else 0.0
             color = line.color or (PALETTE[i % len(PALETTE)] if multi else primary)
             if isinstance(color, str):
                 color = Color.parse(color).rgb
-            # (values, colour, label, columns): the raw series under a smoothed one is a faded
+            # (smoothing, colour, label, columns): the raw series under a smoothed one is a faded
             # envelope at one min/max pair a cell; the main line gets one a braille dot column
             pairs = []
-            if y_smooth is not None and not multi:
-                pairs.append((y_raw, faded, None, max(8, width)))
-                pairs.append((y_smooth, color, line.label, columns))
+            if smoothing and not multi:
+                pairs.append((0.0, faded, None, max(8, width)))
+                pairs.append((smoothing, color, line.label, columns))
             else:
-                pairs.append((y_smooth if y_smooth is not None else y_raw, color, line.label, columns))
-            for y, col, label, ncols in pairs:
-                xx, yy = x, y
-                if opts.logy:
-                    keep = y > 0
-                    xx, yy = x[keep], y[keep]
-                xs, ys = decimate(xx, yy, ncols, x_sorted)
+                pairs.append((smoothing, color, line.label, columns))
+            for weight, col, label, ncols in pairs:
+                # x: per-iteration values at their iteration's middle (series.spread_steps), or wall time
+                xs, ys = s.decimated(ncols, weight, opts.logy, origin)
                 if not len(xs):
                     continue
                 plt.plot(xs.tolist(), ys.tolist(), marker="braille", color=col, label=label)

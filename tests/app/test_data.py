@@ -76,6 +76,34 @@ def test_decimate_keeps_every_column_extreme():
     assert xs[0] == 0 and xs[-1] == 99_999
 
 
+def test_a_series_decimation_for_log_y_keeps_positive_extremes_and_follows_new_points():
+    s = Series()
+    steps = np.arange(1, 200_001, dtype=float)
+    values = np.sin(steps / 500.0)            # half of it at or below zero
+    values[12_345] = 80.0
+    s.extend(steps, values, steps * 1e-3)
+    positive = values[values > 0]
+    xs, ys = s.decimated(120, logy=True)
+    assert len(xs) <= 240 and (ys > 0).all()
+    assert ys.max() == 80.0 and ys.min() == positive.min()
+    xs_lin, ys_lin = s.decimated(120)
+    assert ys_lin.min() == values.min() and ys_lin.max() == 80.0
+    # asked again with nothing new: the same arrays, not a new pass over the points
+    assert s.decimated(120, logy=True)[1] is ys
+    # smoothed, and on the wall-time axis: their own entries
+    smooth = s.smoothed(0.6)
+    assert s.decimated(120, 0.6)[1].max() == smooth.max()
+    xt, _ = s.decimated(120, x_origin=float(s.walls[0]))
+    assert xt[0] == 0.0 and abs(xt[-1] - (s.walls[-1] - s.walls[0])) < 1e-9
+    # a new point changes what is drawn: the cache follows the series' version
+    s.append(200_001.0, 500.0, 200.001)
+    xs2, ys2 = s.decimated(120, logy=True)
+    assert ys2.max() == 500.0 and xs2[-1] == s.plot_steps()[-1]
+    s.append(200_002.0, -1e9, 200.002)
+    assert s.decimated(120)[1].min() == -1e9
+    assert s.decimated(120, logy=True)[1].min() == positive.min()
+
+
 def test_decimating_a_million_points_is_fast():
     x = np.arange(1_000_000, dtype=float)
     y = np.random.default_rng(1).normal(size=1_000_000)
