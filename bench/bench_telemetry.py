@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import time
@@ -69,8 +71,10 @@ def client_main(home_path: str, expect_runs: int, lines: int, timeout: float) ->
             break
     received = sum(last_step.values())
     lat = sorted(latencies[len(latencies) // 10:])  # skip start-up
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"runs_complete": done, "received": received, "ordered": ordered, "first_t": first_t,
-                      "last_recv": last_recv, "p50": percentile(lat, 50), "p99": percentile(lat, 99)}))
+                      "last_recv": last_recv, "p50": percentile(lat, 50), "p99": percentile(lat, 99),
+                      "cpu": usage.ru_utime + usage.ru_stime}))
 
 
 def _clients(home, n_runs: int, lines: int, timeout: float) -> list[subprocess.Popen]:
@@ -128,11 +132,40 @@ def throughput(home, daemon_pid: int, lines: int = LINES_PER_WORKER) -> dict:
     results = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in clients]
     daemon_cpu = cpu_seconds(daemon_pid) - daemon_cpu0
     total = WORKERS * lines
+    # the writers' CPU (whole processes: start-up, the wait, the lines) from their supervisors' exit records
+    writers_cpu = 0.0
+    for run_id in ids:
+        exit_file = home.run_dir(run_id) / "exit.json"
+        deadline = time.monotonic() + 30
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        writers_cpu += json.loads(exit_file.read_text()).get("cpu_s", 0.0)
     complete = all(r["runs_complete"] == WORKERS and r["received"] == total and r["ordered"] for r in results)
     elapsed = max(r["last_recv"] for r in results) - go
     rate = total / elapsed
     return {"rate": rate, "complete": complete, "daemon_cpu": daemon_cpu, "total": total, "elapsed": elapsed,
-            "received": sum(r["received"] for r in results)}
+            "received": sum(r["received"] for r in results), "writers_cpu": writers_cpu,
+            "clients_cpu": sum(r["cpu"] for r in results)}
+
+
+def emitter_cost(lines: int = 300_000) -> tuple[float, float]:
+    """CPU microseconds per scalar in a worker: the SDK's Emitter.scalar (writing to /dev/null),
+    and orjson encoding the same event alone."""
+    import orjson
+    from workers.sdk.telemetry import Emitter
+    fd = os.open(os.devnull, os.O_WRONLY)
+    emitter = Emitter(fd)
+    t0 = time.process_time()
+    for step in range(lines):
+        emitter.scalar("synthetic/value_0", 123.0, step)
+    emitter.close()
+    per_line = (time.process_time() - t0) / lines * 1e6
+    os.close(fd)
+    t0 = time.process_time()
+    for step in range(lines):
+        orjson.dumps({"v": 1, "type": "scalar", "t": time.time(), "tag": "synthetic/value_0", "value": 123.0,
+                      "step": step})
+    return per_line, (time.process_time() - t0) / lines * 1e6
 
 
 def run() -> list[dict]:
@@ -164,6 +197,17 @@ def run() -> list[dict]:
                            if daemon_cpu else "", None))
         rows.append(figure("JSON-lines parse rate, orjson (daemon's parser)", orjson_rate, "lines/CPU-s", "",
                            f"stdlib json {json_rate:,.0f}/CPU-s", None))
+        # where the machine's CPU went in that window: the 2 cores are shared by all of them
+        writers, clients = got["writers_cpu"] / total * 1e6, got["clients_cpu"] / 2 / total * 1e6
+        rows.append(figure("writers' CPU per million lines (16 synthetic workers, whole processes)", writers, "s", "",
+                           f"window {got['elapsed']:.2f} s x 2 cores = {2 * got['elapsed']:.1f} CPU-s; daemon "
+                           f"{daemon_cpu:.2f}, writers {got['writers_cpu']:.2f}, clients {got['clients_cpu']:.2f}",
+                           None))
+        rows.append(figure("each client's CPU per million lines (decode and check every event)", clients, "s", "",
+                           "", None))
+    per_line, orjson_only = emitter_cost()
+    rows.append(figure("worker side: Emitter.scalar, CPU per line", per_line, "us", "",
+                       f"orjson.dumps of the event alone {orjson_only:.2f} us", None))
 
     # -- latency: a home of its own, or the clients (subscribed to every run)
     # would first be served the throughput runs' million lines from disk

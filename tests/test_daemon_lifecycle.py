@@ -106,6 +106,9 @@ def test_sigkill_daemon_runs_keep_training_and_are_readopted(home, mosaic):
     size = events.stat().st_size
     wait_for(lambda: (home.run_dir(short_run) / "exit.json").exists(), 30, what="short run to end")
     assert events.stat().st_size > size
+    # the supervisor's exit record: the status, and what the worker cost (CPU, peak RSS)
+    record = json.loads((home.run_dir(short_run) / "exit.json").read_text())
+    assert record["returncode"] == 5 and record["cpu_s"] > 0 and record["max_rss_mb"] > 5
     # any command brings the daemon back, which re-adopts
     assert mosaic.run("ls", check=True).returncode == 0
     short = mosaic.show(short_run)
