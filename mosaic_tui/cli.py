@@ -453,11 +453,15 @@ def _run_pages(client, run: dict[str, Any], method: str, follow: bool,
     ``from``/``next``/``end``). With ``follow`` it keeps reading while the run is live; once the
     run ends (``on_end`` is told), one more pass reads what was written at the very end."""
     offset = 0
+    asked = client.request(method, run=run["id"], **params, **{"from": offset})
     while True:
-        page = client.call(method, run=run["id"], **params, **{"from": offset})
-        yield page
+        page = client.result(asked)
         done = page["next"] >= page["end"] or page["next"] == offset
         offset = page["next"]
+        if not done:
+            # the daemon reads the next page while this process works on this one
+            asked = client.request(method, run=run["id"], **params, **{"from": offset})
+        yield page
         if not done:
             continue
         if not follow:
@@ -467,8 +471,9 @@ def _run_pages(client, run: dict[str, Any], method: str, follow: bool,
             follow = False
             if on_end is not None:
                 on_end(run)
-            continue
-        time.sleep(0.25)
+        else:
+            time.sleep(0.25)
+        asked = client.request(method, run=run["id"], **params, **{"from": offset})
 
 
 def _metric_rows(page: dict[str, Any], tag_filter: str | None):

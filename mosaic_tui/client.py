@@ -80,8 +80,17 @@ class Client:
         return P.loads(self._lines.popleft())
 
     def call(self, method: str, **params: Any) -> Any:
+        return self.result(self.request(method, **params))
+
+    def request(self, method: str, **params: Any) -> int:
+        """Send a request without waiting for its answer (``result`` reads it): a caller
+        that pages through a long run asks for the next page before it works on this one."""
         req_id = next(self._ids)
         self.sock.sendall(P.request(req_id, method, params))
+        return req_id
+
+    def result(self, req_id: int) -> Any:
+        """The answer to request ``req_id`` (answers to earlier requests are skipped)."""
         while True:
             msg = self._read_message()
             if "id" not in msg and "method" in msg:
