@@ -81,6 +81,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     CHECKPOINT_SAVED: {
         "step": ((int,), True),
         "path": ((str,), True),
+        "cpu_s": (_FLOAT, False),
     },
     DATASET_SAVED: {
         "path": ((str,), True),
@@ -94,6 +95,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "step": ((int,), True),
         "name": ((str,), True),
         "index": ((int,), False),
+        "cpu_s": (_FLOAT, False),
     },
     RUN_COMPLETED: {
         "step": ((int,), False),
@@ -252,7 +254,10 @@ class Emitter:
                              **{"return": _finite(episode_return)}, **extra))
 
     def checkpoint_saved(self, path: str, step: int) -> None:
-        self.emit(make_event(CHECKPOINT_SAVED, path=str(path), step=int(step)), flush=True)
+        # cpu_s: the process's CPU seconds so far (every thread): from one phase or
+        # checkpoint to the next, what that stretch cost, whatever else ran on the machine
+        self.emit(make_event(CHECKPOINT_SAVED, path=str(path), step=int(step),
+                             cpu_s=round(time.process_time(), 4)), flush=True)
 
     def dataset_saved(self, path: str, transitions: int, episodes: int) -> None:
         self.emit(make_event(DATASET_SAVED, path=str(path), transitions=int(transitions),
@@ -272,7 +277,8 @@ class Emitter:
 
     def phase(self, name: str, step: int, index: int | None = None) -> None:
         fields = {} if index is None else {"index": int(index)}
-        self.emit(make_event(PHASE, name=name, step=int(step), **fields), flush=True)
+        self.emit(make_event(PHASE, name=name, step=int(step), cpu_s=round(time.process_time(), 4), **fields),
+                  flush=True)
 
     def llm_step(self, step: int, agent: str, reply: str, **fields: Any) -> None:
         """One LLM call (``partial=True`` while its reply is still streaming in)."""
