@@ -28,8 +28,10 @@ from bench.common import (alike, alike_settings, alternate, daemon_home, figure,
                           print_table, run_bare)
 
 # run-to-run spread here is 10-20% on either side (the same process twice: 897 and 1099 env
-# steps/s): DQN, whose runs are short, gets more pairs for a median that stays put
-PAIRS = {"dqn": 9, "ppo": 5}
+# steps/s; by CPU time too: 2,327 to 2,559 steps per CPU-s for the same work, 2026-11-25):
+# DQN, whose runs are 2 s, gets more pairs for a median that stays put (9 pairs' quartiles
+# were 7 points apart)
+PAIRS = {"dqn": 15, "ppo": 5}
 RUNS = {
     "dqn": {"steps": 5000, "params": {"epoch_num_steps": 1000, "test_envs": 2, "test_step_num_episodes": 2}},
     "ppo": {"steps": 6000, "params": {"epoch_num_steps": 2000, "collection_step_num_env_steps": 1000,

@@ -27,7 +27,7 @@ from workers.sdk.frames import frames_request
 from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule
 from workers.sdk.stop import StopSignals
 from workers.sdk.telemetry import Emitter
-from workers.sdk.worker_cli import start
+from workers.sdk.worker_cli import start, training_begins
 
 # Ray reports usage statistics by default; a run must not phone anywhere.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -113,6 +113,7 @@ def train(config: dict, emitter: Emitter, run_dir: Path) -> int:
                 league.fill()
         placement = runtime.runner_placement(algo)
         (run_dir / runtime.PLACEMENT_FILE).write_text(json.dumps(placement, indent=1))
+        training_begins()
         emitter.phase("train", step=0)
 
         iteration = algo.iteration

@@ -26,3 +26,15 @@ def start(prog: str, argv: list[str] | None, descriptor: Worker) -> tuple[Emitte
     except (OSError, ValueError) as exc:  # ConfigError and JSON errors are ValueErrors
         emitter.run_failed(f"invalid config {args.config}: {exc}")
         return emitter, None
+
+
+def training_begins() -> None:
+    """Call once the libraries are imported and the model, envs and buffers are built, just
+    before the training loop: everything alive now is moved out of the cyclic garbage
+    collector's sight (``gc.freeze``). It is never garbage, yet each full collection walks it
+    all: ~550,000 objects once torch and Tianshou are imported, 0.3 s a collection, and one
+    such collection inside a 2 s DQN run made it 12% slower than the same script without
+    our imports. Reference counting still frees these objects as usual."""
+    import gc
+
+    gc.freeze()

@@ -27,7 +27,7 @@ from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
 from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.telemetry import Emitter
-from workers.sdk.worker_cli import start
+from workers.sdk.worker_cli import start, training_begins
 from workers.tianshou_worker import WORKER, catalog
 
 
@@ -169,6 +169,7 @@ def train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -
         cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
         emitter.phase("train", step=restored[1])
         trainer = cls(training_collector=collector, **common, **trainer_params)
+    training_begins()
     try:
         result = algorithm.run_training(trainer)
     finally:

@@ -36,6 +36,7 @@ from tianshou.env import BaseVectorEnv
 from tianshou.env.worker import EnvWorker
 
 from workers.sdk.multigrid import ParallelMultiGrid
+from workers.sdk.worker_cli import training_begins
 
 NOOP = 0  # MultiGrid's "still": what a seat the collector did not step this round does
 
@@ -324,6 +325,7 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
     else:
         trainer_params.pop("test_step_num_episodes", None)
     emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream="tianshou 2.0.1")
+    training_begins()
     emitter.phase("train", step=logger.env_step)
     cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
     trainer = cls(training_collector=collector, max_epochs=epochs(total, epoch_steps), test_collector=test_collector,

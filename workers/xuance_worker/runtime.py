@@ -37,6 +37,7 @@ from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir, read_checkpoint_meta
 from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
+from workers.sdk.worker_cli import training_begins
 from workers.xuance_worker import agent_count_mismatch, catalog
 from workers.sdk import registration
 from workers.xuance_worker import mpe_alias, multigrid, vizdoom
@@ -430,6 +431,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
                   save=checkpoints.save, frames=frames, recorder=recorder)
     install_hooks(agent, hooks)
     hooks.watch(agent.train_envs, lambda: agent.current_step)
+    training_begins()
     try:
         for index, phase in enumerate(phases):
             if index > 0:
