@@ -164,7 +164,8 @@ class Shim:
         if usage is not None:
             # the worker's CPU time and peak RSS (with the children it waited for): what the
             # run cost the machine, read by benches and kept with the run's end
-            record.update(cpu_s=round(usage.ru_utime + usage.ru_stime, 3), max_rss_mb=round(usage.ru_maxrss / 1024, 1))
+            record.update(cpu_s=round(usage.ru_utime + usage.ru_stime, 3),
+                          max_rss_mb=round(usage.ru_maxrss / 1024, 1))  # ru_maxrss is in KiB
         if status is None:
             record.update(returncode=None, signal=None, reason="worker vanished")
         elif os.WIFSIGNALED(status):

@@ -322,11 +322,10 @@ class Emitter:
         data, lines = self._buf, self._buf_lines
         self._buf = bytearray()
         self._buf_lines = 0
-        with memoryview(data) as whole:
-            view = whole
-            while view:
-                written = os.write(self.fd, view)
-                view = view[written:]
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
         self.lines_written += lines
 
     def _flush_loop(self) -> None:
