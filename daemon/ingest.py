@@ -182,6 +182,9 @@ class RunTail:
         # the last system/* sample of the run (daemon.resources): {"cpu_percent": ..., "rss_mb": ...}
         self.system: dict[str, Any] = dict(s.get("system") or {})
         self._rate_mark: tuple[float, int] | None = None
+        # the run's scalar history (daemon.history.RunHistory), fed the events parsed here while
+        # it covers exactly what was read (attached at offset 0, or once caught up to the tail)
+        self.history: Any = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -230,6 +233,8 @@ class RunTail:
             nl = data.find(b"\n")
             if nl < 0:
                 self.offset += len(data)
+                if self.history is not None:
+                    self.history.add_events([], self.offset)
                 return start, self.offset, []
             skipped = nl + 1
             data = data[skipped:]
@@ -255,25 +260,27 @@ class RunTail:
         if self.irregular_from is None and (skipped or not _is_verbatim(raws, data, used)):
             self.irregular_from = start
         self.offset = start + skipped + used
-        self._absorb(parsed)
+        plain_steps = self._absorb(parsed)
+        if self.history is not None:
+            self.history.add_events(parsed, self.offset, plain_steps)
         return start, self.offset, raws
 
-    def _absorb_scalars(self, events: list[dict[str, Any]]) -> bool:
+    def _absorb_scalars(self, events: list[dict[str, Any]]) -> list[int] | None:
         """_absorb for a chunk of plain scalars (most of a busy run's chunks), in
-        map/set/max calls instead of a loop: False, and nothing changed, when the
-        chunk holds anything else (another type, a system/ tag, a step that is
-        not an integer) and needs the loop."""
+        map/set/max calls instead of a loop: their steps, or None, and nothing
+        changed, when the chunk holds anything else (another type, a system/ tag,
+        a step that is not an integer) and needs the loop."""
         try:
             if set(map(_event_type, events)) != {tm.SCALAR}:
-                return False
+                return None
             tags = set(map(_scalar_tag, events))
             steps = list(map(_event_step, events))
         except KeyError:
-            return False
+            return None
         if set(map(type, tags)) != {str} or any(tag.startswith("system/") for tag in tags):
-            return False
+            return None
         if set(map(type, steps)) != {int}:
-            return False
+            return None
         self.lines += len(events)
         self.tags |= tags
         t = events[-1].get("t")
@@ -283,11 +290,14 @@ class RunTail:
         if top > self.steps:
             self.steps = top
             self._update_rate()
-        return True
+        return steps
 
-    def _absorb(self, events: list[dict[str, Any]]) -> None:
-        if events and self._absorb_scalars(events):
-            return
+    def _absorb(self, events: list[dict[str, Any]]) -> list[int] | None:
+        """Count a chunk into the summary; the chunk's steps when it was plain scalars."""
+        if events:
+            steps = self._absorb_scalars(events)
+            if steps is not None:
+                return steps
         self.lines += len(events)
         steps = self.steps
         for ev in events:

@@ -34,6 +34,7 @@ DELETE = "delete"
 SUBSCRIBE = "subscribe"
 UNSUBSCRIBE = "unsubscribe"
 METRICS = "metrics"
+HISTORY = "history"            # a run's scalars at a bounded size, then follow its events from the offset
 LOGS = "logs"
 EVENTS = "read_events"
 FRAMES = "frames"
@@ -46,7 +47,7 @@ SWEEPS = "sweeps"              # list the sweeps
 SWEEP_GET = "sweep_get"        # one sweep: trials ranked, their runs, param importances
 SWEEP_CANCEL = "sweep_cancel"  # stop a sweep and cancel its runs
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
-                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN,
+                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, HISTORY, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN,
                      TAG, NOTE, SWEEP, SWEEPS, SWEEP_GET, SWEEP_CANCEL})
 
 # -- notifications (server -> client) -----------------------------------

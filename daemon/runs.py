@@ -46,6 +46,7 @@ SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most th
 SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
 STDERR_TAIL_LINES = 20
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
+HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -121,6 +122,7 @@ class RunManager:
         self._dirty: set[str] = set()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._more_pending: set[str] = set()
+        self._history_saved: dict[str, float] = {}   # run id -> when its history was last saved (monotonic)
         self._loop: asyncio.AbstractEventLoop | None = None
         # set by the server: called with (run_id, from, to, raw_events) and with run records
         self.on_events: Callable[[str, int, int, list[bytes]], None] = lambda *a: None
@@ -359,6 +361,7 @@ class RunManager:
 
     def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None) -> None:
         tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
+        self._attach_history(tail, run_dir)
         active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen)
         self.active[run["id"]] = active
         if self.inotify is not None:
@@ -378,6 +381,29 @@ class RunManager:
             self._limit_timers[run["id"]] = self._loop.call_later(
                 max(0.0, left), self._stop_at_limit, run["id"], f"wall-time limit of {wall:g}s reached")
         self._ingest(run["id"])  # whatever was written while nobody watched
+
+    def _attach_history(self, tail: RunTail, run_dir: str) -> None:
+        """Give a live run's tail its scalar history: new from the first byte, or the saved one
+        when it reaches exactly where the ingest resumes (else a client's request catches it up)."""
+        from daemon.history import HISTORY_FILE, RunHistory
+        if tail.offset == 0:
+            tail.history = RunHistory()
+        else:
+            saved = RunHistory.load(os.path.join(run_dir, HISTORY_FILE))
+            if saved is not None and saved.covered == tail.offset:
+                tail.history = saved
+        self._history_saved[tail.run_id] = time.monotonic()
+
+    def _save_history(self, tail: RunTail, run_dir: str) -> None:
+        from daemon.history import HISTORY_FILE
+        history = tail.history
+        if history is None or history.saved_at == history.covered:
+            return
+        try:
+            history.save(os.path.join(run_dir, HISTORY_FILE))
+        except OSError as exc:   # a full disk: the events file is the truth, a client's request rebuilds it
+            log.warning("cannot save the history of %s: %s", tail.run_id, exc)
+        self._history_saved[tail.run_id] = time.monotonic()
 
     # -- telemetry ---------------------------------------------------------
     def _on_inotify(self) -> None:
@@ -462,6 +488,8 @@ class RunManager:
                 continue
             if updated:
                 self.on_run(updated, run_id, updated["rev"])
+            if time.monotonic() - self._history_saved.get(run_id, 0.0) >= HISTORY_SAVE_SECONDS:
+                self._save_history(active.tail, active.run_dir)
 
     def _drain(self, run_id: str, tail: RunTail) -> None:
         """Read a run's file to its end (final: a partial last line counts)."""
@@ -533,6 +561,8 @@ class RunManager:
                    **fields: Any) -> None:
         if tail is not None:
             fields.update(summary=tail.summary(), ingest_offset=tail.offset)
+            self._save_history(tail, str(self.home.run_dir(run_id)))
+            self._history_saved.pop(run_id, None)
         fields.setdefault("ended_at", time.time())
         try:
             updated = self.store.update_run(run_id, state=state, reason=reason, **fields)
@@ -659,6 +689,7 @@ class RunManager:
             self._flush_handle.cancel()
             self._flush_summaries()
         for active in self.active.values():
+            self._save_history(active.tail, active.run_dir)
             if active.pidfd is not None:
                 self._loop.remove_reader(active.pidfd)
                 os.close(active.pidfd)

@@ -58,6 +58,7 @@ class Client:
         self.follow_all_events = False         # events of every run
         self.event_runs: set[str] = set()      # events of these runs
         self.cursors: dict[str, int] = {}      # run -> next byte offset to send
+        self.sync_due = False                  # a subscribe that needed no backlog still gets "synced"
         self.behind: set[str] = set()          # runs served by the catch-up task
         self.pending_records: dict[str, Any] = {}  # coalesced run records while congested
         self.wakeup = asyncio.Event()
@@ -100,6 +101,7 @@ class Daemon:
                                grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
                                resource_seconds=resource_seconds)
         self.sweeps = SweepController(home, self.store, self.runs)
+        self.histories = None   # daemon.history.Histories, made (numpy imported) when a client first asks
         self.runs.on_events = self._broadcast_events
         self.runs.on_run = self._broadcast_run
         self.clients: set[Client] = set()
@@ -291,6 +293,8 @@ class Daemon:
     def m_delete(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         run = self._run(params)
         rev = self.runs.delete(run)
+        if self.histories is not None:
+            self.histories.forget(run["id"])
         return {"deleted": run["id"], "rev": rev}
 
     def m_tag(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -358,7 +362,9 @@ class Daemon:
             nxt, raws = read_verbatim_range(path, start, min(end, self.runs.verbatim_until(run)), max_bytes)
             if nxt == start:  # an irregular stretch (or one line wider than the page): validated
                 nxt, raws, _ = read_range(path, start, end, max_bytes)
-            return {"run": run["id"], "from": start, "next": nxt, "end": end,
+            # "lines": how many, so a client that cuts the page without decoding it can check
+            # it found them all; "events" last, so such a client finds them at the line's end
+            return {"run": run["id"], "from": start, "next": nxt, "end": end, "lines": len(raws),
                     "events": P.raw_fragment(b"[" + b",".join(raws) + b"]")}
         nxt, raws, parsed = self._read(run, start, end, max_bytes)
         types = P.param(params, "types", list, None)
@@ -368,7 +374,8 @@ class Daemon:
 
     def m_metrics(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """Scalars of a run as {tag: [[step, value, t], ...]}, paged by byte offset;
-        episodes as their tags (episode/return, episode/length, episode/return/<agent>)."""
+        episodes as their tags (episode/return, episode/length, episode/return/<agent>).
+        ``to``: stop at this byte offset (the end of a history the client holds as buckets)."""
         run = self._run(params)
         start = P.param(params, "from", int, 0)
         tags = P.param(params, "tags", list, None)
@@ -380,6 +387,9 @@ class Daemon:
                 raise P.RPCError(P.NOT_FOUND, f"run {run['name']} has no tag {unknown[0]!r}; its tags: "
                                               f"{', '.join(sorted(known)) or 'none yet'}")
         end = self.runs.ingested_offset(run)
+        to = P.param(params, "to", int, None)     # a line boundary to stop at (a history's offset)
+        if to is not None:
+            end = min(end, max(0, to))
         nxt, _raws, parsed = self._read(run, start, end, max_bytes)
         wanted = set(tags) if tags else None
         points: dict[str, list] = {}
@@ -393,6 +403,20 @@ class Daemon:
                     if wanted is None or tag in wanted:
                         points.setdefault(tag, []).append([ev.get("step"), value, ev.get("t")])
         return {"run": run["id"], "from": start, "next": nxt, "end": end, "points": points}
+
+    async def m_history(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """A run's scalars at a bounded size (daemon/history.py): per tag, the points while
+        there are under MAX_BUCKETS, else buckets of consecutive points (count, mean, min,
+        max, last). ``offset``: the byte offset they cover, where to subscribe from."""
+        run = self._run(params)
+        tags = P.param(params, "tags", list, None)
+        if self.histories is None:
+            from daemon.history import Histories
+            self.histories = Histories()
+        active = self.runs.active.get(run["id"])
+        history = await self.histories.get(run["id"], str(self.home.run_dir(run["id"])),
+                                           self.runs.ingested_offset(run), active.tail if active else None)
+        return {"run": run["id"], **history.wire(tags)}
 
     def _read(self, run: dict[str, Any], start: int, end: int, max_bytes: int):
         if start < 0:
@@ -495,6 +519,8 @@ class Daemon:
                 client.cursors[run["id"]] = end if from_end else min(cursor, end)
                 if client.cursors[run["id"]] < end:
                     client.behind.add(run["id"])
+                else:   # nothing to send (a client that took the run's history): synced as it is
+                    client.sync_due = True
             result["cursors"] = dict(client.cursors)
         self._kick(client)
         return result
@@ -593,7 +619,8 @@ class Daemon:
                         client.behind.discard(run_id)
                     await client.writer.drain()  # the client's pace
                 if not client.behind and not client.pending_records:
-                    if worked:
+                    if worked or client.sync_due:
+                        client.sync_due = False
                         client.write(P.notification(P.NOTIFY_SYNCED, {"rev": self.store.rev,
                                                                        "cursors": client.cursors}))
                     await client.wakeup.wait()

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
+import itertools
 import json
 import operator
 import os
+import re
 import signal
 import sys
 import time
@@ -448,14 +451,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _run_pages(client, run: dict[str, Any], method: str, follow: bool,
-               on_end: Callable[[dict[str, Any]], None] | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+               on_end: Callable[[dict[str, Any]], None] | None = None, events_raw: bool = False,
+               **params: Any) -> Iterator[dict[str, Any]]:
     """The pages of a run's file from its start (``method``: METRICS or EVENTS, paged by
     ``from``/``next``/``end``). With ``follow`` it keeps reading while the run is live; once the
-    run ends (``on_end`` is told), one more pass reads what was written at the very end."""
+    run ends (``on_end`` is told), one more pass reads what was written at the very end.
+    ``events_raw``: raw EVENTS pages keep their lines undecoded (Client.result)."""
     offset = 0
     asked = client.request(method, run=run["id"], **params, **{"from": offset})
     while True:
-        page = client.result(asked)
+        page = client.result(asked, events_raw=events_raw)
         done = page["next"] >= page["end"] or page["next"] == offset
         offset = page["next"]
         if not done:
@@ -513,6 +518,90 @@ def _scalars_csv(events: list[dict[str, Any]]) -> bytes | None:
     return body
 
 
+# One scalar line as the SDK's Emitter writes it, preceded by a comma or the page's start and
+# followed by a comma or its end: a whole line, never a part of one (no group holds a comma, a
+# quote or a brace; the line is JSON the daemon validated, so the number groups are numbers).
+# Groups: wall time, tag, value (a number or a string without escapes), step.
+_EMITTER_SCALAR = re.compile(
+    rb'(?<![^,])\{"v":1,"type":"scalar","t":([-0-9.eE+]+),"tag":"([^"\\,]*)",'
+    rb'"value":([-0-9.eE+]+|"[^"\\,]*"),"step":(-?[0-9]+)\}(?![^,])')
+_CSV_ORDER = operator.itemgetter(1, 3, 2, 0)    # tag, step, value, wall time
+
+
+def _scalars_csv_raw(lines: bytes, count: int | None = None) -> bytes | None:
+    """A raw page (its ``count`` event lines joined by commas) as CSV rows, without decoding
+    a line: when every line is a scalar as the Emitter writes it, its fields are cut out with
+    one regex pass and joined in C, the numbers as the worker wrote them (about twice as fast
+    as decoding the page). None when any line is something else: the page is decoded instead."""
+    if not lines:
+        return b""
+    rows = _EMITTER_SCALAR.findall(lines)
+    if len(rows) != (count if count is not None else lines.count(b"},{") + 1):
+        return None
+    body = b"\r\n".join(map(b",".join, map(_CSV_ORDER, rows))) + b"\r\n"
+    # a string value as csv.writer writes it ("nan" -> nan); the scan is cheaper than the copy
+    return body.replace(b'"', b"") if b'"' in body else body
+
+
+# the start of a line that is not a scalar (an episode, a phase...) in a raw page
+_OTHER_LINE = re.compile(rb'\{"v":1,"type":"(?!scalar")')   # a literal start: a fast scan
+_LINE_START = b',{"v":'
+
+
+def _page_csv_raw(lines: bytes, count: int | None = None) -> bytes | None:
+    """A raw page (``count`` lines) as CSV rows without decoding its scalars: the stretches of
+    Emitter scalars between other lines (a real run's pages hold its episodes) are cut as
+    _scalars_csv_raw cuts them, the other lines decoded one by one (an episode as its tags).
+    None when a stretch is not plain scalars or a cut does not fall between two lines (it
+    does not decode): the page is decoded instead."""
+    if count is not None and lines.count(b'{"v":1,"type":"scalar",') == count:
+        return _scalars_csv_raw(lines, count)     # scalars only (a count is cheaper than a scan)
+    matches = _OTHER_LINE.finditer(lines)
+    first = next(matches, None)
+    if first is None:
+        return _scalars_csv_raw(lines, count)
+    out: list[bytes] = []
+    pos = 0
+    for match in itertools.chain([first], matches):
+        start = match.start()
+        if start < pos or (start and lines[start - 1] != 44):   # 44: a comma before a line
+            continue                      # inside a line (the one taken last): not a line's start
+        if start > pos:
+            stretch = _scalars_csv_raw(lines[pos:start - 1])
+            if stretch is None:
+                return None
+            out.append(stretch)
+        end = lines.find(_LINE_START, start)
+        end = len(lines) if end < 0 else end
+        try:
+            event = P.loads(lines[start:end])
+        except P.JSONDecodeError:
+            return None
+        buf = io.StringIO(newline="")
+        _write_csv_rows(csv.writer(buf), [event])
+        out.append(buf.getvalue().encode())
+        pos = end + 1
+    if pos < len(lines):
+        stretch = _scalars_csv_raw(lines[pos:])
+        if stretch is None:
+            return None
+        out.append(stretch)
+    return b"".join(out)
+
+
+def _write_csv_page(out_csv, lines: bytes | None, events: list[dict[str, Any]] | None,
+                    count: int | None = None) -> None:
+    """A page of a run's events as CSV rows: its raw lines (``lines``, Client.result's
+    ``events_raw``; ``count`` of them) cut without decoding where they are Emitter scalars
+    (_page_csv_raw), else the page decoded."""
+    body = _page_csv_raw(lines, count) if lines is not None else None
+    if body is not None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(body)
+        return
+    _write_csv_rows(out_csv, events if lines is None else P.loads(b"[" + lines + b"]"))
+
+
 def _write_csv_rows(out_csv, events: list[dict[str, Any]]) -> None:
     """A page of events as CSV rows (tag, step, value, wall time), in the file's order;
     an episode as its tags (episode_scalars), other events skipped."""
@@ -544,9 +633,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             # every point of the run: the daemon sends the file's lines as they are
             # and this process makes the rows (metrics pages, which the daemon
             # decodes, groups by tag and encodes again, ran at a tenth of the speed)
-            for page in _run_pages(client, run, P.EVENTS, args.follow, ended, raw=True,
+            for page in _run_pages(client, run, P.EVENTS, args.follow, ended, events_raw=True, raw=True,
                                    max_bytes=CSV_PAGE_BYTES):
-                _write_csv_rows(out_csv, page["events"])
+                _write_csv_page(out_csv, page.get("events_raw"), page.get("events"), page.get("lines"))
                 sys.stdout.flush()
             return 0
         for page in _run_pages(client, run, P.METRICS, args.follow, ended, tags=tags):

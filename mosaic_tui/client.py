@@ -60,24 +60,30 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _read_message(self) -> dict[str, Any]:
-        # A large answer (the list of 10,000 runs is ~20 MB) arrives in many
-        # reads: its pieces are joined once, when its newline has come, not
-        # copied again at every read.
+    def _read_line(self) -> bytes:
+        # A large answer (the list of 10,000 runs is ~20 MB, a page of a long run 4 MB)
+        # arrives in many reads: its pieces are joined once, when its newline has come
+        # (a newline ends a message: JSON text holds none).
+        if self._lines:
+            return self._lines.popleft()
         pieces = [self._partial]
-        while not self._lines:
+        while True:
             data = self.sock.recv(1 << 20)
             if not data:
                 raise ConnectionError("the daemon closed the connection")
-            if b"\n" not in data:
+            nl = data.find(b"\n")
+            if nl < 0:
                 pieces.append(data)
                 continue
-            pieces.append(data)
-            parts = b"".join(pieces).split(b"\n")
-            pieces = [parts.pop()]
-            self._lines.extend(parts)
-        self._partial = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        return P.loads(self._lines.popleft())
+            pieces.append(data[:nl])
+            line = b"".join(pieces)
+            rest = data[nl + 1:].split(b"\n")
+            self._partial = rest.pop()
+            self._lines.extend(rest)
+            return line
+
+    def _read_message(self) -> dict[str, Any]:
+        return P.loads(self._read_line())
 
     def call(self, method: str, **params: Any) -> Any:
         return self.result(self.request(method, **params))
@@ -89,10 +95,19 @@ class Client:
         self.sock.sendall(P.request(req_id, method, params))
         return req_id
 
-    def result(self, req_id: int) -> Any:
-        """The answer to request ``req_id`` (answers to earlier requests are skipped)."""
+    def result(self, req_id: int, events_raw: bool = False) -> Any:
+        """The answer to request ``req_id`` (answers to earlier requests are skipped).
+
+        ``events_raw``: the answer to a ``read_events`` page with ``raw``, whose events the
+        daemon splices in as the file's lines (they come last): they stay undecoded, as
+        ``events_raw``, the bytes between the list's brackets, and the rest is decoded."""
         while True:
-            msg = self._read_message()
+            line = self._read_line()
+            if events_raw:
+                page = _split_events_raw(line, req_id)
+                if page is not None:
+                    return page
+            msg = P.loads(line)
             if "id" not in msg and "method" in msg:
                 self.pending.append((msg["method"], msg.get("params", {})))
                 continue
@@ -118,6 +133,24 @@ class Client:
                 return
             if "method" in msg and "id" not in msg:
                 yield msg["method"], msg.get("params", {})
+
+
+_EVENTS_RAW = b',"events":['
+
+
+def _split_events_raw(line: bytes, req_id: int) -> dict[str, Any] | None:
+    """A raw ``read_events`` answer to ``req_id`` decoded but for its events (``events_raw``:
+    the comma-joined lines); None when the line is anything else."""
+    head = b'{"jsonrpc":"2.0","id":%d,"result":{' % req_id
+    cut = line.find(_EVENTS_RAW)
+    if not line.startswith(head) or cut < 0 or not line.endswith(b"]}}"):
+        return None
+    try:
+        page = P.loads(line[:cut] + b"}}")["result"]
+    except (P.JSONDecodeError, ValueError, KeyError, TypeError):
+        return None
+    page["events_raw"] = line[cut + len(_EVENTS_RAW):-3]
+    return page
 
 
 def daemon_command(home: Home, max_runs: int | None = None) -> list[str]:

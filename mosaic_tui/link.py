@@ -7,7 +7,9 @@ Textual-independent. A ``Link`` owns an ``AsyncClient`` and keeps:
   after a reconnect with ``subscribe(runs=True, rev=<last rev seen>)``;
 - ``series``: per watched run, a ``RunSeries`` (numpy columns per tag) fed by
   ``events`` notifications, with the byte ``cursors`` that say how far each
-  run's events file has been absorbed. Only runs the UI looks at are watched
+  run's events file has been absorbed. A run first watched starts from its
+  ``history`` (daemon/history.py: a long tag as a few thousand buckets) and its
+  events are followed from the offset that covers. Only runs the UI looks at are watched
   (``watch``/``unwatch``), so a table of ten busy runs costs a few run records
   a second, not their telemetry. A chunk is absorbed only if it starts at the
   run's cursor: a repeat is dropped and a gap makes the link resubscribe from
@@ -89,6 +91,8 @@ class Link:
         self._sub_lock: asyncio.Lock | None = None
         self._resub_needed = False
         self._resynced: set[str] = set()         # the watched runs the last _resync subscribed
+        self._no_history: set[str] = set()        # runs whose history the daemon refused: events from 0
+        self.history_offsets: dict[str, int] = {}  # run id -> the byte offset its history covered
         self.frame_listeners: dict[tuple[str, int], Callable[[dict[str, Any]], None]] = {}
         self._absorb_queue: collections.deque = collections.deque()   # (run id, events) or (None, synced params)
         self.queued = 0                 # events in the queue
@@ -173,6 +177,7 @@ class Link:
             listing = await self.client.call(P.LIST)
             self._load(listing["runs"], listing["rev"])
         params: dict[str, Any] = {"runs": True, "rev": self.rev}
+        await self._histories([r for r in self.watched if r in self.runs])
         watched = [r for r in self.watched if r in self.runs]
         self._resynced = set(watched)
         if watched:
@@ -216,11 +221,37 @@ class Link:
             if not ids:
                 return
             try:
+                await self._histories(ids)
                 await self.client.call(P.SUBSCRIBE, events=ids, cursors={r: self.cursors.get(r, 0) for r in ids})
             except P.RPCError as exc:
                 log.warning("subscribe failed: %s", exc.message)
             except ConnectionError:
                 pass
+
+    async def _histories(self, run_ids: list[str]) -> None:
+        """Start each run nothing was absorbed of from its history (daemon/history.py): a
+        long run's tags arrive as a few thousand buckets instead of every point, and the
+        events are then followed from the offset the history covers."""
+        for rid in run_ids:
+            if self.cursors.get(rid, 0) or rid in self._no_history:
+                continue
+            try:
+                reply = await self.client.call(P.HISTORY, run=rid)
+            except P.RPCError as exc:
+                # a daemon from before histories (or the run went): the events from the start
+                log.info("no history of %s: %s", rid, exc.message)
+                self._no_history.add(rid)
+                continue
+            if self.cursors.get(rid, 0) or rid not in self.runs:
+                continue
+            offset = reply.get("offset")
+            if not isinstance(offset, int) or offset <= 0:
+                continue
+            tags = self.series_of(rid).load_history(reply)
+            self.cursors[rid] = offset
+            self.history_offsets[rid] = offset
+            self._pending.series.setdefault(rid, set()).update(tags)
+            self._schedule_flush()
 
     async def _resubscribe(self) -> None:
         """Drop every subscription and take the wanted ones back from our own state."""
@@ -300,6 +331,7 @@ class Link:
                 self._pending.deleted.add(rid)
             self.series.pop(rid, None)
             self.cursors.pop(rid, None)
+            self.history_offsets.pop(rid, None)
             self.watched.discard(rid)
             self._pending.runs.discard(rid)
         else:

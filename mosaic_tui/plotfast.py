@@ -1,7 +1,8 @@
 """Faster drawing for plotext (and so for textual-plotext) without changing a pixel.
 
 plotext rasterises in pure Python: the lines between data points
-(``_utility.get_lines``) and the grouping of braille dots into characters
+(``_utility.get_lines``), the removal of repeated dots (``_utility.brush``)
+and the grouping of braille dots into characters
 (``_utility.hd_group``) loop over every dot, and Rich's generic ANSI decoder
 then parses the result. For a plot the size of a terminal that costs more than
 the 50 ms a redraw may take. ``install()`` swaps the two loops for numpy
@@ -55,8 +56,11 @@ def get_lines(x, y, *other):
     for lst in other:
         if len(lst) < len(x):  # plotext's transpose truncates to the shortest list
             return _orig_get_lines(x, y, *other)
-        col = [lst[n] for n in seg_list]
-        col.append(lst[len(x) - 1])
+        if lst.count(lst[0]) == len(lst):   # one marker/colour for the whole line: no lookups
+            col = [lst[0]] * (total + 1)
+        else:
+            col = [lst[n] for n in seg_list]
+            col.append(lst[len(x) - 1])
         out.append(col)
     return out
 
@@ -93,6 +97,26 @@ def hd_group(x, y, xf, yf):
     ys = ky[first[order]].tolist()
     ms = [table[m] for m in masks[order].tolist()]
     return xs, ys, ms
+
+
+_orig_brush = None
+
+
+def brush(x, y, *other):
+    """plotext._utility.brush (drop repeated points) in numpy, for integer points whose other
+    lists (marker, colour, style) hold one value each: the lines of a plot, before their dots
+    are grouped into characters. plotext goes through a set of tuples, so it keeps no order
+    either; what reaches the canvas is the same set of dots."""
+    n = min(len(x), len(y), *map(len, other)) if other else min(len(x), len(y))
+    if n < 64 or len(x) != n or len(y) != n or not (_all_ints(x) and _all_ints(y)) \
+            or any(len(lst) != n or lst.count(lst[0]) != n for lst in other):
+        return _orig_brush(x, y, *other)
+    X = np.asarray(x, dtype=np.int64)
+    Y = np.asarray(y, dtype=np.int64)
+    key = (X - X.min()) * (int(Y.max() - Y.min()) + 1) + (Y - Y.min())
+    keep = np.unique(key, return_index=True)[1]
+    k = len(keep)
+    return [X[keep].tolist(), Y[keep].tolist()] + [[lst[0]] * k for lst in other]
 
 
 _orig_set_canvas = None
@@ -135,15 +159,17 @@ def set_canvas(self):
 
 def install() -> None:
     """Patch plotext's hot loops (idempotent)."""
-    global _installed, _orig_get_lines, _orig_hd_group, _orig_set_canvas
+    global _installed, _orig_get_lines, _orig_hd_group, _orig_set_canvas, _orig_brush
     if _installed:
         return
     from plotext import _matrix, _utility
     _orig_get_lines = _utility.get_lines
     _orig_hd_group = _utility.hd_group
+    _orig_brush = _utility.brush
     _orig_set_canvas = _matrix.matrix_class.set_canvas
     _utility.get_lines = get_lines
     _utility.hd_group = hd_group
+    _utility.brush = brush
     _matrix.matrix_class.set_canvas = set_canvas
     _installed = True
 
@@ -155,6 +181,7 @@ def uninstall() -> None:
     from plotext import _matrix, _utility
     _utility.get_lines = _orig_get_lines
     _utility.hd_group = _orig_hd_group
+    _utility.brush = _orig_brush
     _matrix.matrix_class.set_canvas = _orig_set_canvas
     _installed = False
 

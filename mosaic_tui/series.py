@@ -32,7 +32,8 @@ class Series:
     """One tag: step, value and wall time columns, amortised O(1) appends."""
 
     __slots__ = ("_step", "_value", "_wall", "n", "version", "_ema_key", "_ema", "_ema_state", "_sorted_upto",
-                 "_sorted", "_spread", "_spread_version", "_spread_done", "_decimated")
+                 "_sorted", "_spread", "_spread_version", "_spread_done", "_decimated",
+                 "reduced", "_lo", "_hi", "_last", "_count", "_finite", "_bucket_points")
 
     def __init__(self, capacity: int = 256):
         self._step = np.empty(capacity, dtype=np.float64)
@@ -49,6 +50,49 @@ class Series:
         self._spread_version = -1
         self._spread_done = 0      # points whose x is final (before the last group of equal steps)
         self._decimated: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
+        # A history the daemon sent as buckets (daemon/history.py): the first ``reduced`` points
+        # are buckets of consecutive points, each at its last step and wall time with its mean as
+        # the value; beside them their min and max (the envelope), last value, point count and
+        # finite count. Points appended later are points.
+        self.reduced = 0
+        self._lo = self._hi = self._last = self._count = self._finite = None
+        self._bucket_points = 0
+
+    def load_history(self, tag: dict) -> None:
+        """Start an empty series from one tag of a ``history`` reply (exact points, or buckets)."""
+        if self.n:
+            raise ValueError("a history goes into an empty series only")
+        steps, values, walls = (np.array(tag[k], dtype=np.float64) for k in ("step", "value", "t"))
+        if "count" not in tag:
+            self.extend(steps, values, walls)
+            return
+        self.extend(steps, values, walls)
+        self._lo, self._hi, self._last = (np.array(tag[k], dtype=np.float64) for k in ("lo", "hi", "last"))
+        self._count = np.array(tag["count"], dtype=np.float64)
+        self._finite = np.array(tag["finite"], dtype=np.float64)
+        self.reduced = self.n
+        self._bucket_points = int(self._count.sum())
+
+    @property
+    def total(self) -> int:
+        """How many points the series stands for (its buckets' points counted)."""
+        return self.n - self.reduced + self._bucket_points
+
+    def value_range(self) -> tuple[float, float] | None:
+        """The smallest and largest finite value of every point (buckets' min and max), None if none."""
+        parts = [self._value[self.reduced:self.n]]
+        if self.reduced:
+            parts += [self._lo, self._hi]
+        v = np.concatenate(parts)
+        v = v[np.isfinite(v)]
+        return (float(v.min()), float(v.max())) if len(v) else None
+
+    def envelope(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each point's low and high: a bucket's min and max, a point's own value twice."""
+        if not self.reduced:
+            return self.values, self.values
+        tail = self._value[self.reduced:self.n]
+        return np.concatenate([self._lo, tail]), np.concatenate([self._hi, tail])
 
     def _grow(self, need: int) -> None:
         cap = len(self._step)
@@ -101,10 +145,15 @@ class Series:
         return self.n
 
     def last(self) -> float | None:
-        return float(self._value[self.n - 1]) if self.n else None
+        if not self.n:
+            return None
+        if self.n == self.reduced:
+            return float(self._last[-1])     # a bucket's value is its mean; its last point is this
+        return float(self._value[self.n - 1])
 
     def smoothed(self, weight: float) -> np.ndarray:
-        """ema(values, weight), extended incrementally as points arrive."""
+        """ema(values, weight), extended incrementally as points arrive. Buckets move the
+        average as their count of points at their mean would (ema_counted)."""
         if weight <= 0:
             return self.values
         if self._ema_key != weight or self._ema is None or self._ema_state[2] > self.n:
@@ -113,12 +162,18 @@ class Series:
             self._ema_state = (0.0, 0, 0)
         last, count, done = self._ema_state
         if done < self.n:
-            part, last, count = ema(self._value[done:self.n], weight, last, count, with_state=True)
             if len(self._ema) < self.n:
                 grown = np.empty(max(self.n, len(self._ema) + len(self._ema) // 2))
                 grown[:done] = self._ema[:done]
                 self._ema = grown
-            self._ema[done:self.n] = part
+            if done < self.reduced:
+                part, last, count = ema_counted(self._value[done:self.reduced], self._finite[done:self.reduced],
+                                                weight, last, count)
+                self._ema[done:self.reduced] = part
+                done = self.reduced
+            if done < self.n:
+                part, last, count = ema(self._value[done:self.n], weight, last, count, with_state=True)
+                self._ema[done:self.n] = part
             self._ema_state = (last, count, self.n)
         return self._ema[:self.n]
 
@@ -174,11 +229,19 @@ class Series:
             x, x_sorted = self.plot_steps(), self.steps_sorted
         else:
             x, x_sorted = self.walls - x_origin, None
-        y = self.smoothed(weight) if weight > 0 else self.values
+        y_hi = None
+        if weight > 0:
+            y = self.smoothed(weight)
+        elif self.reduced:
+            y, y_hi = self.envelope()      # the buckets' min and max: the points' own envelope
+        else:
+            y = self.values
         if logy:
             with np.errstate(invalid="ignore"):
                 y = np.where(y > 0, y, np.nan)
-        xs, ys = decimate(x, y, columns, x_sorted)
+                if y_hi is not None:
+                    y_hi = np.where(y_hi > 0, y_hi, np.nan)
+        xs, ys = decimate(x, y, columns, x_sorted, y_hi)
         if len(self._decimated) >= 16:   # options and sizes seen lately, not every one ever
             self._decimated.clear()
         self._decimated[key] = (self.version, xs, ys)
@@ -322,6 +385,28 @@ def ema(values: np.ndarray, weight: float, last: float = 0.0, count: int = 0, wi
     return (out, last, count) if with_state else out
 
 
+def ema_counted(means: np.ndarray, counts: np.ndarray, weight: float, last: float = 0.0, count: int = 0):
+    """``ema`` over buckets: a bucket of c finite points at mean m moves the average as c
+    points of value m would (last = last * w**c + (1 - w**c) * m; count += c). Exact when
+    a bucket's points are equal; else the mean stands for them. A loop: a history holds
+    at most a few thousand buckets a tag. Returns (smoothed, last, count)."""
+    out = np.array(means, dtype=np.float64)
+    w = float(weight)
+    for i, (m, c) in enumerate(zip(out.tolist(), np.asarray(counts).tolist())):
+        if c <= 0 or not math.isfinite(m):
+            continue
+        if w >= 1.0:
+            out[i] = last if count else m
+            if not count:
+                last, count = m, int(c)
+            continue
+        decay = w ** c
+        last = last * decay + (1 - decay) * m
+        count += int(c)
+        out[i] = last / (1 - w ** count)
+    return out, last, count
+
+
 def ema_reference(values, weight: float) -> list[float]:
     """The loop TensorBoard runs (tests compare ``ema`` against it)."""
     last, count, out = 0.0, 0, []
@@ -336,18 +421,24 @@ def ema_reference(values, weight: float) -> list[float]:
     return out
 
 
-def decimate(x: np.ndarray, y: np.ndarray, columns: int, x_sorted: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+def decimate(x: np.ndarray, y: np.ndarray, columns: int, x_sorted: bool | None = None,
+             y_hi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """At most 2 points per column: each column's min and max, in x order.
 
     Columns split the x range evenly when x is sorted (steps, wall time), else
     the point index. NaN values are skipped (a column of NaN only is dropped);
-    ``x_sorted`` spares the check when the caller knows.
+    ``x_sorted`` spares the check when the caller knows. With ``y_hi``, each
+    point spans y to y_hi (a bucket of points: its min and max).
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     n = len(x)
     columns = max(1, int(columns))
-    if n <= 2 * columns:
+    if y_hi is not None and n <= columns:
+        x, y = np.repeat(x, 2), np.column_stack([y, np.asarray(y_hi, dtype=np.float64)]).ravel()
+        y_hi = None
+        n = len(x)
+    if n <= 2 * columns and y_hi is None:
         keep = np.isfinite(y) & np.isfinite(x)
         return x[keep], y[keep]
     if x_sorted is None:
@@ -359,7 +450,7 @@ def decimate(x: np.ndarray, y: np.ndarray, columns: int, x_sorted: bool | None =
     edges = np.unique(edges)
     with np.errstate(invalid="ignore"):
         ymin = np.fmin.reduceat(y, edges)
-        ymax = np.fmax.reduceat(y, edges)
+        ymax = np.fmax.reduceat(y if y_hi is None else np.asarray(y_hi, dtype=np.float64), edges)
     ends = np.append(edges[1:], n) - 1
     xs = np.empty(2 * len(edges))
     ys = np.empty(2 * len(edges))
@@ -383,6 +474,19 @@ class RunSeries:
         self.tags: dict[str, Series] = {}
         self.t0: float | None = None     # first wall time (x axis by time)
         self.events = 0
+
+    def load_history(self, reply: dict) -> set[str]:
+        """Take a ``history`` reply (daemon/history.py) into tags that have no points yet."""
+        changed: set[str] = set()
+        if self.t0 is None and isinstance(reply.get("t0"), (int, float)):
+            self.t0 = float(reply["t0"])
+        for tag, data in (reply.get("tags") or {}).items():
+            series = self.get(tag)
+            if series.n or not data.get("step"):
+                continue
+            series.load_history(data)
+            changed.add(tag)
+        return changed
 
     def get(self, tag: str) -> Series:
         s = self.tags.get(tag)

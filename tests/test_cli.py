@@ -275,14 +275,21 @@ def test_an_unknown_tag_names_the_ones_there_are(daemon, mosaic):
     mosaic.run("cancel", live, check=True)
 
 
-def _csv_of(events):
-    """What `mosaic metrics --csv` writes for one page of events, parsed back."""
+def _csv_of(events, raw: bool = False):
+    """What `mosaic metrics --csv` writes for one page of events, parsed back; ``raw``: the
+    page as the daemon's raw read_events sends it (the lines as orjson, the Emitter's
+    encoder, writes them, joined by commas), cut without decoding where it can be."""
     import sys
+
+    from daemon import protocol as P
     from mosaic_tui import cli
     out = io.TextIOWrapper(io.BytesIO(), newline="")
     saved, sys.stdout = sys.stdout, out
     try:
-        cli._write_csv_rows(csv.writer(out), events)
+        if raw:
+            cli._write_csv_page(csv.writer(out), b",".join(map(P.dumps, events)), None)
+        else:
+            cli._write_csv_page(csv.writer(out), None, events)
         out.flush()
     finally:
         sys.stdout = saved
@@ -290,7 +297,8 @@ def _csv_of(events):
     return text, list(csv.reader(io.StringIO(text, newline="")))
 
 
-def test_metrics_csv_rows_are_what_csv_writer_writes():
+@pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw-lines"])
+def test_metrics_csv_rows_are_what_csv_writer_writes(raw, monkeypatch):
     """The CSV of a page of scalars made through orjson's number formatting (the fast
     path) reads back as the rows csv.writer writes: same fields, numbers equal as
     floats, CRLF lines, file order; and whatever needs csv.writer's own handling
@@ -309,19 +317,36 @@ def test_metrics_csv_rows_are_what_csv_writer_writes():
     plain = [ev("losses/value_loss", s, s / 7, 1795383499.0 + s * 1e-4) for s in range(1, 500)]
     plain += [ev("charts/SPS", 500, 12), ev("e/big", 501, 1e16), ev("e/tiny", 502, 1e-7), ev("e/nan", 503, "nan"),
               ev("", 504, 0.5), ev("ünïcode/tag", 505, -2.5)]
-    text, rows = _csv_of(plain)
+    text, rows = _csv_of(plain, raw)
     want_text, want_rows = expected(plain)
     assert text.endswith("\r\n") and text.count("\r\n") == len(plain)
     assert numbers(rows) == numbers(want_rows)
     for tricky in (ev('a,"quoted" tag', 1, 1.0), ev("line\nbreak", 1, 1.0), ev("back\\slash", 1, 1.0),
-                   ev("x", 1, None), ev("x", 1, True), ev("x", None, 1.0), ev("x", 1, "a,b"), ev("x", 1, 'q"')):
+                   ev("x", 1, None), ev("x", 1, True), ev("x", None, 1.0), ev("x", 1, "a,b"), ev("x", 1, 'q"'),
+                   dict(ev("x", 1, 1.0), extra=ev("nested", 2, 2.0))):
         page = plain[:3] + [tricky] + plain[3:6]
-        assert _csv_of(page)[0] == expected(page)[0], tricky
+        assert _csv_of(page, raw)[0] == expected(page)[0], tricky
     no_time = [{"v": 1, "type": "scalar", "tag": "x", "value": 1.0, "step": 1}]
-    assert _csv_of(no_time)[1] == [["x", "1", "1.0", ""]]
+    assert _csv_of(no_time, raw)[1] == [["x", "1", "1.0", ""]]
     mixed = plain[:2] + [{"v": 1, "type": "episode", "t": 5.0, "step": 9, "return": 3.5, "length": 4},
                          {"v": 1, "type": "heartbeat", "t": 6.0, "step": 9}] + plain[2:4]
-    assert [r[:2] for r in _csv_of(mixed)[1]] == [["losses/value_loss", "1"], ["losses/value_loss", "2"],
+    if raw:   # Emitter lines are cut out of the page as they are, not decoded
+        from mosaic_tui import cli
+        calls = []
+        monkeypatch.setattr(cli, "_write_csv_rows", lambda *a: calls.append(a))
+        assert numbers(_csv_of(plain, raw)[1]) == numbers(want_rows) and not calls
+        monkeypatch.undo()
+    if raw:   # a page with other events: its scalar stretches still cut, only the others decoded
+        from mosaic_tui import cli
+        real = cli._write_csv_rows
+        long_mixed = plain[:200] + mixed[2:4] + plain[200:400] + mixed[2:3]
+        want = numbers(_csv_of(long_mixed)[1])
+        decoded = []
+        monkeypatch.setattr(cli, "_write_csv_rows", lambda w, evs: (decoded.append(len(evs)), real(w, evs)))
+        assert numbers(_csv_of(long_mixed, raw)[1]) == want
+        assert decoded == [1, 1, 1]
+        monkeypatch.undo()
+    assert [r[:2] for r in _csv_of(mixed, raw)[1]] == [["losses/value_loss", "1"], ["losses/value_loss", "2"],
                                                    ["episode/return", "9"], ["episode/length", "9"],
                                                    ["losses/value_loss", "3"], ["losses/value_loss", "4"]]
 

@@ -200,10 +200,9 @@ class CompareScreen(Screen):
         series = self.app.link.series.get(run["id"])
         if series is not None and self.tag in series.tags:
             ser = series.tags[self.tag]
-            vals = ser.values
-            good = vals[np.isfinite(vals)]
-            out[f"{self.tag} last"] = float(vals[-1]) if len(vals) else None
-            out[f"{self.tag} max"] = float(good.max()) if len(good) else None
+            span = ser.value_range()
+            out[f"{self.tag} last"] = ser.last()
+            out[f"{self.tag} max"] = span[1] if span else None
         else:
             out[f"{self.tag} last"] = None
             out[f"{self.tag} max"] = None
@@ -323,31 +322,95 @@ class CompareScreen(Screen):
                         + [s.get("last_return", ""), s.get("episodes", ""), s.get("steps", "")] + lasts)
         return header, rows
 
+    CURVE_HEADER = ["tag", "run", "run_id", "step", "value", "wall_time"]
+
+    @staticmethod
+    def _point_rows(tag: str, run: dict[str, Any], points):
+        from mosaic_tui.series import to_float
+        for step, value, wall in points:
+            value = to_float(value)
+            yield [tag, run["name"], run["id"], int(step) if float(step).is_integer() else step,
+                   "" if math.isnan(value) else value, wall]
+
+    def _held(self, tag: str, run: dict[str, Any]):
+        series = self.app.link.series.get(run["id"])
+        return series.tags[tag] if series is not None and tag in series.tags else None
+
     def curve_rows(self):
-        """Every point of every tag of the compared runs, as the app holds them
-        (the whole history: the same points as `mosaic metrics RUN --csv`)."""
+        """Every point of every tag of the compared runs as the app holds them (the whole history:
+        the same points as `mosaic metrics RUN --csv`, while no tag is held as buckets)."""
         for tag in self.tags():
             for run in self.runs:
-                series = self.app.link.series.get(run["id"])
-                if series is None or tag not in series.tags:
-                    continue
-                ser = series.tags[tag]
-                for step, value, wall in zip(ser.steps.tolist(), ser.values.tolist(), ser.walls.tolist()):
-                    yield [tag, run["name"], run["id"], int(step) if float(step).is_integer() else step,
-                           "" if math.isnan(value) else value, wall]
+                ser = self._held(tag, run)
+                if ser is not None:
+                    yield from self._point_rows(tag, run, zip(ser.steps.tolist(), ser.values.tolist(),
+                                                              ser.walls.tolist()))
 
     def action_export(self) -> None:
+        bucketed = [(tag, run) for tag in self.tags() for run in self.runs
+                    if (ser := self._held(tag, run)) is not None and ser.reduced]
+        if not bucketed:
+            path, runs_path = self._export_paths()
+            with open(path, "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(self.CURVE_HEADER)
+                points = 0
+                for row in self.curve_rows():
+                    writer.writerow(row)
+                    points += 1
+            self._exported(path, runs_path, points)
+            return
+        total = sum(self._held(tag, run).total for tag, run in bucketed)
+        self.notify(f"exporting: {fmt.plural(total, 'point')} of long runs come from the daemon", timeout=4)
+        self.run_worker(self._export_from_daemon(), exclusive=True, group="export")
+
+    async def _export_from_daemon(self) -> None:
+        """The export when a long run's tag is held as buckets (daemon/history.py): its points up
+        to where its history ends are paged from the daemon and written as they come (ten million
+        points never sit in memory), then the points that came live after it."""
+        from daemon import protocol as P
+        path, runs_path = self._export_paths()
+        points = 0
+        try:
+            with open(path, "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(self.CURVE_HEADER)
+                for tag in self.tags():
+                    for run in self.runs:
+                        ser = self._held(tag, run)
+                        if ser is None:
+                            continue
+                        if ser.reduced:
+                            start, end = 0, self.app.link.history_offsets.get(run["id"], 0)
+                            while start < end:
+                                page = await self.app.link.call(P.METRICS, run=run["id"], tags=[tag], to=end,
+                                                                max_bytes=16 << 20, **{"from": start})
+                                rows = list(self._point_rows(tag, run, page["points"].get(tag, [])))
+                                writer.writerows(rows)
+                                points += len(rows)
+                                if page["next"] <= start:
+                                    break
+                                start = page["next"]
+                            live = slice(ser.reduced, ser.n)
+                        else:
+                            live = slice(0, ser.n)
+                        rows = list(self._point_rows(tag, run, zip(ser._step[live].tolist(), ser._value[live].tolist(),
+                                                                   ser._wall[live].tolist())))
+                        writer.writerows(rows)
+                        points += len(rows)
+        except (ConnectionError, P.RPCError) as exc:
+            path.unlink(missing_ok=True)
+            self.notify(f"export failed: the daemon did not send the points ({exc})", severity="error", timeout=8)
+            return
+        self._exported(path, runs_path, points)
+
+    def _export_paths(self):
         out_dir = self.app.home.root / "exports"
         out_dir.mkdir(parents=True, exist_ok=True)
         stem = out_dir / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-        path, runs_path = stem.with_suffix(".csv"), stem.with_name(stem.name + "-runs.csv")
-        points = 0
-        with open(path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["tag", "run", "run_id", "step", "value", "wall_time"])
-            for row in self.curve_rows():
-                writer.writerow(row)
-                points += 1
+        return stem.with_suffix(".csv"), stem.with_name(stem.name + "-runs.csv")
+
+    def _exported(self, path, runs_path, points: int) -> None:
         header, rows = self.export_rows()
         with open(runs_path, "w", newline="") as f:
             writer = csv.writer(f)

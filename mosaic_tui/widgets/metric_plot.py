@@ -268,9 +268,8 @@ def tick_labels(ticks: list[float]) -> list[str]:
 def summary_of(series: Series) -> str:
     if not len(series):
         return "-"
-    v = series.values
-    finite = v[np.isfinite(v)]
-    if not len(finite):
+    span = series.value_range()
+    if span is None:
         return "no finite values"
     from mosaic_tui import fmt
-    return f"last {fmt.num(float(v[-1]))}  min {fmt.num(float(finite.min()))}  max {fmt.num(float(finite.max()))}  n {len(v)}"
+    return f"last {fmt.num(series.last())}  min {fmt.num(span[0])}  max {fmt.num(span[1])}  n {series.total}"

@@ -173,3 +173,43 @@ def test_envs_offered_per_algorithm_or_for_all():
     assert envs_for({"envs": {"ppo": ["CartPole-v1"], "sac": ["Pendulum-v1"]}}, "sac") == ["Pendulum-v1"]
     assert envs_for({"envs": {"ppo": ["CartPole-v1"]}}, "dqn") == []
     assert envs_for({}, "emit") == []
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.9, 0.999])
+def test_smoothing_buckets_moves_as_their_points_would(weight):
+    """A bucket of c points at m moves TensorBoard's average as those c points do: exactly when
+    they are equal; buckets then points carry on as one series of points."""
+    import numpy as np
+    from mosaic_tui.series import Series, ema, ema_counted
+    rng = np.random.default_rng(4)
+    counts = rng.integers(1, 9, 300)
+    means = rng.normal(0, 3, 300)
+    means[17] = np.nan                      # a bucket of no finite point: passes, moves nothing
+    raw = np.repeat(means, counts)
+    ends = np.cumsum(counts) - 1
+    finite = np.where(np.isfinite(means), counts, 0)
+    got, last, count = ema_counted(means, finite, weight)
+    want = ema(raw, weight)[ends]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    # a series from these buckets, then 50 points: the points' EMA carries on from the buckets
+    tail = rng.normal(0, 3, 50)
+    s = Series()
+    s.load_history({"step": ends.tolist(), "t": ends.tolist(), "value": means.tolist(), "last": means.tolist(),
+                    "count": counts.tolist(), "finite": finite.tolist(), "lo": means.tolist(), "hi": means.tolist()})
+    s.extend(np.arange(50) + ends[-1] + 1, tail, np.zeros(50))
+    np.testing.assert_allclose(s.smoothed(weight)[-50:], ema(np.concatenate([raw, tail]), weight)[-50:], rtol=1e-9)
+    assert s.total == counts.sum() + 50 and s.last() == tail[-1]
+
+
+def test_buckets_draw_their_min_and_max_at_any_width():
+    import numpy as np
+    from mosaic_tui.series import Series
+    s = Series()
+    steps = np.arange(1, 41) * 10.0
+    lo, hi = -np.arange(40.0), np.arange(40.0) + 100
+    s.load_history({"step": steps.tolist(), "t": steps.tolist(), "value": ((lo + hi) / 2).tolist(),
+                    "last": hi.tolist(), "count": [10] * 40, "finite": [10] * 40, "lo": lo.tolist(), "hi": hi.tolist()})
+    for columns in (5, 30, 200):            # fewer columns than buckets, and more
+        xs, ys = s.decimated(columns)
+        assert (ys.min(), ys.max()) == (-39.0, 139.0)
+    assert s.value_range() == (-39.0, 139.0) and s.last() == 139.0 and s.total == 400
