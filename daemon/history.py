@@ -198,10 +198,25 @@ class RunHistory:
         self._t: list = []
 
     # -- taking points ---------------------------------------------------------------
-    def add_events(self, events: list[dict[str, Any]], offset: int, steps: list[int] | None = None) -> None:
+    def add_events(self, events: list[dict[str, Any]], offset: int, steps: list[int] | None = None,
+                   tags: set[str] | None = None) -> None:
         """The parsed events of the file up to ``offset``: scalars and episode tags kept, the
-        rest not. ``steps``: the caller (RunTail) found every event a scalar with a str tag and
-        an int step, and these are the steps; the checks are not made twice."""
+        rest not. ``steps`` and ``tags``: the caller (RunTail) found every event a scalar with
+        a str tag and an int step, and these are the steps and the set of tags; the checks are
+        not made twice."""
+        if steps is not None and tags is not None and len(tags) == 1 and len(events) >= 256:
+            try:   # one tag in a big chunk (a busy run's usual chunk): straight into numpy
+                value = np.fromiter(map(_value, events), np.float64, len(events))
+                t = np.fromiter(map(_t, events), np.float64, len(events))
+            except (KeyError, TypeError, ValueError):
+                pass
+            else:
+                self.settle()                  # the points before these go first
+                if self.t0 is None and len(t) and t[0]:
+                    self.t0 = float(t[0])
+                self._tag_history(next(iter(tags))).add(np.array(steps, dtype=np.float64), value, t)
+                self.covered = offset
+                return
         try:
             if steps is not None or (events and set(map(_type, events)) == {tm.SCALAR}):
                 # a chunk of plain scalars (most of a busy run's): columns taken in C, no loop

@@ -77,10 +77,13 @@ def _split_well_formed(data: bytes) -> tuple[list[bytes], list[dict[str, Any]], 
         return None
     if len(events) != len(lines):
         return None
-    types = tm.EVENT_TYPES
-    for event in events:
-        if type(event) is not dict or event.get(_TYPE_KEY) not in types:
+    # every element an object whose "type" is an event type: checked in C (map/set), and a
+    # "type" that is no string (a list cannot even be looked up in a set) takes the careful path
+    try:
+        if set(map(type, events)) != {dict} or not set(map(_event_type, events)) <= tm.EVENT_TYPES:
             return None
+    except (KeyError, TypeError):
+        return None
     return lines, events, last + 1
 
 
@@ -127,7 +130,8 @@ def _split_line_by_line(data: bytes) -> tuple[list[bytes], list[dict[str, Any]],
             except ValueError as exc:
                 raw = _invalid(line, f"not JSON: {exc}")
             else:
-                if type(event) is dict and event.get(_TYPE_KEY) in types:
+                kind = event.get(_TYPE_KEY) if type(event) is dict else None
+                if type(kind) is str and kind in types:
                     raws.append(line)
                     parsed.append(event)
                     continue
@@ -185,6 +189,7 @@ class RunTail:
         # the run's scalar history (daemon.history.RunHistory), fed the events parsed here while
         # it covers exactly what was read (attached at offset 0, or once caught up to the tail)
         self.history: Any = None
+        self._plain_tags: set[str] = set()
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -262,7 +267,7 @@ class RunTail:
         self.offset = start + skipped + used
         plain_steps = self._absorb(parsed)
         if self.history is not None:
-            self.history.add_events(parsed, self.offset, plain_steps)
+            self.history.add_events(parsed, self.offset, plain_steps, self._plain_tags if plain_steps else None)
         return start, self.offset, raws
 
     def _absorb_scalars(self, events: list[dict[str, Any]]) -> list[int] | None:
@@ -283,6 +288,7 @@ class RunTail:
             return None
         self.lines += len(events)
         self.tags |= tags
+        self._plain_tags = tags          # for the history (read_new hands them over with the steps)
         t = events[-1].get("t")
         if isinstance(t, (int, float)):
             self.last_event_t = t

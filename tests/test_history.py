@@ -211,3 +211,22 @@ def test_a_live_run_followed_from_its_history_offset_misses_and_repeats_nothing(
     assert got["n"] + len(live_steps) == steps
     assert got["step"][-1] == got["n"]
     assert live_steps == list(range(got["n"] + 1, steps + 1))
+
+
+def test_one_tag_chunks_from_the_ingest_go_straight_to_numpy_with_the_same_result(monkeypatch):
+    """RunTail hands over a plain-scalar chunk's steps and tags: a chunk of one tag skips the
+    lists. Same history as the general path, mixed with it (small chunks, other tags)."""
+    from daemon import history as H
+    monkeypatch.setattr(H, "MAX_BUCKETS", 64)
+    events = [e for e in _events(20_000, ["only"], seed=5) if e["type"] == "scalar"]
+    fast, general = RunHistory(), RunHistory()
+    k = 0
+    for size in [300, 7, 5000, 256, 11, 3000] * 4:
+        chunk = events[k:k + size]
+        if not chunk:
+            break
+        fast.add_events(chunk, k + size, [e["step"] for e in chunk], {"only"})
+        general.add_events(chunk, k + size)
+        k += size
+    assert fast.tags["only"].n or fast._tag      # something went through
+    assert P.dumps(fast.wire()) == P.dumps(general.wire())

@@ -259,3 +259,16 @@ def test_summary_of_a_scalar_chunk_is_what_the_event_loop_makes(monkeypatch):
         assert fast.summary() == slow.summary(), chunk
     assert took_fast == [True, True, True, False, False, False, False, False]
     assert fast.steps == 19 and fast.lines == 17 and "system/cpu_percent" in fast.tags
+
+
+def test_a_type_that_is_no_string_is_an_invalid_line_not_a_crash():
+    """A line whose "type" is a list or an object cannot be looked up in the set of event
+    types (TypeError: unhashable): it stopped the run's ingest at that line, for good.
+    It is an invalid event, and the lines around it are taken."""
+    good = b'{"v":1,"type":"scalar","t":1.0,"tag":"a","value":1.0,"step":%d}'
+    data = b"\n".join([good % 1, b'{"v":1,"type":["scalar"]}', good % 2, b'{"type":{"a":1}}', good % 3]) + b"\n"
+    raws, parsed, used, _ = split_events(data)
+    assert used == len(data)
+    assert [e["type"] for e in parsed] == ["scalar", "invalid", "scalar", "invalid", "scalar"]
+    assert [e["step"] for e in parsed if e["type"] == "scalar"] == [1, 2, 3]
+    assert all("not a telemetry event" in e["error"] for e in parsed if e["type"] == "invalid")
