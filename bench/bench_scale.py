@@ -151,7 +151,8 @@ def write_long_run(home, n: int, episode_every: int = 0) -> str:
 
 
 def long_run(points: list[int]) -> list[dict]:
-    """`mosaic metrics RUN --csv` to /dev/null (the CLI's start-up included): scalars only, and
+    """`mosaic metrics RUN --csv` to /dev/null (the CLI's start-up included; the median of 3
+    runs): scalars only, and
     at the largest size also a run with an episode every 100 points (a real run's pages hold
     episodes: the scalars between them are still cut without decoding, the episodes decoded)."""
     rows = []
@@ -159,19 +160,23 @@ def long_run(points: list[int]) -> list[dict]:
     for n, episode_every in cases:
         with daemon_home() as (home, pid):
             write_long_run(home, n, episode_every)
-            secs = _timed([sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "metrics", "long",
-                           "--csv"], repeats=1)
+            os.sync()      # the file's dirty pages written back before, not during, the timed runs
+            times = [_timed([sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "metrics", "long",
+                             "--csv"], repeats=1) for _ in range(3)]
         lines = n + (n // episode_every * 2 if episode_every else 0)    # an episode is two rows
-        rate = lines / secs
+        rate = lines / statistics.median(times)
         goal = ">= 1,000,000" if n >= 10_000_000 and not episode_every else ""
         what = f", an episode every {episode_every}" if episode_every else ""
         rows.append(figure(f"mosaic metrics --csv, one run of {n:,} points{what}", round(rate), "lines/s", goal,
+                           f"median of 3 runs ({lines / max(times):,.0f}-{lines / min(times):,.0f}); "
                            f"load avg {os.getloadavg()[0]:.1f}", rate >= 1e6 if goal else None))
     return rows
 
 
 def live_runs(count: int, seconds: float = 20.0) -> list[dict]:
-    from bench.bench_app import submit_synthetic, wait_state
+    """L synthetic runs at 100 scalars/s: the daemon's CPU and RSS, then the app's CPU (the real
+    `mosaic` in a pseudo-terminal, on its runs table, every row changing) over the same span."""
+    from bench.bench_app import PtyApp, submit_synthetic, wait_state
     with daemon_home(max_runs=count) as (home, pid):
         ids = [submit_synthetic(home, f"live-{i}", 10_000_000, 100, tags=1, episode_every=0)
                for i in range(count)]
@@ -181,9 +186,21 @@ def live_runs(count: int, seconds: float = 20.0) -> list[dict]:
         time.sleep(seconds)
         cpu = (cpu_seconds(pid) - c0) / seconds * 100
         rss = rss_bytes(pid) / 1e6
+        app = PtyApp(home)
+        try:
+            app.read_until(b"live-", timeout=60)
+            app.drain(3.0)   # settle
+            a0, t0 = cpu_seconds(app.proc.pid), time.monotonic()
+            app.drain(seconds)
+            app_cpu = 100 * (cpu_seconds(app.proc.pid) - a0) / (time.monotonic() - t0)
+        finally:
+            app.quit()
     return [figure(f"daemon CPU, {count} live runs at 100 scalars/s", round(cpu, 1), "% of a core", "",
                    f"{count * 100:,} lines/s in all", None),
-            figure(f"daemon RSS, {count} live runs", round(rss, 1), "MB", "", "", None)]
+            figure(f"daemon RSS, {count} live runs", round(rss, 1), "MB", "", "", None),
+            figure(f"app: CPU on its runs table, {count} live runs", round(app_cpu, 1), "% of a core", "< 10",
+                   f"a run record changes about twice a second each; load avg {os.getloadavg()[0]:.1f}",
+                   app_cpu < 10)]
 
 
 async def _key_to_paint(app, presses: list[tuple[str, str | None, object]], gap: float = 0.05,
