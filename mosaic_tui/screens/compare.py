@@ -15,7 +15,6 @@ import re
 import time
 from typing import Any
 
-import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
