@@ -53,24 +53,14 @@ _tag = operator.itemgetter("tag")
 _step = operator.itemgetter("step")
 _value = operator.itemgetter("value")
 _t = operator.itemgetter("t")
-_NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, str):
-        return _NONFINITE.get(value, float("nan"))
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 def _floats(values: list) -> np.ndarray:
-    """Values as the app reads them (mosaic_tui.series.to_float): numbers, "nan"/"inf"/"-inf", else NaN."""
+    """Values as the app reads them (telemetry.float_of): numbers, "nan"/"inf"/"-inf", else NaN."""
     try:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
-        return np.array([_to_float(v) for v in values], dtype=np.float64)
+        return np.array([tm.float_of(v) for v in values], dtype=np.float64)
 
 
 def _buckets(step: np.ndarray, value: np.ndarray, t: np.ndarray, size: int) -> np.ndarray:
@@ -93,7 +83,7 @@ def _buckets(step: np.ndarray, value: np.ndarray, t: np.ndarray, size: int) -> n
 
 def _wire_floats(values: np.ndarray) -> list:
     """A column for JSON: NaN as null (what orjson writes), infinities as "inf"/"-inf", which
-    orjson would also turn into null and the app reads back (mosaic_tui.series.to_float)."""
+    orjson would also turn into null and the app reads back (telemetry.float_of)."""
     out = values.tolist()
     if np.isinf(values).any():
         out = ["inf" if v == np.inf else "-inf" if v == -np.inf else v for v in out]
@@ -198,13 +188,14 @@ class RunHistory:
         self._t: list = []
 
     # -- taking points ---------------------------------------------------------------
-    def add_events(self, events: list[dict[str, Any]], offset: int, steps: list[int] | None = None,
-                   tags: set[str] | None = None) -> None:
+    def add_events(self, events: list[dict[str, Any]], offset: int,
+                   plain: tuple[list[int], set[str]] | None = None) -> None:
         """The parsed events of the file up to ``offset``: scalars and episode tags kept, the
-        rest not. ``steps`` and ``tags``: the caller (RunTail) found every event a scalar with
-        a str tag and an int step, and these are the steps and the set of tags; the checks are
-        not made twice."""
-        if steps is not None and tags is not None and len(tags) == 1 and len(events) >= 256:
+        rest not. ``plain``: the caller (RunTail._absorb_scalars) found every event a scalar
+        with a str tag and an int step; these are the steps and the set of tags, so the
+        checks are not made twice."""
+        steps, tags = plain if plain is not None else (None, None)
+        if steps is not None and len(tags) == 1 and len(events) >= 256:
             try:   # one tag in a big chunk (a busy run's usual chunk): straight into numpy
                 value = np.fromiter(map(_value, events), np.float64, len(events))
                 t = np.fromiter(map(_t, events), np.float64, len(events))
@@ -326,9 +317,7 @@ class RunHistory:
                         return None
                     h.tags[name] = TagHistory(int(size), cols.copy(), carry)
                 return h
-        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
-            return None
-        except Exception:   # a truncated zip raises zipfile.BadZipFile and kin: rebuild instead
+        except Exception:   # missing, torn (zipfile.BadZipFile), another layout: rebuilt instead
             return None
 
 

@@ -189,7 +189,6 @@ class RunTail:
         # the run's scalar history (daemon.history.RunHistory), fed the events parsed here while
         # it covers exactly what was read (attached at offset 0, or once caught up to the tail)
         self.history: Any = None
-        self._plain_tags: set[str] = set()
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -265,16 +264,16 @@ class RunTail:
         if self.irregular_from is None and (skipped or not _is_verbatim(raws, data, used)):
             self.irregular_from = start
         self.offset = start + skipped + used
-        plain_steps = self._absorb(parsed)
+        plain = self._absorb(parsed)
         if self.history is not None:
-            self.history.add_events(parsed, self.offset, plain_steps, self._plain_tags if plain_steps else None)
+            self.history.add_events(parsed, self.offset, plain)
         return start, self.offset, raws
 
-    def _absorb_scalars(self, events: list[dict[str, Any]]) -> list[int] | None:
+    def _absorb_scalars(self, events: list[dict[str, Any]]) -> tuple[list[int], set[str]] | None:
         """_absorb for a chunk of plain scalars (most of a busy run's chunks), in
-        map/set/max calls instead of a loop: their steps, or None, and nothing
-        changed, when the chunk holds anything else (another type, a system/ tag,
-        a step that is not an integer) and needs the loop."""
+        map/set/max calls instead of a loop: their steps and tags (the history takes
+        them), or None, and nothing changed, when the chunk holds anything else
+        (another type, a system/ tag, a step that is not an integer) and needs the loop."""
         try:
             if set(map(_event_type, events)) != {tm.SCALAR}:
                 return None
@@ -288,7 +287,6 @@ class RunTail:
             return None
         self.lines += len(events)
         self.tags |= tags
-        self._plain_tags = tags          # for the history (read_new hands them over with the steps)
         t = events[-1].get("t")
         if isinstance(t, (int, float)):
             self.last_event_t = t
@@ -296,14 +294,14 @@ class RunTail:
         if top > self.steps:
             self.steps = top
             self._update_rate()
-        return steps
+        return steps, tags
 
-    def _absorb(self, events: list[dict[str, Any]]) -> list[int] | None:
-        """Count a chunk into the summary; the chunk's steps when it was plain scalars."""
+    def _absorb(self, events: list[dict[str, Any]]) -> tuple[list[int], set[str]] | None:
+        """Count a chunk into the summary; its steps and tags when it was plain scalars."""
         if events:
-            steps = self._absorb_scalars(events)
-            if steps is not None:
-                return steps
+            plain = self._absorb_scalars(events)
+            if plain is not None:
+                return plain
         self.lines += len(events)
         steps = self.steps
         for ev in events:

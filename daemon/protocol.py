@@ -167,6 +167,32 @@ def events_notification(run_id: str, start: int, end: int, raw_events: list[byte
     return head + b",".join(raw_events) + b"]}}\n"
 
 
+_EVENTS_KEY = b',"events":['
+
+
+def raw_events_result(head: dict[str, Any], lines: list[bytes]) -> dict[str, Any]:
+    """A raw ``read_events`` page: ``head`` (run, from, next, end), how many ``lines``, and
+    the lines spliced in as they are, last, so split_raw_events_result can take them back
+    as bytes without decoding them."""
+    return {**head, "lines": len(lines), "events": raw_fragment(b"[" + b",".join(lines) + b"]")}
+
+
+def split_raw_events_result(line: bytes, req_id: Any) -> dict[str, Any] | None:
+    """The reply line to ``req_id`` of a raw_events_result, decoded but for its events:
+    ``events_raw`` holds the comma-joined lines. None when the line is anything else (the
+    caller decodes it whole)."""
+    head = b'{"jsonrpc":"2.0","id":' + dumps(req_id) + b',"result":{'
+    cut = line.find(_EVENTS_KEY)
+    if not line.startswith(head) or cut < 0 or not line.endswith(b"]}}"):
+        return None
+    try:
+        page = loads(line[:cut] + b"}}")["result"]
+    except (JSONDecodeError, ValueError, KeyError, TypeError):
+        return None
+    page["events_raw"] = line[cut + len(_EVENTS_KEY):-3]
+    return page
+
+
 def parse_request(line: bytes) -> tuple[Any, str, dict[str, Any]]:
     """Decode one request line; raise RPCError (with the id when known)."""
     try:

@@ -362,10 +362,7 @@ class Daemon:
             nxt, raws = read_verbatim_range(path, start, min(end, self.runs.verbatim_until(run)), max_bytes)
             if nxt == start:  # an irregular stretch (or one line wider than the page): validated
                 nxt, raws, _ = read_range(path, start, end, max_bytes)
-            # "lines": how many, so a client that cuts the page without decoding it can check
-            # it found them all; "events" last, so such a client finds them at the line's end
-            return {"run": run["id"], "from": start, "next": nxt, "end": end, "lines": len(raws),
-                    "events": P.raw_fragment(b"[" + b",".join(raws) + b"]")}
+            return P.raw_events_result({"run": run["id"], "from": start, "next": nxt, "end": end}, raws)
         nxt, raws, parsed = self._read(run, start, end, max_bytes)
         types = P.param(params, "types", list, None)
         if types is not None:

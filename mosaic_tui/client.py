@@ -104,7 +104,7 @@ class Client:
         while True:
             line = self._read_line()
             if events_raw:
-                page = _split_events_raw(line, req_id)
+                page = P.split_raw_events_result(line, req_id)
                 if page is not None:
                     return page
             msg = P.loads(line)
@@ -133,24 +133,6 @@ class Client:
                 return
             if "method" in msg and "id" not in msg:
                 yield msg["method"], msg.get("params", {})
-
-
-_EVENTS_RAW = b',"events":['
-
-
-def _split_events_raw(line: bytes, req_id: int) -> dict[str, Any] | None:
-    """A raw ``read_events`` answer to ``req_id`` decoded but for its events (``events_raw``:
-    the comma-joined lines); None when the line is anything else."""
-    head = b'{"jsonrpc":"2.0","id":%d,"result":{' % req_id
-    cut = line.find(_EVENTS_RAW)
-    if not line.startswith(head) or cut < 0 or not line.endswith(b"]}}"):
-        return None
-    try:
-        page = P.loads(line[:cut] + b"}}")["result"]
-    except (P.JSONDecodeError, ValueError, KeyError, TypeError):
-        return None
-    page["events_raw"] = line[cut + len(_EVENTS_RAW):-3]
-    return page
 
 
 def daemon_command(home: Home, max_runs: int | None = None) -> list[str]:

@@ -15,17 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG, episode_scalars
-
-_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-def to_float(value) -> float:
-    if isinstance(value, str):
-        return _NONFINITE.get(value, math.nan)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+from workers.sdk.telemetry import float_of as to_float
 
 
 class Series:

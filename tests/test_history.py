@@ -225,7 +225,7 @@ def test_one_tag_chunks_from_the_ingest_go_straight_to_numpy_with_the_same_resul
         chunk = events[k:k + size]
         if not chunk:
             break
-        fast.add_events(chunk, k + size, [e["step"] for e in chunk], {"only"})
+        fast.add_events(chunk, k + size, ([e["step"] for e in chunk], {"only"}))
         general.add_events(chunk, k + size)
         k += size
     assert fast.tags["only"].n or fast._tag      # something went through

@@ -160,3 +160,17 @@ def test_notifications_are_shaped_for_socat(daemon):
         if msg["method"] == "events":
             assert msg["params"]["to"] > msg["params"]["from"]
     assert {"run", "events"} <= seen
+
+
+def test_a_raw_events_page_splits_back_into_its_head_and_its_lines_as_bytes():
+    """raw_events_result (the daemon's read_events with raw) and split_raw_events_result (the
+    CLI's CSV) are the two ends of one reply: the lines come back byte for byte, undecoded."""
+    from daemon import protocol as P
+    lines = [b'{"v":1,"type":"scalar","t":1.5,"tag":"a,\\"b","value":"nan","step":1}',
+             b'{"v":1,"type":"episode","t":2.0,"step":2,"return":1.0,"length":3}']
+    reply = P.result(7, P.raw_events_result({"run": "R", "from": 0, "next": 99, "end": 120}, lines))[:-1]
+    page = P.split_raw_events_result(reply, 7)
+    assert page == {"run": "R", "from": 0, "next": 99, "end": 120, "lines": 2, "events_raw": b",".join(lines)}
+    assert P.loads(reply)["result"]["events"] == [P.loads(line) for line in lines]
+    assert P.split_raw_events_result(reply, 8) is None                     # another request's answer
+    assert P.split_raw_events_result(P.error(7, P.RPCError(P.NOT_FOUND, "no run"))[:-1], 7) is None

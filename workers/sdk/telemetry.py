@@ -207,6 +207,21 @@ def _finite(value: float) -> float | str:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
+_NONFINITE_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def float_of(value: Any) -> float:
+    """A float as it was carried (``_finite``'s inverse): a number, "nan"/"inf"/"-inf", or NaN
+    for anything else (a missing value, a stray string). The app's series, the daemon's
+    history and the exports read values through this one function."""
+    if isinstance(value, str):
+        return _NONFINITE_VALUES.get(value, math.nan)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 class Emitter:
     """Buffered writer of telemetry events to a file descriptor.
 
