@@ -166,7 +166,11 @@ class RunScreen(Screen):
     def update_header(self) -> None:
         self.query_one(TitleBar).update(header_text(self.run, self.app.clock(), self.app.return_window))
         from mosaic_tui.widgets.failure_banner import FailureBanner
-        self.query_one(FailureBanner).show_run(self.run)   # the Metrics tab's band: a failed run's reason
+        # the Metrics tab's band: a failed run's reason. The tab's content may not be mounted
+        # yet when the screen is (MetricsPane.on_mount shows the band itself then): a
+        # query_one here raised NoMatches when the screen opened under load.
+        for banner in self.query(FailureBanner):
+            banner.show_run(self.run)
 
     # -- link messages ---------------------------------------------------------
     def on_runs_changed(self, message: RunsChanged) -> None:

@@ -141,7 +141,7 @@ async def test_a_failed_runs_whole_reason_in_the_detail_line_and_above_its_plots
             lines.index(next(l for l in lines if "smoothing" in l))
 
 
-async def test_a_running_run_has_no_failure_band(home):
+async def test_a_running_run_has_no_failure_band_until_it_fails(home):
     app = make_app(home)
     async with app.run_test(size=(120, 40)) as pilot:
         await load(pilot, app)
@@ -149,6 +149,14 @@ async def test_a_running_run_has_no_failure_band(home):
         await pilot.pause()
         from mosaic_tui.widgets.failure_banner import FailureBanner
         assert not app.screen.query_one(FailureBanner).display
+        # the run fails while its screen is open: the band follows the new record
+        run = dict(app.link.runs[RUN_IDS[1]], state="failed", reason="worker exited with code 3: boom",
+                   rev=app.link.runs[RUN_IDS[1]].get("rev", 0) + 100)
+        app.link.feed("run", {"rev": run["rev"], "run": run})
+        app.link.flush()
+        await pilot.pause(0.2)
+        assert app.screen.query_one(FailureBanner).display
+        assert "worker exited with code 3: boom" in screen_text(app)
 
 
 def env_runs() -> list[dict]:
