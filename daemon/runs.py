@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable
 
 from daemon import proctree
+from daemon.crash import crash_excerpt, crash_reason
 from daemon.discovery import resolve_worker
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
@@ -45,6 +46,7 @@ log = logging.getLogger("mosaic.daemon.runs")
 SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most this often
 SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
 STDERR_TAIL_LINES = 20
+CRASH_DUMP_LINES = 400  # faulthandler's dump lists every Python thread: the crashing one may be far up
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
 
@@ -545,8 +547,12 @@ class RunManager:
             state, reason = P.SUCCEEDED, None
         else:
             state = P.FAILED
+            fields["stderr_tail"] = stderr_tail(run_dir)
             if sig:
-                reason = f"worker killed by {fields['exit_signal']}"
+                # a native crash names its library (faulthandler's frames on stderr, daemon/crash.py)
+                dump = stderr_tail(run_dir, CRASH_DUMP_LINES)
+                reason = crash_reason(fields["exit_signal"], dump) or f"worker killed by {fields['exit_signal']}"
+                fields["stderr_tail"] = crash_excerpt(dump) or fields["stderr_tail"]
             else:
                 reason = f"worker exited with code {code}"
             if tail.failed_reason:
@@ -554,7 +560,6 @@ class RunManager:
             full = disk_full_note(run_dir)
             if full:
                 reason += f" ({full})"
-            fields["stderr_tail"] = stderr_tail(run_dir)
         self._set_final(run_id, state, tail, reason=reason, **fields)
 
     def _set_final(self, run_id: str, state: str, tail: RunTail | None, reason: str | None = None,

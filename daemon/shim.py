@@ -77,6 +77,9 @@ class Shim:
                 os.dup2(events_fd, 1)
                 os.dup2(stderr_fd, 2)
                 os.chdir(self.run_dir)
+                # a native crash (SIGSEGV in llama.cpp, torch, XLA) leaves the crashing thread's
+                # Python frames on stderr, so the failure reason can name the library (daemon/crash.py)
+                os.environ.setdefault("PYTHONFAULTHANDLER", "1")
                 if self.cpus:
                     os.sched_setaffinity(0, self.cpus)
                 if self.memory_mb:
