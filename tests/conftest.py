@@ -262,7 +262,31 @@ def _shared_compile_cache(config) -> None:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(config._mosaic_cache_root, "jax")
 
 
+def _no_files_in_home(config) -> None:
+    """What libraries write under the user's home by default goes to the session's temp dir:
+    caches and configs (XDG: kitty, mesa, fontconfig; matplotlib's own variable), and Ray's
+    token (token auth is on by default in Ray 2.60: a new local cluster writes its token to
+    ~/.ray/auth_token unless one is found; a token file of the session's is found first).
+    Set in the controller, inherited by xdist's workers, the daemons and their runs.
+    .ci/run checks that the suite left nothing in the home."""
+    if hasattr(config, "workerinput") or os.environ.get("MOSAIC_TEST_HOME_REDIRECTED"):
+        return
+    root = tempfile.mkdtemp(prefix="mosaic-test-home-", dir="/tmp")
+    config._mosaic_home_root = root
+    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "MPLCONFIGDIR"):
+        os.environ[var] = os.path.join(root, var.lower())
+    token = os.path.join(root, "ray", "auth_token")
+    os.makedirs(os.path.dirname(token))
+    with open(token, "w") as f:
+        f.write(os.urandom(16).hex())
+    os.environ["RAY_AUTH_TOKEN_PATH"] = token
+    os.environ["MOSAIC_TEST_HOME_REDIRECTED"] = "1"
+
+
 def pytest_unconfigure(config):
+    home_root = getattr(config, "_mosaic_home_root", None)
+    if home_root:
+        shutil.rmtree(home_root, ignore_errors=True)
     root = getattr(config, "_mosaic_cache_root", None)
     if root:
         shutil.rmtree(root, ignore_errors=True)
@@ -270,5 +294,6 @@ def pytest_unconfigure(config):
 
 def pytest_configure(config):
     _shared_compile_cache(config)
+    _no_files_in_home(config)
     config.addinivalue_line("markers", "reliability: a fault-injection test recorded in docs/reliability.md")
     config.addinivalue_line("markers", "planted: a test that crashes on purpose, run by tests/test_suite_guard.py only")

@@ -361,6 +361,8 @@ def test_ppo_cartpole_two_iterations_checkpoint_resume_and_evaluation(daemon, mo
     assert of_type(events, "run_completed")[-1]["step"] == 400
     assert run["summary"]["steps"] == 400
     assert not Path(f"/tmp/mosaic-ray-{run_id}").exists()  # the short temp-dir link goes with the run
+    # RLlib's own log directory (a Tune Trainable's) is in the run directory, not in ~/ray_results
+    assert len(list((home.run_dir(run_id) / "ray_results").iterdir())) == 1
 
     # resume: training goes on from the checkpoint's 400 steps
     config = {"worker": "ray", "algo": "PPO", "env": "CartPole-v1", "steps": 600, "checkpoint": str(final),

@@ -33,6 +33,22 @@ PLACEMENT_FILE = "ray_placement.json"
 # (41 + 21 characters past the temp dir, with a 7-digit pid); sun_path holds 107 bytes.
 RAY_SOCKET_SUFFIX = 72
 SUN_PATH_MAX = 107
+RESULTS_DIR = "ray_results"   # RLlib's own logs of the run (result.json, progress.csv), in the run directory
+
+
+def private_token() -> None:
+    """A private Ray's token in this process's environment, where the user keeps none.
+
+    Ray 2.60 turns token authentication on for a new local cluster and, finding no token,
+    writes one to ~/.ray/auth_token for good. A run's private Ray is its own: a token made
+    here and inherited through the environment by Ray's processes keeps authentication on
+    and writes nothing, to the home or to the run's files. A token of the user's (the
+    variables, or the default file) is left to Ray."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if (Path.home() / ".ray" / "auth_token").exists():
+        return
+    os.environ["RAY_AUTH_TOKEN"] = os.urandom(24).hex()
 
 
 # -- Ray's lifetime -----------------------------------------------------------------------
@@ -69,7 +85,13 @@ class RayRuntime:
         return str(link)
 
     def start(self) -> None:
+        # RLlib's Algorithm is a Tune Trainable: without a storage context it makes its log
+        # directory (result.json, progress.csv) in ~/ray_results, one per run, for ever. A
+        # run's files belong in its run directory.
+        from ray.tune.trainable import trainable
+        trainable.DEFAULT_STORAGE_PATH = str(self.run_dir / RESULTS_DIR)
         if self.private:
+            private_token()
             ray.init(num_cpus=self.num_cpus, include_dashboard=False, _temp_dir=self.temp_dir(),
                      log_to_driver=True, logging_level="WARNING")
         else:
