@@ -1,8 +1,8 @@
 """`mosaic tensorboard RUN... | --sweep S`: the runs' telemetry as TensorBoard event files, and TensorBoard over them.
 
 The daemon's store is the source: each run's scalars and episode tags (the same
-points as `mosaic metrics`) are written with TensorBoard's own writer
-(``tensorboard.summary.Writer``) under ``<home>/tensorboard/<run name>/``, one
+points as `mosaic metrics`) are written as classic scalars with TensorBoard's own event
+file writer under ``<home>/tensorboard/<run name>/``, one
 directory a run, so TensorBoard names each run by its name. A run's directory
 is written afresh each time (a finished run's file is complete; a live run's is
 what it has logged so far). What a worker wrote itself into its run directory's
@@ -26,12 +26,19 @@ from daemon.home import TENSORBOARD_DIR, Home
 
 
 def export_run(client, home: Home, run: dict[str, Any]) -> tuple[Path, int]:
-    """Write one run's scalars as an event file; returns its directory and the number of points."""
-    from tensorboard.summary import Writer
+    """Write one run's scalars as an event file; returns its directory and the number of points.
+
+    Classic ``simple_value`` scalars, as torch's SummaryWriter (CleanRL's) writes them: every
+    reader takes those (TensorBoard, ``EventAccumulator.Scalars``, tbparse, pandas exports),
+    where the scalars plugin's tensors of ``tensorboard.summary.Writer`` are invisible to
+    ``Scalars()`` and sampled down to 10 points by ``Tensors()``'s default size guidance."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
     out = home.root / "tensorboard" / run["name"]
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    writer = Writer(str(out))
+    writer = EventFileWriter(str(out))
     points = 0
     offset = 0
     try:
@@ -40,7 +47,8 @@ def export_run(client, home: Home, run: dict[str, Any]) -> tuple[Path, int]:
             for tag, series in page["points"].items():
                 for step, value, wall in series:
                     if isinstance(value, (int, float)) and isinstance(step, int):
-                        writer.add_scalar(tag, float(value), step, wall_time=wall)
+                        summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
+                        writer.add_event(Event(wall_time=wall, step=step, summary=summary))
                         points += 1
             if page["next"] >= page["end"] or page["next"] == offset:
                 break
