@@ -330,8 +330,20 @@ def test_good_config_is_normalised():
     assert config["params"]["learning-rate"] == 1.0 and isinstance(config["params"]["learning-rate"], float)
     assert config["params"]["anneal-lr"] is False
     assert config["params"]["num-envs"] == 4  # the script's default, filled in
-    # a discrete env unknown to mosaic's table is accepted (the script reports a bad id itself)
-    WORKER.validate({**BASE, "env": "SomeCustomEnv-v0"})
+    # an env of one's own, named as gym imports it (module:EnvId), is the script's to make
+    WORKER.validate({**BASE, "env": "mypkg.envs:SomeCustomEnv-v0"})
+
+
+def test_a_mistyped_env_is_refused_at_submit_with_the_closest_ids(daemon, mosaic):
+    with pytest.raises(ConfigError) as err:
+        WORKER.validate({**BASE, "env": "CartPol-v1"})
+    assert err.value.field == "env" and "did you mean 'CartPole-v1'" in str(err.value)
+    proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", "dqn", "--env", "CartPol-v1")
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "mosaic: error: env: unknown environment 'CartPol-v1' for worker 'cleanrl'; "
+        "did you mean 'CartPole-v1' or 'CartPole-v0' or 'Acrobot-v1'?"]
+    assert "CartPol" not in mosaic.run("ls").stdout     # no run was made
 
 
 # -- training ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
-from workers.sdk.envs import VIZDOOM, env_family
+from workers.sdk.envs import VIZDOOM, env_family, unknown_env
 from workers.cleanrl_worker import catalog
 from workers.cleanrl_worker.argparse_schema import property_schema
 
@@ -139,7 +139,10 @@ class CleanRLDescriptor(WorkerDescriptor):
             if not catalog.module_available(module):
                 raise ConfigError("env", f"{config.env} is a {family} environment, which needs the "
                                          f"'{module}' package; it is not installed")
-        # unknown env ids are accepted: the script fails clearly if gym does not know them
+        elif ":" not in config.env:
+            # a typo is refused here, with the closest ids, not by gym's NameNotFound seconds into
+            # the run; an env of one's own is named as gym and gymnasium import it: "module:EnvId-v0"
+            raise unknown_env(config.env, sorted(catalog.ENVS), self.name)
         names = {arg.name for arg in catalog.script_args(path)}
         if config.steps is not None and "total-timesteps" not in names:
             raise ConfigError("steps", f"{path} has no --total-timesteps option")
