@@ -394,12 +394,10 @@ class MosaicApp(App):
         async def work() -> None:
             import asyncio
             import re
-            import sys
-            cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(self.home.root)]
-            if self.home.socket is not None:
-                cmd += ["--socket", str(self.home.socket)]
+
+            from mosaic_tui.client import cli_command
             proc = await asyncio.create_subprocess_exec(
-                *cmd, "tensorboard", *names, "--detach", stdin=asyncio.subprocess.DEVNULL,
+                *cli_command(self.home, "tensorboard", *names, "--detach"), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             out, err = await proc.communicate()
             text = out.decode(errors="replace")

@@ -135,8 +135,21 @@ class Client:
                 yield msg["method"], msg.get("params", {})
 
 
+# -P: the working directory is not put first on sys.path, so a file there named like a module
+# (an inspect.py, a json.py of the user's) cannot shadow it in the processes started from here
+PYTHON = [sys.executable, "-P"]
+
+
+def cli_command(home: Home, *args: str) -> list[str]:
+    """argv of `mosaic ARGS` for this home, as the app runs it in a process of its own."""
+    cmd = [*PYTHON, "-m", "mosaic_tui.cli", "--home", str(home.root)]
+    if home.socket is not None:
+        cmd += ["--socket", str(home.socket)]
+    return cmd + list(args)
+
+
 def daemon_command(home: Home, max_runs: int | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "daemon", "--home", str(home.root)]
+    cmd = [*PYTHON, "-m", "daemon", "--home", str(home.root)]
     if home.socket is not None:
         cmd += ["--socket", str(home.socket)]
     if max_runs:

@@ -78,7 +78,7 @@ def logdir_spec(home: Home, runs: list[dict[str, Any]]) -> str:
 def launch(spec: str, port: int) -> subprocess.Popen:
     """TensorBoard on 127.0.0.1:port (the venv's own `tensorboard`)."""
     exe = Path(sys.executable).with_name("tensorboard")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "tensorboard.main"]
+    command = [str(exe)] if exe.exists() else [sys.executable, "-P", "-m", "tensorboard.main"]
     return subprocess.Popen(command + ["--logdir_spec", spec, "--host", "127.0.0.1", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 

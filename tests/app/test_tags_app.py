@@ -56,13 +56,17 @@ async def test_edit_tags_and_note_in_the_app_then_filter_by_tag(daemon, mosaic):
     assert mosaic.show("second")["note"] == "keep"
 
 
-async def test_tensorboard_from_the_palette_for_the_highlighted_run(daemon, mosaic):
+async def test_tensorboard_from_the_palette_for_the_highlighted_run(daemon, mosaic, tmp_path, monkeypatch):
     import os
     import signal
     import urllib.request
     from mosaic_tui.app import MosaicApp
     run_id = mosaic.synthetic(20, "rate=0", "tags=1", name="boarded")
     wait_state(daemon, run_id, P.SUCCEEDED)
+    # started from a directory holding a file named like a standard module: the process the
+    # palette starts must not import it (it would, were the working directory first on sys.path)
+    (tmp_path / "inspect.py").write_text("raise SystemExit('the working directory shadowed inspect')\n")
+    monkeypatch.chdir(tmp_path)
     app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until(pilot, lambda: run_id in app.screen.table.visible_ids, what="the run listed")
