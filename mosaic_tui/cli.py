@@ -1050,6 +1050,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CLIError("--ssh and --socket: give one", EXIT_USAGE)
             forward = SSHForward(args.ssh, args.remote_home, args.ssh_config, args.remote_mosaic).start()
             args.socket = str(forward.local)
+            _stop_on_signals(forward)
         return args.func(args)
     except RemoteError as exc:
         print(f"mosaic: error: {exc}", file=sys.stderr)
@@ -1075,6 +1076,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if forward is not None:
             forward.stop()
+
+
+def _stop_on_signals(forward) -> None:
+    """SIGTERM or SIGHUP (a closed terminal) end the client as they always did, after its ssh
+    forward and its socket file: Python's default ending runs no finally clause."""
+    def stop(signum, frame):
+        forward.stop()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
 
 
 if __name__ == "__main__":

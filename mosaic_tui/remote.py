@@ -30,6 +30,20 @@ class RemoteError(RuntimeError):
     pass
 
 
+def _die_with_parent():
+    """preexec_fn of the ssh process: the kernel sends it SIGTERM when this client ends, however
+    it ends (SIGKILL, a crash), so no forward outlives its client. Linux's PR_SET_PDEATHSIG;
+    elsewhere None (the client's SIGTERM/SIGHUP handler in cli.main still stops it)."""
+    try:
+        import ctypes
+        import signal
+        prctl = ctypes.CDLL(None, use_errno=True).prctl   # looked up here: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    PR_SET_PDEATHSIG = 1
+    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
 class SSHForward:
     def __init__(self, target: str, remote_home: str | None = None, ssh_config: str | None = None,
                  remote_mosaic: str = "mosaic"):
@@ -84,7 +98,8 @@ class SSHForward:
         self.proc = subprocess.Popen(
             self.ssh() + ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
                           "-o", "StreamLocalBindMask=0177", "-L", f"{self.local}:{self.remote_socket}", self.target],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=_die_with_parent())
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -167,3 +167,36 @@ async def test_the_app_over_an_ssh_forwarded_socket_shows_a_runs_plot_and_frames
         forward.stop()
         laptop(home, "--socket", str(server_home.socket_path), "cancel", "far", check=False)
     assert not forward.local.exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_any_ending_of_the_client_ends_its_ssh_forward(sshd, server_home, home, sig):
+    """`mosaic --ssh` killed with SIGTERM (or SIGKILL: no code of the client runs) leaves no
+    ssh -N forward; after SIGTERM its socket file is gone too (after SIGKILL the next
+    forward to the same place replaces it)."""
+    import psutil
+    config, host, _ = sshd
+    run_id = laptop(home, "submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000",
+                    "--set", "rate=50", "--name", "long", ssh=(config, host, str(server_home.root))).stdout.strip()
+    cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "--ssh", host, "--ssh-config", config,
+           "--remote-mosaic", remote_mosaic(), "--remote-home", str(server_home.root), "wait", run_id]
+    client = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def forward():
+            for child in psutil.Process(client.pid).children():
+                line = child.cmdline()
+                if line and line[0] == "ssh" and "-N" in line:
+                    return child, Path(line[line.index("-L") + 1].split(":")[0])
+            return None
+        ssh, local = wait_for(forward, 60, 0.1, "the client's ssh -N forward")
+        wait_for(local.exists, 30, 0.1, "the forwarded socket")
+        os.kill(client.pid, getattr(signal, sig))
+        assert client.wait(30) == -getattr(signal, sig)
+        wait_for(lambda: not ssh.is_running() or ssh.status() == psutil.STATUS_ZOMBIE, 10, 0.1,
+                 "the ssh forward to end with its client")
+        if sig == "SIGTERM":
+            assert not local.exists()
+    finally:
+        if client.poll() is None:
+            client.kill()
+        laptop(home, "--socket", str(server_home.socket_path), "cancel", run_id, check=False)
