@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workers.sdk.rundir import CHECKPOINT_DIR, TENSORBOARD_DIR  # noqa: F401  (the run directory's names)
@@ -48,12 +48,30 @@ class Home:
     # a socket given by the user (--socket, $MOSAIC_SOCKET): a daemon elsewhere,
     # e.g. a server's, forwarded here by `ssh -L` (docs/remote.md)
     socket: Path | None = None
+    # what the user calls that daemon, where the socket alone does not say (`--ssh HOST`:
+    # "HOST:<its socket>"); messages name it, and the app keeps its memory of it apart
+    label: str | None = None
 
     @classmethod
-    def resolve(cls, home: str | os.PathLike | None = None, socket: str | os.PathLike | None = None) -> "Home":
+    def resolve(cls, home: str | os.PathLike | None = None, socket: str | os.PathLike | None = None,
+                label: str | None = None) -> "Home":
         path = Path(home) if home else default_home()
         socket = socket or os.environ.get("MOSAIC_SOCKET") or None
-        return cls(path.expanduser().absolute(), Path(socket).expanduser().absolute() if socket else None)
+        return cls(path.expanduser().absolute(), Path(socket).expanduser().absolute() if socket else None, label)
+
+    @property
+    def where(self) -> str:
+        """The daemon this home talks to, as a message names it."""
+        if self.label:
+            return self.label
+        if self.socket is not None:
+            return f"the socket {self.socket}"
+        return str(self.root)
+
+    @property
+    def own_daemon(self) -> bool:
+        """Whether this home talks to its own daemon (not a forwarded or other one's socket)."""
+        return self.socket is None or self.socket == replace(self, socket=None).socket_path
 
     @property
     def db(self) -> Path:

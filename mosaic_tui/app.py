@@ -65,7 +65,7 @@ class MosaicApp(App):
         self._key_serial = 0
         self._key_in_flight = 0     # the serial of the key not done yet, 0: none
         self._key_since = 0.0
-        self.ui_state: dict[str, Any] = uistate.load_state(home.root) if restore else {}
+        self.ui_state: dict[str, Any] = uistate.load_state(home) if restore else {}
         self._restored = not restore
         # client settings, kept in ui-state.json: the return window and the alert when a run ends
         window = self.ui_state.get("return_window")
@@ -313,7 +313,7 @@ class MosaicApp(App):
         if self.link.loaded:
             # what the away summary compares with next time (not when the daemon was never reached)
             self.ui_state["last_seen"] = notify.last_seen(self.link.runs, self.clock())
-        uistate.save_state(self.home.root, self.ui_state)
+        uistate.save_state(self.home, self.ui_state)
 
     # -- run actions -------------------------------------------------------------
     def act_on_runs(self, action: str, run_ids: Iterable[str]) -> None:

@@ -90,7 +90,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 # -- connection -------------------------------------------------------------
 def _home(args: argparse.Namespace) -> Home:
-    return Home.resolve(args.home, getattr(args, "socket", None))
+    return Home.resolve(args.home, getattr(args, "socket", None), getattr(args, "daemon_label", None))
 
 
 def _client(args: argparse.Namespace, autostart: bool = True):
@@ -1050,6 +1050,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise CLIError("--ssh and --socket: give one", EXIT_USAGE)
             forward = SSHForward(args.ssh, args.remote_home, args.ssh_config, args.remote_mosaic).start()
             args.socket = str(forward.local)
+            args.daemon_label = f"{args.ssh}:{forward.remote_socket}"
             _stop_on_signals(forward)
         return args.func(args)
     except RemoteError as exc:

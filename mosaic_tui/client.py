@@ -41,10 +41,10 @@ class Client:
                 time.sleep(0.02 * (attempt + 1))
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 self.sock.close()
-                raise DaemonUnavailable(f"no daemon for {home.root}") from exc
+                raise DaemonUnavailable(f"no daemon for {home.where}") from exc
         else:
             self.sock.close()
-            raise DaemonUnavailable(f"the daemon for {home.root} accepts no connection")
+            raise DaemonUnavailable(f"the daemon for {home.where} accepts no connection")
         self._ids = itertools.count(1)
         self._partial = b""
         self._lines: collections.deque[bytes] = collections.deque()
@@ -202,7 +202,7 @@ def connect(home: Home, autostart: bool = True, name: str = "mosaic-cli", timeou
             raise
         if home.socket is not None:
             # a socket given by the user may be a forwarded one: its daemon is not ours to start
-            raise DaemonUnavailable(f"no daemon answers on {home.socket}") from None
+            raise DaemonUnavailable(f"no daemon answers on {home.where}") from None
     start_daemon(home)
     return Client(home, timeout=timeout, name=name)
 
@@ -244,7 +244,7 @@ class AsyncClient:
             self.reader, self.writer = await asyncio.open_unix_connection(str(self.home.socket_path),
                                                                           limit=64 * 1024 * 1024)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise DaemonUnavailable(f"no daemon for {self.home.root}") from exc
+            raise DaemonUnavailable(f"no daemon for {self.home.where}") from exc
         self.closed.clear()
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
         self.info = await self.call(P.HELLO, protocol=P.PROTOCOL_VERSION, client=self.name)

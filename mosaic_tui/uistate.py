@@ -2,7 +2,8 @@
 
 Both are small JSON files in the daemon home, next to the runs they describe:
 
-- ``<home>/ui-state.json``: the screen the user left (runs, a run's detail and
+- ``<home>/ui-state.json`` (``ui-state-<hash>.json`` for another daemon driven from
+  this home: ``--ssh HOST``, ``--socket``): the screen the user left (runs, a run's detail and
   its tab, compare, workers), the highlighted run, the table's sort, the
   theme and the pinned metric tags. Written on every screen change and at
   exit, atomically.
@@ -13,6 +14,7 @@ Both are small JSON files in the daemon home, next to the runs they describe:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -32,18 +34,28 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def load_state(root: Path) -> dict[str, Any]:
-    return _read_json(Path(root) / STATE_FILE)
+def state_path(home) -> Path:
+    """The home's own daemon: ``ui-state.json``. Another daemon driven from this home (``--ssh
+    HOST``, ``--socket``) has a file of its own: what was seen there, and the run left open,
+    are that daemon's (one shared file listed every local run as new after a remote session)."""
+    if home.own_daemon:
+        return Path(home.root) / STATE_FILE
+    key = hashlib.sha256((home.label or str(home.socket)).encode()).hexdigest()[:12]
+    return Path(home.root) / f"ui-state-{key}.json"
 
 
-def save_state(root: Path, state: dict[str, Any]) -> None:
-    root = Path(root)
+def load_state(home) -> dict[str, Any]:
+    return _read_json(state_path(home))
+
+
+def save_state(home, state: dict[str, Any]) -> None:
+    path = state_path(home)
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ui-state-", dir=str(root))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ui-state-", dir=str(path.parent))
         with os.fdopen(fd, "w") as f:
             json.dump(state, f, indent=1, sort_keys=True)
-        os.replace(tmp, root / STATE_FILE)
+        os.replace(tmp, path)
     except OSError:
         pass  # a read-only home: nothing to remember, nothing to break
 

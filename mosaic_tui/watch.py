@@ -135,7 +135,7 @@ class WatchApp(App):
             self.register_theme(theme)
         self.theme_names = [t.name for t in mosaic_themes]
         from mosaic_tui import uistate
-        saved = uistate.load_state(home.root).get("theme")
+        saved = uistate.load_state(home).get("theme")
         self.theme = saved if saved in self.available_themes else theme_files.DEFAULT_THEME
 
     def compose(self) -> ComposeResult:

@@ -333,3 +333,45 @@ async def test_a_paused_runs_clock_stands_still_in_the_table_and_the_header(daem
         await wait_until(pilot, lambda: app.link.runs[run]["state"] == P.RUNNING, what="running again")
         assert app.link.runs[run]["paused_seconds"] >= 3 and app.link.runs[run]["paused_at"] is None
         mosaic.run("cancel", "napper", check=True)
+
+
+async def test_each_daemon_has_its_own_memory_and_its_own_name_in_messages(daemon, mosaic, tmp_path):
+    """The app in one home driving its own daemon and another one (a server's, over --socket or
+    --ssh): what it saw of each is kept apart, so the local away summary never lists the local
+    runs as new because the other daemon was used meanwhile; messages name the other daemon."""
+    import json
+    import shutil
+    from pathlib import Path
+    from daemon.home import Home
+    from mosaic_tui.client import DaemonUnavailable, connect
+    from tests.conftest import Mosaic, _stop_everything
+    local = mosaic.synthetic(5, "rate=0", name="local-one")
+    wait_state(daemon, local, P.SUCCEEDED)
+    server = Home.resolve(tmp_path / "server")
+    far = Mosaic(server)
+    far.run("daemon", "start", check=True)
+    try:
+        remote_run = far.synthetic(5, "rate=0", name="far-one")
+        wait_state(server, remote_run, P.SUCCEEDED)
+        app = live_app(daemon, remember=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: local in app.link.runs, what="the local run")
+            await pilot.press("q")
+        mine = json.loads((daemon.root / "ui-state.json").read_text())
+        assert local in mine["last_seen"]["runs"]
+        other = Home.resolve(daemon.root, server.socket_path, label=f"server:{server.socket_path}")
+        app = live_app(other, remember=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: remote_run in app.link.runs, what="the server's run")
+            await pilot.press("q")
+        assert json.loads((daemon.root / "ui-state.json").read_text()) == mine    # untouched
+        [theirs] = [p for p in Path(daemon.root).glob("ui-state-*.json")]
+        assert set(json.loads(theirs.read_text())["last_seen"]["runs"]) == {remote_run}
+        # a daemon that does not answer is named as the user named it, not by the local home
+        far.run("daemon", "stop", check=True)
+        with pytest.raises(DaemonUnavailable) as err:
+            connect(other)
+        assert str(err.value) == f"no daemon answers on server:{server.socket_path}"
+    finally:
+        _stop_everything(server)
+        shutil.rmtree(server.root, ignore_errors=True)
