@@ -97,7 +97,17 @@ def patch_tensorboard(module) -> None:
 
 # -- episode events -----------------------------------------------------------
 def _emit_episode(episode_return, length, env_index: int) -> None:
-    _emitter.episode(env_steps, float(episode_return), int(length), env_index=int(env_index))
+    _emitter.episode(script_step(), float(episode_return), int(length), env_index=int(env_index))
+
+
+def script_step() -> int:
+    """The step the script is at: its own ``global_step``, the step it logs
+    ``charts/episodic_return`` with, so an episode carries the same step in both. It
+    counts differently by script: PPO's adds num_envs before stepping (the env steps
+    taken), DQN's, C51's, SAC's, TD3's and DDPG's is the loop index (one less than the
+    steps taken). The env steps taken where a script has none at module level."""
+    step = getattr(sys.modules.get("__main__"), "global_step", None)
+    return step if type(step) is int else env_steps
 
 
 def patch_gym_vector(module) -> None:
