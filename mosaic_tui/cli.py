@@ -188,6 +188,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+# the run's own settings (workers/sdk/config.RunConfig), each with its flag: `--set dataset=...`
+# is answered with the flag instead of an unknown-parameter error and an unrelated suggestion
+RUN_LEVEL_FLAGS = {"worker": "--worker", "algo": "--algo", "env": "--env", "steps": "--steps", "seed": "--seed",
+                   "device": "--device", "name": "--name", "mode": "--mode", "checkpoint": "--checkpoint",
+                   "eval_episodes": "--episodes", "dataset": "--dataset", "record": "--record",
+                   "frames": "--frames", "fps": "--fps", "wall_seconds": "--wall-time", "wall_time": "--wall-time",
+                   "max_steps": "--max-steps", "memory_mb": "--memory-mb"}
+
+
 def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]) -> dict[str, Any]:
     """--set key=value, typed by the algorithm's schema."""
     if not sets:
@@ -202,6 +211,10 @@ def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]
         typed, _, text = item.partition("=")
         typed = typed.strip()
         key = param_name(props, typed)  # learning_starts for learning-starts, if only one fits
+        flag = RUN_LEVEL_FLAGS.get(typed.replace("-", "_"))
+        if key is None and flag:
+            raise CLIError(f"--set {typed}: {typed} is a setting of the run, not a parameter of {worker} {algo}: "
+                           f"use {flag}", EXIT_USAGE)
         if key is None:
             raise CLIError(f"--set {typed}: unknown parameter of {worker} {algo}{did_you_mean(typed, list(props))} "
                            f"(see `mosaic schema {worker} {algo}`)")
@@ -229,10 +242,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
             if missing:
                 raise CLIError(f"give a CONFIG.json or {', '.join(missing)}", EXIT_USAGE)
             config = {"worker": args.worker, "algo": args.algo, "env": args.env}
-        for key in ("worker", "algo", "env", "steps", "name", "seed", "device"):
+        for key in ("worker", "algo", "env", "steps", "name", "seed", "device", "mode", "checkpoint", "dataset"):
             value = getattr(args, key, None)
             if value is not None:
                 config[key] = value
+        if args.episodes is not None:
+            config["eval_episodes"] = args.episodes
+        if args.record is not None:
+            config["record"] = _record(args.record)
         limits = {k: v for k, v in (("wall_seconds", args.wall_time), ("max_steps", args.max_steps),
                                     ("memory_mb", args.memory_mb)) if v is not None}
         if limits:
@@ -244,6 +261,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
         _set_frames(args, config)
         run = client.call(P.SUBMIT, config=config)
     return _submitted(args, run)
+
+
+def _record(text: str) -> dict[str, int]:
+    """--record N (episodes) or --record Nsteps / Nepisodes: the run's ``record`` setting."""
+    match = re.fullmatch(r"\s*(\d+)\s*(episodes?|steps?|transitions?)?\s*", text)
+    if match is None:
+        raise CLIError(f"--record {text!r}: expected N episodes or N steps, e.g. --record 20 or --record 5000steps",
+                       EXIT_USAGE)
+    unit = "steps" if (match.group(2) or "").startswith(("step", "transition")) else "episodes"
+    return {unit: int(match.group(1))}
 
 
 def _submitted(args: argparse.Namespace, run: dict[str, Any]) -> int:
@@ -908,6 +935,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device")
     p.add_argument("--name")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an algorithm parameter (repeatable)")
+    p.add_argument("--mode", choices=("train", "eval"), help="eval: play --checkpoint's policy, train nothing")
+    p.add_argument("--checkpoint", metavar="REF",
+                   help="a checkpoint: a path, run:NAME (that run's latest); train: resume from it")
+    p.add_argument("--episodes", type=INTEGER, metavar="N", help="with --mode eval: episodes to play (default 10)")
+    p.add_argument("--dataset", metavar="RUN", help="an offline algorithm's data: a run that recorded one")
+    p.add_argument("--record", metavar="N[steps]",
+                   help="record the run's transitions as a dataset: N episodes, or N steps (e.g. 5000steps)")
     p.add_argument("--wall-time", type=NUMBER, metavar="S", help="stop the run after S seconds")
     p.add_argument("--max-steps", type=INTEGER, metavar="N", help="stop the run once it reaches step N")
     p.add_argument("--memory-mb", type=INTEGER, metavar="MB", help="memory limit of the worker")

@@ -18,6 +18,13 @@ from tests.conftest import wait_for
      "--set rate:"),
     (["submit", "--worker", "synthetic", "--algo", "emit", "--env", "x", "--steps", "3", "--set", "nope=1"],
      "unknown parameter"),
+    (["submit", "--worker", "synthetic", "--algo", "emit", "--env", "x", "--set", "dataset=dqn-rec"],
+     "--set dataset: dataset is a setting of the run, not a parameter of synthetic emit: use --dataset"),
+    (["submit", "--worker", "synthetic", "--algo", "emit", "--env", "x", "--set", "eval-episodes=3"],
+     "use --episodes"),
+    (["submit", "--worker", "synthetic", "--algo", "emit", "--env", "x", "--record", "lots"],
+     "--record 'lots': expected N episodes or N steps"),
+    (["submit", "--worker", "synthetic", "--algo", "emit", "--env", "x", "--dataset", "nobody"], "dataset:"),
     (["submit", "/nonexistent/config.json"], "cannot read"),
     (["show", "no-such-run"], "no run named"),
     (["schema", "synthetic", "nope"], "unknown algorithm 'nope' for worker 'synthetic'"),
@@ -364,3 +371,17 @@ def test_synthetic_start_file_holds_the_first_step(daemon, mosaic, home):
     start.touch()
     mosaic.run("wait", run_id, "--timeout", "60", check=True)
     assert mosaic.show(run_id)["summary"]["steps"] == 20
+
+
+def test_submit_says_everything_the_form_can(daemon, mosaic, tmp_path):
+    """--mode, --checkpoint, --episodes, --record reach the run's config as the form sets them."""
+    (tmp_path / "where.pt").write_bytes(b"weights")
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "5",
+                           "--set", "rate=0", "--record", "5000steps", "--checkpoint", str(tmp_path / "where.pt"),
+                           "--mode", "train", "--episodes", "4", "--name", "flagged")
+    config = mosaic.show(run_id)["config"]
+    assert config["record"] == {"steps": 5000, "episodes": None}
+    assert config["mode"] == "train" and config["checkpoint"] == str(tmp_path / "where.pt") and config["eval_episodes"] == 4
+    from mosaic_tui.cli import _record
+    assert _record("20") == {"episodes": 20} and _record("3 episodes") == {"episodes": 3}
+

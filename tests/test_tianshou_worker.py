@@ -152,10 +152,13 @@ def test_online_record_offline_resume_and_eval_through_the_daemon(daemon, mosaic
         assert c.call("datasets", env="Pendulum-v1") == []
 
     # all at once: offline from the dataset, a resumed DQN, an eval with frames that records
-    offline = submit(mosaic, {"worker": "tianshou", "algo": "discrete_cql", "env": "CartPole-v1", "steps": 200,
-                              "name": "cql", "dataset": "dqn-rec", "params": {**SMALL, "epoch_num_steps": 100}})
-    resumed = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 900,
-                              "checkpoint": "run:dqn-rec", "params": SMALL})
+    # (these two through the CLI's flags: everything the form sets, submit can say)
+    small = [f"--set={k}={json.dumps(v)}" for k, v in SMALL.items() if k != "epoch_num_steps"]
+    offline = mosaic.submit("--worker", "tianshou", "--algo", "discrete_cql", "--env", "CartPole-v1", "--steps", "200",
+                            "--name", "cql", "--dataset", "dqn-rec", "--set", "epoch_num_steps=100", *small)
+    resumed = mosaic.submit("--worker", "tianshou", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "900",
+                            "--checkpoint", "run:dqn-rec", "--set", "epoch_num_steps=300", *small)
+    assert mosaic.show(offline)["config"]["dataset"].endswith("dataset.hdf5")
     watched = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "mode": "eval",
                               "checkpoint": "run:dqn-rec", "eval_episodes": 100000, "params": SMALL,
                               "record": {"episodes": 100000},
