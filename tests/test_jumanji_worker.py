@@ -114,6 +114,26 @@ def test_envs_and_schemas_come_from_jumanjis_configs():
     assert "training.n_steps" in random and not any(k.startswith(("a2c.", "network.")) for k in random)
 
 
+def test_steps_are_trained_as_asked_not_a_whole_default_epoch():
+    """20,000 steps with the default config trained one epoch of 500 x 20 x 128 = 1,280,000 (64 times
+    what was asked): the updates per epoch are fitted to the steps, to one update's 2,560 steps."""
+    from workers.jumanji_worker.runtime import total_steps
+    for steps, epochs, updates in ((20_000, 1, 8), (2_000_000, 2, 391), (1_280_000, 1, 500)):
+        config = WORKER.validate({"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "steps": steps})
+        assert (config["params"]["training.num_epochs"], config["params"]["training.num_learner_steps_per_epoch"]) \
+            == (epochs, updates)
+        assert steps <= total_steps(config) < steps + 20 * 128
+        assert WORKER.validate(config) == config     # the daemon's config.json validates to itself
+    # updates per epoch set by the user: whole epochs, or the nearest named
+    with pytest.raises(ConfigError) as err:
+        WORKER.validate({"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "steps": 20_000,
+                         "params": {"training.num_learner_steps_per_epoch": 500}})
+    assert err.value.field == "steps" and str(err.value) == (
+        "steps: 20,000 is not a whole number of epochs of 1,280,000 env steps (training.num_learner_steps_per_epoch "
+        "500 x n_steps 20 x total_batch_size 128): give 1,280,000, or leave training.num_learner_steps_per_epoch "
+        "unset and it is fitted to the steps")
+
+
 @pytest.mark.parametrize("config,field", [
     ({"env": "Snak-v1"}, "env"),
     ({"env": "Snake-v1", "params": {"training.n_steps": 0}}, "params.training.n_steps"),

@@ -92,12 +92,38 @@ class JumanjiDescriptor(WorkerDescriptor):
         if config.algo == "ppo":
             self._check_ppo(config, given)
         elif config.steps is not None:  # steps sets the epochs (the daemon's config.json has both, agreeing)
-            epochs = max(1, math.ceil(config.steps / catalog.steps_per_epoch(config.params)))
+            epochs = self._fit_epochs(config.steps, config.params, given)
             if given.get("training.num_epochs", epochs) != epochs:
                 raise ConfigError("steps", "give either steps or params.training.num_epochs, not both")
             config.params["training.num_epochs"] = epochs
         if config.checkpoint is not None:
             self._check_checkpoint(config)
+
+    @staticmethod
+    def _fit_epochs(steps: int, params: dict[str, Any], given: dict[str, Any]) -> int:
+        """Epochs for ``steps`` env steps. An epoch is num_learner_steps_per_epoch updates of
+        n_steps x total_batch_size env steps each (500 x 20 x 128 = 1,280,000 by default): 20,000
+        steps once trained a whole one, 64 times what was asked. Unless the user set the updates
+        per epoch, they are fitted (as few epochs as the default allows, updates spread evenly),
+        so the run trains the steps asked, rounded up to one update's env steps. With the
+        updates set, steps must come within one update of whole epochs, or the nearest are named."""
+        update = params["training.n_steps"] * params["training.total_batch_size"]
+        updates = max(1, math.ceil(steps / update))
+        key = "training.num_learner_steps_per_epoch"
+        if key not in given:
+            epochs = math.ceil(updates / params[key])
+            params[key] = math.ceil(updates / epochs)
+            return epochs
+        epoch = update * params[key]
+        epochs = max(1, math.ceil(steps / epoch))
+        if epochs * epoch - steps >= update:
+            below = (epochs - 1) * epoch
+            nearest = " or ".join(f"{n:,}" for n in (below, epochs * epoch) if n > 0)
+            raise ConfigError("steps", f"{steps:,} is not a whole number of epochs of {epoch:,} env steps "
+                                       f"({key} {params[key]} x n_steps {params['training.n_steps']} x "
+                                       f"total_batch_size {params['training.total_batch_size']}): give {nearest}, "
+                                       f"or leave {key} unset and it is fitted to the steps")
+        return epochs
 
     @staticmethod
     def _check_ppo(config: RunConfig, given: dict[str, Any]) -> None:
