@@ -381,7 +381,7 @@ class Daemon:
             known = self.runs.tags_of(run)
             unknown = [t for t in tags if t not in known]
             if unknown:
-                raise P.RPCError(P.NOT_FOUND, f"run {run['name']} has no tag {unknown[0]!r}; its tags: "
+                raise P.RPCError(P.NOT_FOUND, f"run {run['name']} has no metric {unknown[0]!r}; its metrics: "
                                               f"{', '.join(sorted(known)) or 'none yet'}")
         end = self.runs.ingested_offset(run)
         to = P.param(params, "to", int, None)     # a line boundary to stop at (a history's offset)

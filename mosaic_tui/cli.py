@@ -380,8 +380,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                if s.get("returns") else None),
               ("best return", f"{_fmt_num(best)} at step {_fmt_num(best_step)}" if best is not None else None),
               ("steps/s", _fmt_num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
-              ("labels", " ".join(run.get("tags") or []) or None), ("note", run.get("note") or None),
-              ("tags", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
+              # one word each, as everywhere: tags are the user's (`mosaic tag`, ls's TAGS), metrics are
+              # what the run logs (`mosaic metrics RUN --metric NAME`)
+              ("tags", " ".join(run.get("tags") or []) or None), ("note", run.get("note") or None),
+              ("metrics", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
               ("run dir", str(_home(args).run_dir(run["id"])))]
     for key, value in fields:
         if value is not None and value != "":
@@ -1036,7 +1038,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("metrics", parents=[common], help="print a run's scalars and episodes")
     p.add_argument("run")
-    p.add_argument("--tag")
+    p.add_argument("--metric", "--tag", dest="tag", metavar="NAME",
+                   help="only this metric (TensorBoard calls it a tag): episode/return, losses/td_loss, ...")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true")
     fmt.add_argument("--json", action="store_true")

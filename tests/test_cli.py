@@ -272,12 +272,12 @@ def test_an_unknown_tag_names_the_ones_there_are(daemon, mosaic):
     done = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=10", name="done")
     assert mosaic.run("wait", done, "--timeout", "60").returncode == 0
     assert one_error_line(mosaic.run("metrics", "done", "--tag", "episode/retrun", "--csv")) \
-        == "run done has no tag 'episode/retrun'; its tags: episode/length, episode/return, synthetic/value_0"
+        == "run done has no metric 'episode/retrun'; its metrics: episode/length, episode/return, synthetic/value_0"
     live = mosaic.synthetic(100000, "rate=50", "tags=1", "episode_every=5", name="live")
     wait_for(lambda: mosaic.show(live)["state"] == P.RUNNING and mosaic.show(live)["summary"].get("episodes"),
              60, what="the live run's first episode")
-    message = one_error_line(mosaic.run("metrics", "live", "--tag", "nope"))
-    assert message.startswith("run live has no tag 'nope'; its tags: ") and "episode/return" in message
+    message = one_error_line(mosaic.run("metrics", "live", "--metric", "nope"))
+    assert message.startswith("run live has no metric 'nope'; its metrics: ") and "episode/return" in message
     assert mosaic.run("metrics", "live", "--tag", "episode/return", "--csv", check=True).stdout.count("\n") >= 2
     mosaic.run("cancel", live, check=True)
 

@@ -38,6 +38,11 @@ def test_tags_and_notes_round_trip_filter_and_survive_a_restart(daemon, mosaic):
     proc = mosaic.run("note", "tagged", "x" * (P.MAX_NOTE + 1))
     assert proc.returncode == 1 and "a note is at most" in proc.stderr
     assert mosaic.show("tagged")["tags"] == ["baseline", "v2"]
+    # one word each in `show` too: the user's tags are tags (as in ls), what the run logs are metrics
+    shown = dict(line.strip().split(": ", 1) for line in mosaic.run("show", "tagged", check=True).stdout.splitlines()
+                 if ": " in line)
+    assert shown["tags"] == "baseline v2" and "labels" not in shown
+    assert "synthetic/value_0" in shown["metrics"]
 
     # kept in the store: a restarted daemon has them, and clients following runs are told
     wait_state(daemon, a, P.SUCCEEDED)
