@@ -824,8 +824,7 @@ class RunsTable(ScrollView, can_focus=True):
             self.selected.add(rid)
         self._cells.pop(rid, None)
         self.refresh()
-        if self.cursor_row < len(self._order) - 1:
-            self.move_cursor(row=self.cursor_row + 1)
+        # the cursor stays: `space j space c` compares the two rows the user saw marked
         self.post_message(self.SelectionChanged(self, set(self.selected)))
 
     def unselect_all(self) -> None:

@@ -68,9 +68,12 @@ async def test_space_selects_several_runs(home):
         await load_fixed(pilot, app)
         from mosaic_tui.widgets.runs_table import RunsTable
         table = app.screen.query_one(RunsTable)
-        await pilot.press("space", "space")
-        assert table.selected == {RUN_IDS[4], RUN_IDS[3]}
+        await pilot.press("space", "j", "space")        # space marks the row under the cursor, which stays
+        assert table.selected == {RUN_IDS[4], RUN_IDS[3]} and table.current_run_id == RUN_IDS[3]
         assert str(table.get_row(RUN_IDS[4])[0]) == "●"
+        await pilot.press("space")                      # again: unmarked
+        assert table.selected == {RUN_IDS[4]}
+        await pilot.press("space")
         await pilot.press("escape")
         assert table.selected == set()
 

@@ -42,7 +42,7 @@ def test_runs_screen(home, snap_compare):
 def test_runs_screen_filtered_and_selected(home, snap_compare):
     async def run_before(pilot):
         await load_fixed(pilot, pilot.app)
-        await pilot.press("space", "j", "space", "slash", *"a", "enter")
+        await pilot.press("space", "j", "j", "space", "j", "slash", *"a", "enter")   # the first and third rows
     assert snap_compare(make_app(home), terminal_size=SIZE, run_before=run_before)
 
 
