@@ -81,7 +81,7 @@ _JSON_EMPTY = {"tags": []}
 # what list_brief keeps of a run: what a listing shows
 BRIEF_COLUMNS = ("id", "name", "worker", "algo", "env", "state", "started_at", "ended_at", "paused_at",
                  "paused_seconds", "rev", "note", "sweep")
-BRIEF_SUMMARY_KEYS = ("steps", "total_steps", "sps", "episodes", "best_return", "best_step", "system")
+BRIEF_SUMMARY_KEYS = ("steps", "total_steps", "sps", "episodes", "best_return", "best_step", "system", "phase")
 
 
 def _parse(text: str) -> Any:

@@ -23,7 +23,7 @@ from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
-                            failure_reason, plural, progress_text, run_label, smoothed_return,
+                            failure_reason, plural, progress_text, run_label, smoothed_return, state_label,
                             system_figures, system_text)
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
@@ -343,7 +343,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = []
     for run in runs:
         s = run.get("summary") or {}
-        rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], run["state"],
+        rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], state_label(run),
                      progress_text(run), _fmt_num(s.get("steps")), _fmt_num(smoothed_return(run, window)),
                      best_text(run), duration(eta(run)), duration(elapsed(run, now)),
                      " ".join(run.get("tags") or []) or "-"])
@@ -369,7 +369,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = run.get("summary") or {}
     best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
-              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", run["state"]),
+              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", state_label(run)),
               ("reason", run.get("reason") or failure_reason(run)),
               ("progress", f"{_fmt_num(s.get('steps'))} / {_fmt_num(s.get('total_steps'))} steps "
                            f"({progress_text(run)})"),

@@ -151,6 +151,18 @@ def eta(run: dict[str, Any]) -> float | None:
     return max(0.0, (total - (s.get("steps") or 0)) / sps)
 
 
+def state_label(run: dict[str, Any]) -> str:
+    """The state as every view shows it (table, run header, ls, show): a running run that is
+    JIT-compiling (Jumanji: minutes without a step, which is no stall) says "compiling…", and
+    one whose cancel is under way is marked with *."""
+    state = run.get("state", "?")
+    if run.get("cancel_requested") and state in ("running", "starting", "paused"):
+        return f"{state}*"
+    if state == "running" and (run.get("summary") or {}).get("phase") == "compiling":
+        return "compiling…"
+    return state
+
+
 def is_eval(run: dict[str, Any]) -> bool:
     return (run.get("config") or {}).get("mode") == "eval"
 

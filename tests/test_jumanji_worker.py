@@ -352,11 +352,20 @@ def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
     assert out.returncode != 0 and "jumanji/BinPack-v2 has multi_discrete actions" in out.stderr, out.stderr
 
 
-def test_runs_table_shows_the_compiling_phase():
+def test_every_view_shows_the_compiling_phase(daemon, mosaic):
+    """The runs table, the run's header, `mosaic ls` and `mosaic show` say the same state."""
+    from mosaic_tui.screens.run import header_text
     from mosaic_tui.widgets.runs_table import COLUMNS, row_cells
     state = [key for key, _ in COLUMNS].index("state")
     run = {"id": "r1", "name": "snake", "worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "state": "running",
            "started_at": 1.0, "summary": {"phase": "compiling", "steps": 0}}
     assert row_cells(run, False, 2.0)[state].text == "compiling…"
+    assert header_text(run, 2.0).plain.startswith("snake  compiling…  return")
     run["summary"]["phase"] = "train"
     assert row_cells(run, False, 2.0)[state].text == "running"
+    assert header_text(run, 2.0).plain.startswith("snake  running  return")
+    # the CLI: a real run's phase event makes the daemon's summary say it
+    run_id = mosaic.synthetic(100000, "rate=20", "phase=compiling", name="phased")
+    wait_for(lambda: "compiling…" in mosaic.run("ls", check=True).stdout, 60, 0.2, "ls to say compiling…")
+    assert "state: compiling…" in mosaic.run("show", run_id, check=True).stdout
+    mosaic.run("cancel", run_id, check=True)

@@ -29,7 +29,7 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
     if fmt.is_eval(run):
         text.append(" eval", style="bold cyan")
     text.append("  ")
-    text.append(state, style=fmt.STATE_STYLES.get(state, ""))
+    text.append(fmt.state_label(run), style=fmt.STATE_STYLES.get(state, ""))
     text.append(f"  return {fmt.num(fmt.smoothed_return(run, window))} (avg{window})")
     text.append(f"  {fmt.duration(fmt.elapsed(run, now))}")
     text.append(f"  best {fmt.best_text(run)}")

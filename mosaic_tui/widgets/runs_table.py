@@ -165,12 +165,8 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
     """The row's cells, in COLUMNS order."""
     s = _summary(run)
     state = run.get("state", "?")
-    state_cell = Cell(state, fmt.STATE_STYLES.get(state, ""))
-    if state == "running" and s.get("phase") == "compiling":
-        # JIT compilation (Jumanji): minutes without a step, which is not a stall
-        state_cell = Cell("compiling…", fmt.STATE_STYLES.get(state, ""))
-    if run.get("cancel_requested") and state in ("running", "starting", "paused"):
-        state_cell = Cell(f"{state}*", "magenta")
+    label = fmt.state_label(run)
+    state_cell = Cell(label, "magenta" if label.endswith("*") else fmt.STATE_STYLES.get(state, ""))
     left = fmt.eta(run)
     return (
         Cell("●", "bold") if selected else Cell(" "),

@@ -27,6 +27,8 @@ _PARAMS: dict[str, Any] = {
     "die_by_signal": {"type": ["string", "null"], "default": None,
                       "enum": [None, "SIGKILL", "SIGSEGV", "SIGABRT", "SIGTERM"],
                       "description": "end by sending this signal to itself"},
+    "phase": {"type": "string", "default": "",
+              "description": "a phase event at the start (e.g. compiling, as Jumanji's JIT compilation)"},
     "ignore_sigterm": {"type": "boolean", "default": False,
                        "description": "ignore SIGTERM (tests the SIGKILL escalation)"},
     "children": {"type": "integer", "default": 0, "minimum": 0, "maximum": 16,

@@ -26,6 +26,8 @@ def main() -> int:
                         total_steps=config["steps"], children=[c.pid for c in children],
                         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
                         affinity=sorted(os.sched_getaffinity(0)))
+    if p["phase"]:
+        emitter.phase(p["phase"], step=0)
     ballast = bytearray(p["allocate_mb"] * 1024 * 1024) if p["allocate_mb"] else None
     frames = None
     if config["frames"]["enabled"]:
