@@ -360,8 +360,8 @@ class RunTail:
             t = events[-1].get("t")
             if isinstance(t, (int, float)):
                 self.last_event_t = t
-        if steps != self.steps:
-            self.steps = steps
+        if steps != self.steps or (self.sps is None and (self.completed or self.failed_reason)):
+            self.steps = max(steps, self.steps)
             self._update_rate()
 
     def _absorb_llm(self, ev: dict[str, Any]) -> None:
@@ -380,13 +380,17 @@ class RunTail:
             llm["cost"] = round(llm.get("cost", 0.0) + cost, 6)
 
     def _update_rate(self) -> None:
-        """Steps per second over the last few seconds of wall time."""
-        now = time.monotonic()
+        """Steps per second over the last few seconds, by the events' own times (a backlog read
+        at once, or a script's burst of buffered lines, has the rate it was written at)."""
+        now = self.last_event_t
+        if now is None:
+            return
         if self._rate_mark is None:
             self._rate_mark = (now, self.steps)
             return
         t0, s0 = self._rate_mark
-        if now - t0 >= 2.0:
+        if now - t0 >= 2.0 or (self.sps is None and (self.completed or self.failed_reason) and now > t0):
+            # a run that ended before two seconds of steps gets its rate over what it had
             self.sps = round((self.steps - s0) / (now - t0), 1)
             self._rate_mark = (now, self.steps)
 

@@ -272,3 +272,13 @@ def test_a_type_that_is_no_string_is_an_invalid_line_not_a_crash():
     assert [e["type"] for e in parsed] == ["scalar", "invalid", "scalar", "invalid", "scalar"]
     assert [e["step"] for e in parsed if e["type"] == "scalar"] == [1, 2, 3]
     assert all("not a telemetry event" in e["error"] for e in parsed if e["type"] == "invalid")
+
+
+def test_a_run_shorter_than_the_rate_window_still_gets_its_steps_per_second(daemon, mosaic):
+    """The rate is measured over 2 s of the events' own times; a run that ended sooner (a short
+    CleanRL run, whose lines also come in buffered bursts) showed '-' for steps/s."""
+    run_id = mosaic.synthetic(600, "rate=1000", "tags=1", "episode_every=0", name="short")
+    assert mosaic.run("wait", run_id, "--timeout", "60").returncode == 0
+    sps = mosaic.show(run_id)["summary"]["sps"]
+    assert sps is not None and 300 < sps < 1500, sps
+    assert "steps/s: -" not in mosaic.run("show", run_id, check=True).stdout
