@@ -56,12 +56,13 @@ async def test_at_80_columns_the_table_keeps_state_progress_return_and_eta(home)
     app = make_app(home)
     async with app.run_test(size=(80, 24)) as pilot:
         await load(pilot, app, env_runs())
-        from mosaic_tui.widgets.runs_table import PRIORITY
+        from mosaic_tui.widgets.runs_table import NAME_FULL, PRIORITY
         shown = table(app).shown_columns
         assert {"name", "state", "progress", "return", "eta"} <= set(shown)
         assert "worker" not in shown and "algo" not in shown       # the first to go
-        dropped = [key for key in PRIORITY if key not in shown]
-        assert dropped == list(PRIORITY[-len(dropped):])           # the least wanted ones
+        columns = [key for key in PRIORITY if key != NAME_FULL]
+        dropped = [key for key in columns if key not in shown]
+        assert dropped == columns[-len(dropped):]                  # the least wanted ones
         lines = screen_text(app).splitlines()
         header = next(line for line in lines if "state" in line and "progress" in line)
         assert "avg20" in header and "ETA" in header and "worker" not in header
@@ -81,6 +82,23 @@ async def test_at_120_columns_every_column_is_shown(home):
         assert all(h in header for h in ("algo", "env", "steps/s", "avg20", "best", "ETA", "elapsed", "returns"))
         assert row(app, RUN_IDS[1])["best"] == "20@3900"
         assert row(app, RUN_IDS[1])["eta"] == "7s"
+
+
+async def test_at_120_columns_default_run_names_are_whole(home):
+    """Default names (algo-env-n) of real runs on a realistic mix: whole at 120 columns, where the
+    least wanted columns make room for them (they were cut to 'dqn-CartPole…')."""
+    runs = glance_runs()
+    for run, (algo, env) in zip(runs, [("dqn", "CartPole-v1"), ("sac_continuous_action", "Pendulum-v1"),
+                                       ("ppo", "LunarLander-v3"), ("mappo", "simple_spread_v3"),
+                                       ("ppo_continuous_action", "HalfCheetah-v5")]):
+        run.update(algo=algo, env=env, name=f"{algo}-{env}-1", worker="cleanrl")
+    app = make_app(home)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await load(pilot, app, runs)
+        text = screen_text(app)
+        for run in runs:
+            assert run["name"] in text, (run["name"], table(app).shown_columns)
+        assert {"state", "progress", "return", "eta", "elapsed", "env"} <= set(table(app).shown_columns)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
