@@ -160,6 +160,13 @@ class TranscriptLines(ScrollView, can_focus=True):
         if self.stick_to_end:
             self.scroll_end(animate=False, immediate=True)
             self.call_after_refresh(self._keep_end)
+        # rows that no longer fit the view bring its scrollbar, which narrows the text's room
+        # without a resize: fold again then (only narrower: a scrollbar that goes leaves 2 cells)
+        self.call_after_refresh(self._fold_under_scrollbar)
+
+    def _fold_under_scrollbar(self) -> None:
+        if self.text_width < self._width:
+            self.relayout()
 
     def _keep_end(self) -> None:
         if self.stick_to_end:

@@ -145,6 +145,11 @@ async def test_a_long_transcript_is_drawn_as_lines_and_searched(home):
         text = screen_text(app)
         assert "a long line xxx" in text and "xxx ends here" in text
         assert max(len(line.rstrip()) for line in text.splitlines()) <= SIZE[0]
+        # every character of it is on screen: none folded under the scrollbar ("output an acti")
+        lines = text.splitlines()
+        first = next(i for i, line in enumerate(lines) if "a long line" in line)
+        last = next(i for i, line in enumerate(lines) if "ends here" in line)
+        assert sum(line.count("x") for line in lines[first:last + 1]) == 300, "\n".join(lines[first:last + 1])
         # search anywhere: the match's entry is drawn at the top
         await pilot.press("slash", *"obs", "space", *"1234", "enter")
         assert view.match == (308, "2") and "at step 308 agent 2" in screen_text(app)
@@ -184,3 +189,38 @@ def test_rows_fold_at_the_width_under_their_indent():
             indent = indent_of(line, width)
             assert all(cell_len(line[a:b]) <= (width if i == 0 else width - indent) for i, (a, b) in enumerate(spans))
     assert fold("    " + "x" * 20, 10) == [(0, 10), (10, 16), (16, 22), (22, 24)]
+
+
+async def test_no_text_under_the_scrollbar_when_it_appears_as_the_transcript_grows():
+    """A transcript that fits, then grows past the view: the scrollbar that appears narrows the text's
+    room, and the rows fold again (the last two characters of each row went under it)."""
+    from textual.app import App
+
+    from workers.sdk import telemetry as tm
+    from mosaic_tui.widgets.transcript_view import TranscriptLines
+
+    class One(App):
+        def compose(self):
+            yield TranscriptLines()
+
+    long_line = "a long line " + "x" * 300 + " ends here"
+    app = One()
+    async with app.run_test(size=(80, 20)) as pilot:
+        view = app.query_one(TranscriptLines)
+        first = {"observation": long_line, "prompt": "p", "reply": "r", "step": 0, "agent": "0"}
+        view.reset([(0, "0")], {(0, "0"): first})
+        await pilot.pause()
+        assert view._width == view.text_width and not view.show_vertical_scrollbar
+        for step in range(1, 40):        # live calls arrive: past the view's height
+            view.set_entry((step, "0"), {**first, "observation": f"obs {step}"}, add=True)
+        view.relayout()
+        await pilot.pause()
+        await pilot.pause()
+        assert view.show_vertical_scrollbar
+        assert view._width == view.text_width, "the rows still fold at the width without the scrollbar"
+        view.stick_to_end = False
+        view.scroll_to(y=0, animate=False, immediate=True)
+        await pilot.pause()
+        rows = [view.render_line(y).text for y in range(view.size.height)]
+        shown = "".join(r[:view.scrollable_content_region.width] for r in rows)
+        assert shown.count("x") == 300
