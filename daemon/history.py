@@ -40,7 +40,9 @@ from workers.sdk import telemetry as tm
 HISTORY_FILE = "history.npz"
 FORMAT = 1
 MAX_BUCKETS = 8192          # per tag (even); merged down to half of it when reached
-SETTLE_EVERY = 16_384       # points waiting in lists before they are bucketed
+# points waiting in lists before they are bucketed: 16,384 a time held the event loop ~4.5 ms
+# (a delivery-latency tail); 2,048 holds it under 1 ms for 7% more bucketing time
+SETTLE_EVERY = 2_048
 CATCH_UP_CHUNK = 4 * 1024 * 1024   # bytes of the events file parsed per step of a catch-up
 KEEP_FINISHED = 4           # histories of finished runs kept in memory after a client asked
 

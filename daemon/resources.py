@@ -46,15 +46,21 @@ class ResourceSampler:
         self._nvml: Any = None          # None: not tried yet; False: no NVML or no GPU
         self._psutil: Any = None
 
+    def load(self) -> None:
+        """psutil imported and NVML probed now, at the daemon's start, not inside the first sample
+        of a run (9 ms of the event loop held while every client's telemetry waited)."""
+        if self._psutil is None:
+            import psutil
+            self._psutil = psutil
+        self._gpu_memory()
+
     def sample_all(self) -> int:
         """One pass over the running runs; returns how many got a sample."""
         runs = self.running()
         if not runs:
             self.trees.clear()
             return 0
-        if self._psutil is None:
-            import psutil
-            self._psutil = psutil
+        self.load()
         gpu = self._gpu_memory()
         seen = set()
         done = 0

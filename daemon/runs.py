@@ -35,6 +35,7 @@ from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, S
 from daemon.ingest import RunTail
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
+from daemon.stalls import STALLS
 from daemon.store import Store, StoreError, new_ulid
 from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
@@ -412,7 +413,8 @@ class RunManager:
         fired, overflow = self.inotify.read()
         runs = list(self.active) if overflow else [self._wd_to_run[wd] for wd in fired if wd in self._wd_to_run]
         for run_id in runs:
-            self._ingest(run_id)
+            with STALLS.timed("ingest (a run's new lines, their history and their delivery)"):
+                self._ingest(run_id)
 
     def _safety_scan(self) -> None:
         for run_id in list(self.active):
@@ -430,7 +432,8 @@ class RunManager:
 
     def _sample_resources(self) -> None:
         try:
-            self.resources.sample_all()
+            with STALLS.timed("resource sampling (every run's process tree)"):
+                self.resources.sample_all()
         except Exception:  # a sampler bug must not stop the daemon's loop
             log.exception("resource sampling failed")
         self._loop.call_later(self.resources.interval, self._sample_resources)
@@ -475,6 +478,10 @@ class RunManager:
             self._flush_handle = self._loop.call_later(SUMMARY_FLUSH_SECONDS, self._flush_summaries)
 
     def _flush_summaries(self) -> None:
+        with STALLS.timed("summary flush (the store's write, clients told, histories saved)"):
+            self._flush_summaries_now()
+
+    def _flush_summaries_now(self) -> None:
         self._flush_handle = None
         dirty, self._dirty = self._dirty, set()
         for run_id in dirty:

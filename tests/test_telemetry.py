@@ -282,3 +282,19 @@ def test_a_run_shorter_than_the_rate_window_still_gets_its_steps_per_second(daem
     sps = mosaic.show(run_id)["summary"]["sps"]
     assert sps is not None and 300 < sps < 1500, sps
     assert "steps/s: -" not in mosaic.run("show", run_id, check=True).stdout
+
+
+def test_status_names_the_longest_stall_of_the_daemon_loop(daemon, mosaic):
+    """daemon/stalls.py: each piece of the loop's work is timed; status names the longest, and a
+    reset starts a new window (bench_telemetry reads it while it measures latency)."""
+    from daemon import protocol as P
+    from tests.conftest import connect
+    run_id = mosaic.synthetic(300, "rate=1000", "tags=2", name="stalled")
+    assert mosaic.run("wait", run_id, "--timeout", "60").returncode == 0
+    with connect(daemon) as c:
+        first = c.call(P.STATUS, reset_stalls=True)["stalls"]
+        assert first["longest_ms"] > 0 and first["timed"] > 10 and first["in"]
+        assert any(first["in"].startswith(kind) for kind in ("request ", "ingest", "summary flush", "resource",
+                                                              "garbage collection")), first
+        after = c.call(P.STATUS)["stalls"]
+        assert after["since"] > first["since"] and after["timed"] <= 2 and after["in"] in (None, "request status")
