@@ -5,11 +5,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
+from mosaic_tui.widgets import leaving
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 
@@ -55,11 +57,38 @@ class RunTabs(TabbedContent):
     focuses what is in it; Textual's TabbedContent would also switch to the
     pane of any widget focused from code. A focus asked for before a key
     (opening the screen focuses the first tab's widget) then lands after it,
-    and takes the tab back: `2` pressed as a run opens showed Metrics."""
+    and takes the tab back: `2` pressed as a run opens showed Metrics.
+
+    The tab the screen opens on (the one the user left) is chosen once Textual
+    has activated the first one, not with ``initial=``: given ``initial``,
+    Textual's ``Tabs._on_mount`` assigns that tab whether or not it exists, and
+    a screen removed while it is still being built (the app exiting as a run
+    opens under load) has no tabs under its Tabs: Textual mounts nothing more
+    under a widget being removed but still runs its on_mount. That raised
+    "ValueError: No Tab with id '--content-tab-metrics'" and ended the app.
+    Without ``initial`` the same method finds no tab and returns."""
+
+    def __init__(self, *titles, open_on: str = "", **kwargs) -> None:
+        super().__init__(*titles, **kwargs)
+        self.open_on = open_on      # the tab to show once the tabs are up; "": the first one
 
     def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
         event.stop()
         event.prevent_default()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The first activation (Textual's, of the first tab): now the tab to open on."""
+        if not self.open_on or event.tabbed_content is not self:
+            return
+        tab, self.open_on = self.open_on, ""
+        if tab == event.pane.id:
+            return
+        try:
+            self.get_tab(tab)
+        except NoMatches:           # a tab this run does not have (any more)
+            return
+        event.stop()                # the screen hears of the tab it opens on, not of the first
+        self.active = tab
 
 
 class RunScreen(Screen):
@@ -93,6 +122,8 @@ class RunScreen(Screen):
         self.run_id = run_id
         self.initial_tab = tab if tab in TABS else "metrics"
         self._series_dirty = False
+        self._watching = False      # on_mount asked the link for the run's telemetry
+        self._opened = False        # the first tab has been shown (and focused)
 
     @property
     def run(self) -> dict | None:
@@ -118,7 +149,7 @@ class RunScreen(Screen):
         if (self.initial_tab == "frames" and not self.has_frames) or \
                 (self.initial_tab == "transcript" and not self.has_transcript):
             self.initial_tab = "metrics"
-        with RunTabs(initial=self.initial_tab):
+        with RunTabs(open_on=self.initial_tab if self.initial_tab != TABS[0] else ""):
             with TabPane("Metrics", id="metrics"):
                 yield MetricsPane(self.run_id)
             with TabPane("Logs", id="logs"):
@@ -138,14 +169,18 @@ class RunScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        if leaving(self):
+            return      # removed while it was being built (the app exiting): parts of it are missing
+        self._watching = True
         self.app.link.watch(self.run_id)
         self.update_header()
         self.set_interval(PLOT_REFRESH_SECONDS, self._refresh_plots, name="plots")
         self.set_interval(1.0, self.update_header, name="header")
-        self.call_after_refresh(self._focus_tab)
+        # the first tab's widget is focused when the tabs are up: on_tabbed_content_tab_activated
 
     def on_unmount(self) -> None:
-        self.app.link.unwatch(self.run_id)
+        if self._watching:
+            self.app.link.unwatch(self.run_id)
 
     def _focus_tab(self) -> None:
         tab = self.query_one(TabbedContent).active
@@ -166,14 +201,15 @@ class RunScreen(Screen):
     def update_header(self) -> None:
         self.query_one(TitleBar).update(header_text(self.run, self.app.clock(), self.app.return_window))
         from mosaic_tui.widgets.failure_banner import FailureBanner
-        # the Metrics tab's band: a failed run's reason. The tab's content may not be mounted
-        # yet when the screen is (MetricsPane.on_mount shows the band itself then): a
-        # query_one here raised NoMatches when the screen opened under load.
+        # the Metrics tab's band: a failed run's reason. Once on_mount has run everything under the
+        # screen is mounted unless the screen is being removed (see leaving()); query() all the same.
         for banner in self.query(FailureBanner):
             banner.show_run(self.run)
 
     # -- link messages ---------------------------------------------------------
     def on_runs_changed(self, message: RunsChanged) -> None:
+        if leaving(self):
+            return      # posted while the screen was being built, and it is going: maybe partly built
         if self.run_id in message.deleted:
             self.update_header()
             self.notify("this run was deleted", severity="warning")
@@ -203,6 +239,8 @@ class RunScreen(Screen):
         tabs.add_pane(TabPane("Transcript", TranscriptView(self.run_id), id="transcript"))
 
     def on_series_changed(self, message: SeriesChanged) -> None:
+        if leaving(self):
+            return
         if self.run_id in message.series:
             if not self._series_dirty and not self.query_one_optional_metrics_has_plots():
                 # first points: show them at once
@@ -225,9 +263,14 @@ class RunScreen(Screen):
         self.query_one(MetricsPane).sync_plots()
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
+        if leaving(self):
+            return
         self.query_one(ConnectionBanner).refresh_text()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if not self._opened:
+            self._opened = True
+            self.call_after_refresh(self._focus_tab)   # the tab it opens on is up: focus its widget
         self.app.remember_place()
         if event.pane.id == "metrics":
             self._series_dirty = True
@@ -249,7 +292,9 @@ class RunScreen(Screen):
         if tab == "transcript" and not self.query_one(TabbedContent).query("#transcript"):
             self.notify("this run makes no LLM calls: no transcript", timeout=3)
             return
-        self.query_one(TabbedContent).active = tab
+        tabs = self.query_one(RunTabs)
+        tabs.open_on = ""           # a tab chosen as the screen opens wins over the one it was left on
+        tabs.active = tab
         self.call_after_refresh(self._focus_tab)
 
     def action_back(self) -> None:
@@ -283,8 +328,7 @@ class RunScreen(Screen):
         self.app.edit_annotation(self.run_id, what)
 
     def ui_place(self) -> dict:
-        try:
-            tab = self.query_one(TabbedContent).active
-        except Exception:
-            tab = self.initial_tab
-        return {"screen": "run", "run": self.run_id, "tab": tab}
+        tab = ""
+        for tabs in self.query(RunTabs):
+            tab = tabs.open_on or tabs.active   # "" until Textual has activated the first tab
+        return {"screen": "run", "run": self.run_id, "tab": tab or self.initial_tab}

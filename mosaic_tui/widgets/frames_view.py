@@ -36,6 +36,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from mosaic_tui.widgets import leaving
 from mosaic_tui.widgets.text_line import TextLine
 
 POLL_FPS = 60      # twice the usual frame rate: polling at the writer's own rate drops frames by beating
@@ -367,6 +368,8 @@ class FramesView(Widget, can_focus=True):
         return graphics_of(self.app)[0]
 
     def on_mount(self) -> None:
+        if leaving(self):
+            return      # its screen was removed while it was being built: its children may be missing
         mode, colors, _ = graphics_of(self.app)
         self.canvas.color_mode = colors
         self.canvas.configure(getattr(self.app, "graphics", None))

@@ -8,6 +8,7 @@ from textual.widgets import Input, Static
 
 from daemon.home import STDERR_FILE, STDOUT_FILE
 from mosaic_tui import fmt
+from mosaic_tui.widgets import leaving
 from mosaic_tui.widgets.log_view import LogView
 
 STREAMS = {"stderr": STDERR_FILE, "stdout": STDOUT_FILE, "supervisor": "supervisor.log"}
@@ -52,6 +53,8 @@ class LogsPane(Vertical):
         return self.query_one(LogView)
 
     def on_mount(self) -> None:
+        if leaving(self):
+            return      # its screen was removed while it was being built: its children may be missing
         self.query_one("#log-search", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         self.open_stream()
         self.set_interval(POLL_SECONDS, self._poll, name="log-poll")

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.widgets import Collapsible, Input, Static
 
+from mosaic_tui.widgets import leaving
 from mosaic_tui.widgets.failure_banner import FailureBanner
 from mosaic_tui.widgets.metric_plot import MetricPlot, PlotLine, PlotOptions, summary_of
 
@@ -121,6 +122,8 @@ class MetricsPane(Vertical):
                 yield Grid(id="timing-plots", classes="plot-grid")
 
     def on_mount(self) -> None:
+        if leaving(self):
+            return      # its screen was removed while it was being built: its children may be missing
         self.query_one("#tag-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         self.update_bar()
         self.query_one(FailureBanner).show_run(self.app.link.runs.get(self.run_id))

@@ -36,6 +36,7 @@ from textual.widgets import Input, Static
 
 from daemon.home import EVENTS_FILE
 from mosaic_tui.transcript import Transcript, entry_text, export_transcript, transcript_enabled  # noqa: F401
+from mosaic_tui.widgets import leaving
 
 POLL_SECONDS = 0.5
 MARGIN = 1           # a blank column left of the text
@@ -306,6 +307,8 @@ class TranscriptView(Vertical):
         return self.entries_box.plain(key)
 
     def on_mount(self) -> None:
+        if leaving(self):
+            return      # its screen was removed while it was being built: its children may be missing
         self.query_one("#transcript-search", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         self.transcript = Transcript(self.app.home.run_dir(self.run_id) / EVENTS_FILE)
         self.poll(force=True)
