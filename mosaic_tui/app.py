@@ -67,6 +67,9 @@ class MosaicApp(App):
         self._key_since = 0.0
         self.ui_state: dict[str, Any] = uistate.load_state(home) if restore else {}
         self._restored = not restore
+        # the place the user left, as it was read: the runs table writes the row it highlights
+        # into ui_state["run"] as soon as it has rows, which may be before the place is reopened
+        self._place_left = dict(self.ui_state)
         # client settings, kept in ui-state.json: the return window and the alert when a run ends
         window = self.ui_state.get("return_window")
         self.return_window = (window if type(window) is int and 1 <= window <= fmt.MAX_RETURN_WINDOW
@@ -168,11 +171,26 @@ class MosaicApp(App):
         if not target.call_later(passed, 0):   # its screen is gone: nothing to wait for
             passed(len(pumps))
 
+    FIRST_LIST_WAIT = 5.0   # seconds: then the runs screen says what the first run list waits for
+
     def on_mount(self) -> None:
         for problem in self.keymap_problems:
             self.notify(problem, title="keymap", severity="warning")
         if self.connect:
             self.link.start()
+            self.set_timer(self.FIRST_LIST_WAIT, self._first_list_late, name="first run list")
+
+    def _first_list_late(self) -> None:
+        """No run list yet: say what the app waits for (the screen would otherwise just stay empty)."""
+        link = self.link
+        if link.loaded:
+            return
+        where = self.home.where
+        if link.client is None or not link.info:
+            what = f"no answer from the daemon for {where}" + (f": {link.error}" if link.error else "")
+        else:
+            what = f"connected to the daemon for {where}; its run list has not come yet"
+        self.notify(f"{what}. q detaches.", title="waiting", severity="warning", timeout=10)
 
     async def on_unmount(self) -> None:
         self.save_ui_state()
@@ -224,7 +242,7 @@ class MosaicApp(App):
                 screen.post_message(make())
         if not self._restored and self.link.loaded:
             self._restored = True
-            self.call_later(self._restore_place)
+            self._after_first_screen(self._restore_place)
         if self.link.loaded:
             if not self._greeted:
                 self._greeted = True
@@ -235,10 +253,19 @@ class MosaicApp(App):
                 # later are freed by their reference counts as ever.
                 gc.freeze()
                 if self.restore:
-                    self.call_later(self._show_away)
+                    self._after_first_screen(self._show_away)
             elif update.runs or update.deleted:
                 for run in self.end_watcher.ended(self.link.runs, update.runs | update.deleted):
                     self.announce_end(run)
+
+    def _after_first_screen(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` (reopen the place left, the away summary) once the runs screen is
+        mounted and drawn. The run list can come before it is (under load, or a fast daemon):
+        what the callbacks push then covered a screen that had never been drawn, and until
+        they were mounted (a run's screen takes a while under load) nothing at all was."""
+        first = self.screen_stack[0] if self.screen_stack else None
+        if first is None or not first.call_after_refresh(callback):
+            self.call_later(callback)
 
     # -- runs ending -------------------------------------------------------------
     def announce_end(self, run: dict[str, Any]) -> None:
@@ -273,7 +300,7 @@ class MosaicApp(App):
         self.remember_place()
 
     def _restore_place(self) -> None:
-        state = self.ui_state
+        state = self._place_left
         rid = state.get("run")
         if rid in self.link.runs:
             try:
@@ -437,6 +464,11 @@ class MosaicApp(App):
         """Leave the app; every run keeps training in the daemon."""
         self.save_ui_state()
         self.exit(0)
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c (where nothing takes it to copy a selection) detaches, as q does. Textual's own
+        ctrl+c only names the key of a ``quit`` action, and q's is ``detach``: it said nothing."""
+        await self.action_detach()
 
     def action_help(self) -> None:
         from mosaic_tui.screens.help import HelpScreen

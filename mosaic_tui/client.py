@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 import os
 import socket
 import subprocess
@@ -17,6 +18,8 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 from daemon import protocol as P
 from daemon.home import Home
+
+log = logging.getLogger("mosaic.app.client")
 
 START_TIMEOUT = 20.0
 READ_SLICE = 0.005        # seconds of notification handling before the loop is let go
@@ -278,13 +281,19 @@ class AsyncClient:
                         fut.set_result(msg.get("result"))
                 elif "method" in msg:
                     self.on_notify(msg["method"], msg.get("params", {}))
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except Exception:   # a line that is not JSON, a notification handler's bug: not silently
+            log.exception("the daemon's connection is given up")
         finally:
             for fut in self._waiting.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError("the daemon went away"))
             self._waiting.clear()
+            if self.writer is not None:
+                # nobody reads this socket any more: close it, or it stays open (paused, when the
+                # link held it) with the daemon's bytes piling up unread in it
+                self.writer.close()
             self.closed.set()
 
     async def call(self, method: str, **params: Any) -> Any:

@@ -166,6 +166,7 @@ class Link:
                 asyncio.get_running_loop().create_task(self._subscribe_more(late))
             self._notify_connection()
             await client.closed.wait()
+            await client.close()        # a reader that ended on an error leaves its socket open
             self.client = None
             self.connected = False
             self.error = "the daemon went away"
@@ -370,7 +371,7 @@ class Link:
             if self.queued > ABSORB_BACKLOG and self.client is not None and not self._holding:
                 self._holding = True
                 self.client.pause_reading()
-        if self._absorber is not None:
+        if self._absorber is not None and not self._absorber.done():
             return
         try:
             loop = asyncio.get_running_loop()
@@ -387,15 +388,25 @@ class Link:
         self._schedule_flush()
 
     async def _absorb_sliced(self) -> None:
+        # Nothing here may end this task early: while the link holds the socket (past
+        # ABSORB_BACKLOG) only this task's _absorbed() reads it again, so an exception that
+        # escaped it left the app deaf to the daemon for good, with no trace (the task's
+        # exception went unretrieved).
         try:
             while self._absorb_queue:
                 rid, item = self._absorb_queue.popleft()
                 if rid is None:
-                    self._synced(item)
+                    try:
+                        self._synced(item)
+                    except Exception:
+                        log.exception("a synced notification was not taken in")
                     continue
                 for i in range(0, len(item), ABSORB_SLICE):
                     piece = item[i:i + ABSORB_SLICE]
-                    self._absorb(rid, piece)
+                    try:
+                        self._absorb(rid, piece)
+                    except Exception:
+                        log.exception("%d events of %s were not taken in", len(piece), rid)
                     self._absorbed(len(piece))
                     # a short rest, not just a turn: a key passes through several
                     # messages, each of which would otherwise wait behind a slice

@@ -1,7 +1,8 @@
 """While you were away: the runs that finished, failed or started since the app last closed.
 
 Shown once when the app opens and something changed (mosaic_tui/notify.py
-decides what); ``esc`` or ``enter`` closes it. Nothing is shown when nothing changed.
+decides what); ``esc`` or ``enter`` closes it, ``q`` (and ctrl+c) detaches as
+everywhere else. Nothing is shown when nothing changed.
 """
 from __future__ import annotations
 
@@ -66,6 +67,10 @@ class AwayScreen(ModalScreen[None]):
 
     BINDINGS = [
         Binding("escape,enter", "close", "Close", id="away.close"),
+        # Textual stops a modal screen's binding chain at the modal: the app's q (detach) and
+        # ctrl+c are not looked up while this is up. The app opens this by itself as it starts,
+        # often before anything else is drawn: q must still leave.
+        Binding("q,ctrl+c", "app.detach", "Detach", id="away.quit"),
     ]
 
     def __init__(self, changes: list[tuple[str, dict[str, Any]]], since: float | None, now: float,
@@ -80,7 +85,7 @@ class AwayScreen(ModalScreen[None]):
         with Vertical():
             with VerticalScroll():
                 yield Static(summary_text(self.changes, self.since, self.now, self.window), id="away-text")
-            yield Static("esc: close", id="away-keys")
+            yield Static("esc: close   q: detach (runs keep training)", id="away-keys")
 
     def action_close(self) -> None:
         self.dismiss(None)
