@@ -397,20 +397,6 @@ def ema_counted(means: np.ndarray, counts: np.ndarray, weight: float, last: floa
     return out, last, count
 
 
-def ema_reference(values, weight: float) -> list[float]:
-    """The loop TensorBoard runs (tests compare ``ema`` against it)."""
-    last, count, out = 0.0, 0, []
-    for v in values:
-        if not math.isfinite(v):
-            out.append(v)
-            continue
-        last = last * weight + (1 - weight) * v
-        count += 1
-        debias = 1 - weight ** count if weight != 1 else 1
-        out.append(last / debias)
-    return out
-
-
 def decimate(x: np.ndarray, y: np.ndarray, columns: int, x_sorted: bool | None = None,
              y_hi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """At most 2 points per column: each column's min and max, in x order.

@@ -1,6 +1,7 @@
 """The app's Textual-independent parts: the link's bookkeeping, series maths, plotext speed-ups."""
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -9,7 +10,7 @@ import pytest
 
 from mosaic_tui import fmt
 from mosaic_tui.link import Link
-from mosaic_tui.series import RunSeries, Series, decimate, ema, ema_reference
+from mosaic_tui.series import RunSeries, Series, decimate, ema
 
 
 def scalar(step, value=1.0, tag="a"):
@@ -46,6 +47,20 @@ def test_episodes_become_series():
                       {"type": "episode", "t": 2.0, "step": 20, "return": "nan", "length": 10}])
     assert tags == {"episode/return", "episode/length"}
     assert rs.tags["episode/return"].values[0] == 5.5 and np.isnan(rs.tags["episode/return"].values[1])
+
+
+def ema_reference(values, weight: float) -> list[float]:
+    """The loop TensorBoard runs, one value at a time: what ``ema`` is checked against."""
+    last, count, out = 0.0, 0, []
+    for v in values:
+        if not math.isfinite(v):
+            out.append(v)
+            continue
+        last = last * weight + (1 - weight) * v
+        count += 1
+        debias = 1 - weight ** count if weight != 1 else 1
+        out.append(last / debias)
+    return out
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.3, 0.6, 0.9, 0.99, 0.999])
