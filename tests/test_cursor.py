@@ -5,20 +5,38 @@ import json
 import time
 
 from daemon import protocol as P
-from tests.conftest import connect, wait_state, worker_scalar
+from tests.conftest import connect, wait_for, wait_state, worker_scalar
 
 
 def _scalar_steps(events):
     return [e["step"] for e in events if worker_scalar(e)]
 
 
+BACKLOG = 256 * 1024    # bytes written past a dropped client's cursor before it reconnects
+
+
+def _final_size(daemon, run_id: str) -> float:
+    """The events file's size once the run has ended, else infinity."""
+    with connect(daemon) as c:
+        ended = c.call(P.GET, run=run_id)["state"] in P.FINAL_STATES
+    return (daemon.run_dir(run_id) / "events.jsonl").stat().st_size if ended else float("inf")
+
+
 def test_resume_from_cursor_no_gap_no_duplicate(daemon, mosaic):
     total = 20000
     run_id = mosaic.synthetic(total, "rate=8000", "tags=1", "episode_every=0")
     received: list[int] = []
+    backlogs: list[int] = []
     cursor = 0
-    # three connections, each dropped mid-stream; the last one reads to the end
+    events_file = daemon.run_dir(run_id) / "events.jsonl"
+    # three connections, each dropped mid-stream; the last one reads to the end. Each reconnects
+    # only once the file has grown well past its cursor: the daemon serves that backlog from the
+    # file (its catch-up path), not the live chunks a client at the read position gets.
     for round_ in range(4):
+        if round_:
+            wait_for(lambda: events_file.stat().st_size >= min(cursor + BACKLOG, _final_size(daemon, run_id)),
+                     60, 0.02, "the file to grow past the cursor")
+            backlogs.append(events_file.stat().st_size - cursor)
         with connect(daemon, f"reader-{round_}") as c:
             sub = c.call(P.SUBSCRIBE, events=[run_id], cursors={run_id: cursor})
             assert sub["cursors"][run_id] == cursor
@@ -34,7 +52,8 @@ def test_resume_from_cursor_no_gap_no_duplicate(daemon, mosaic):
             break
     wait_state(daemon, run_id, P.SUCCEEDED)
     assert received == list(range(1, total + 1))
-    assert cursor <= (daemon.run_dir(run_id) / "events.jsonl").stat().st_size
+    assert cursor <= events_file.stat().st_size
+    assert backlogs and max(backlogs) >= BACKLOG, backlogs      # a real backlog was caught up
 
 
 def test_subscribe_all_runs_history_then_live(daemon, mosaic):
