@@ -166,3 +166,33 @@ def test_the_install_check_names_a_crash_of_the_local_model(monkeypatch):
     assert native.check_once(path) is None       # the build installed here answers
     monkeypatch.setenv("MOSAIC_LLAMA_CHECK_FAULT", "SIGILL")
     assert native.check_once(path) == "the local model crashed (SIGILL in llama.cpp)"
+
+
+# -- another worker: CleanRL's script dying inside torch ------------------------------------------
+
+# Injected through PYTHONPATH (CleanRL's own sitecustomize runs the one it shadows): the first
+# optimizer step reads address 0 from a hook torch itself calls, under torch's own frames.
+CRASH_IN_TORCH = """
+from workers.sdk.postimport import when_imported
+
+def crash_on_step(module):
+    import ctypes
+    def hook(optimizer, args, kwargs):
+        ctypes.string_at(0)
+    module.register_optimizer_step_pre_hook(hook)
+
+when_imported("torch.optim.optimizer", crash_on_step)
+"""
+
+
+def test_a_cleanrl_run_whose_script_crashes_inside_torch_names_it(tmp_path, home, mosaic, monkeypatch):
+    (tmp_path / "sitecustomize.py").write_text(CRASH_IN_TORCH)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(ROOT)]))
+    mosaic.run("daemon", "start", check=True)
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", "ppo", "--env", "CartPole-v1", "--steps", "2048",
+                           "--set", "num-steps=32")
+    run = wait_state(home, run_id, P.FINAL_STATES, timeout=180)
+    assert run["state"] == P.FAILED and run["exit_signal"] == "SIGSEGV", run
+    assert run["reason"].startswith("worker killed by SIGSEGV in PyTorch (at torch/optim/"), run["reason"]
+    assert "ppo was killed by SIGSEGV" in run["reason"]        # the worker's own word on its script
+    mosaic.run("daemon", "stop")
