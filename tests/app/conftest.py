@@ -81,7 +81,10 @@ async def load_fixed(pilot, app, events_for: tuple[str, ...] = (RUN_IDS[0], RUN_
 
 
 class FakeDaemon:
-    """Answers the requests screens make, from the real synthetic worker's descriptor."""
+    """Answers the form's and the workers screen's requests (workers, schema, submit) from the real
+    synthetic worker's descriptor: kept where a snapshot needs the same answers every time, and
+    for the form's checks as you type. It answers no run action (cancel, pause, resume, delete):
+    those are tested against the real daemon, where they land (tests/app/test_run_actions_live.py)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -101,8 +104,6 @@ class FakeDaemon:
             run = _run(9, config.get("name") or "emit-none-1", P.QUEUED, 0, None)
             run["config"] = config
             return run
-        if method in (P.CANCEL, P.PAUSE, P.RESUME, P.DELETE):
-            return {"id": params["run"], "state": "ok"}
         raise P.RPCError(P.METHOD_NOT_FOUND, method)
 
 

@@ -315,52 +315,12 @@ async def test_compare_overlays_and_exports_csv(home):
         assert not isinstance(app.screen, CompareScreen)
 
 
-async def test_destructive_actions_confirm_in_a_modal(home, fake_daemon):
+async def test_command_palette_offers_run_actions(home):
+    """What the palette offers each run (its actions run against the real daemon in
+    tests/app/test_run_actions_live.py)."""
     app = make_app(home)
     async with app.run_test(size=SIZE) as pilot:
-        use_fake(app, fake_daemon)
         await load_fixed(pilot, app)
-        from mosaic_tui.screens.confirm import ConfirmScreen
-        await pilot.press("j", "j", "j")  # bravo, running
-        await pilot.press("x")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
-        assert not isinstance(app.screen, ConfirmScreen)
-        assert not [c for c in fake_daemon.calls if c[0] == "cancel"]
-        await pilot.press("x")
-        await pilot.press("y")
-        await pilot.pause(0.2)
-        assert ("cancel", {"run": RUN_IDS[1]}) in fake_daemon.calls
-        await pilot.press("p")  # pause: no confirmation
-        await pilot.pause(0.2)
-        assert ("pause", {"run": RUN_IDS[1]}) in fake_daemon.calls
-        await pilot.press("k")  # charlie, failed
-        await pilot.press("D")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await pilot.pause(0.2)
-        assert ("delete", {"run": RUN_IDS[2]}) in fake_daemon.calls
-        await pilot.press("k", "p")  # delta is paused: p resumes
-        await pilot.pause(0.2)
-        assert ("resume", {"run": RUN_IDS[3]}) in fake_daemon.calls
-
-
-async def test_command_palette_offers_run_actions(home, fake_daemon):
-    app = make_app(home)
-    async with app.run_test(size=SIZE) as pilot:
-        use_fake(app, fake_daemon)
-        await load_fixed(pilot, app)
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
-        await pilot.press(*"cancel run bravo")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause(0.2)
-        from mosaic_tui.screens.confirm import ConfirmScreen
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await pilot.pause(0.2)
-        assert ("cancel", {"run": RUN_IDS[1]}) in fake_daemon.calls
         from mosaic_tui.commands import RunCommands
         provider = RunCommands(app.screen)
         texts = [t for t, *_ in provider._commands()]
