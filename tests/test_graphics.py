@@ -384,25 +384,31 @@ def run_detect(answer, mode="auto", env=None, timeout=0.5):
         terminal.close()
 
 
+# a terminal that answers ends detect's wait at its DA1 reply: given this long a timeout, an
+# answered detect that still waited for it would be plain (0.4 s against 0.5 was too thin a margin)
+ANSWERED_TIMEOUT = 3.0
+
+
 def test_detect_kitty_terminal():
-    caps, elapsed, sent = run_detect(lambda q: [(0, b"\x1b_Gi=31;OK\x1b\\\x1b[6;20;9t\x1b[?62;22c")])
+    caps, elapsed, sent = run_detect(lambda q: [(0, b"\x1b_Gi=31;OK\x1b\\\x1b[6;20;9t\x1b[?62;22c")],
+                                     timeout=ANSWERED_TIMEOUT)
     assert caps.graphics == "kitty" and caps.cell_px == (9, 20) and caps.cell_px_measured
     assert caps.colors == "truecolor"
     assert sent == (detect.KITTY_QUERY + detect.CELL_SIZE_QUERY + detect.SIXEL_COLORS_QUERY
                     + detect.BACKGROUND_QUERY + detect.DA1_QUERY)
     assert caps.background is None                          # it did not say
-    assert elapsed < 0.4                                    # DA1 ended the wait, not the timeout
+    assert elapsed < ANSWERED_TIMEOUT / 2                  # DA1 ended the wait, not the timeout
 
 
 def test_detect_sixel_terminal_xterm_vt340_style():
     caps, elapsed, _ = run_detect(lambda q: [(0, b"\x1b[6;13;6t\x1b[?1;0;16S\x1b]11;rgb:ffff/ffff/dddd\x1b\\"
-                                                 b"\x1b[?63;1;2;4;6;9;15;22c")])
+                                                 b"\x1b[?63;1;2;4;6;9;15;22c")], timeout=ANSWERED_TIMEOUT)
     assert caps.graphics == "sixel" and caps.cell_px == (6, 13) and caps.sixel and not caps.kitty
     assert caps.background == (255, 255, 221)               # OSC 11: the default background
     assert detect.parse_replies(b"\x1b]11;rgb:00/80/ff\x07").background == (0, 128, 255)
     assert caps.sixel_colors == 16                           # a real VT340's registers
     assert caps.pane_px(80, 24) == (480, 312)
-    assert elapsed < 0.4
+    assert elapsed < ANSWERED_TIMEOUT / 2
 
 
 def test_detect_plain_terminal_and_silent_terminal():
@@ -523,9 +529,23 @@ def test_sixel_frame_shows_in_xterm_vt340(tmp_path):
         while not caps_file.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         caps = json.loads(caps_file.read_text())
-        time.sleep(1.0)                                   # let xterm paint
-        screen = xwd_to_rgb(subprocess.run(["xwd", "-root", "-silent", "-display", display],
-                                           capture_output=True, check=True, timeout=30).stdout)
+
+        def painted():
+            """A screenshot once xterm has painted the whole image (the pole, and nothing more
+            after another look), else None."""
+            shot = xwd_to_rgb(subprocess.run(["xwd", "-root", "-silent", "-display", display],
+                                             capture_output=True, check=True, timeout=30).stdout)
+            if not (np.abs(shot.astype(int) - np.array([202, 152, 101])) <= 3).all(axis=2).any():
+                return None
+            again = xwd_to_rgb(subprocess.run(["xwd", "-root", "-silent", "-display", display],
+                                              capture_output=True, check=True, timeout=30).stdout)
+            return again if np.array_equal(shot, again) else None
+        deadline = time.monotonic() + 30
+        screen = painted()
+        while screen is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            screen = painted()
+        assert screen is not None, "xterm painted no stable image in 30 s"
     finally:
         for proc in (xterm, xvfb):
             if proc is not None:

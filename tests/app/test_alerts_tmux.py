@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from tests.app.test_e2e_tmux import Tmux
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -39,10 +39,22 @@ def test_a_run_ending_alerts_the_terminal_as_set(daemon, mosaic, tmp_path, alert
         assert tmux_format(pane, "#{window_bell_flag}") == "0"
         mosaic.synthetic(200, "rate=400", "episode_every=50", name="quick")
         pane.wait_for("quick succeeded at step 200", timeout=60)     # the notification
-        time.sleep(0.5)
-        bell = tmux_format(pane, "#{window_bell_flag}")
-        # inside tmux the OSC 9 goes out wrapped for passthrough
-        osc9 = b"\x1bPtmux;\x1b\x1b]9;mosaic: quick succeeded at step 200" in raw.read_bytes()
+
+        def alerts() -> tuple[str, bool]:
+            # inside tmux the OSC 9 goes out wrapped for passthrough
+            return (tmux_format(pane, "#{window_bell_flag}"),
+                    b"\x1bPtmux;\x1b\x1b]9;mosaic: quick succeeded at step 200" in raw.read_bytes())
+        # the alert set goes out with the toast (the pipe may lag it): wait for it. With none set,
+        # nothing may come in the second after the toast was drawn (an absence needs a window)
+        if alert == "off":
+            until = time.monotonic() + 1.0
+            while time.monotonic() < until and alerts() == ("0", False):
+                time.sleep(0.1)
+            bell, osc9 = alerts()
+        else:
+            wanted = {"bell": lambda got: got[0] == "1", "osc9": lambda got: got[1]}[alert]
+            bell, osc9 = wait_for(lambda: (lambda got: got if wanted(got) else None)(alerts()), 30, 0.1,
+                                  f"the {alert} alert")
         if alert == "bell":
             assert bell == "1" and not osc9
         elif alert == "osc9":

@@ -29,9 +29,12 @@ async def test_artifacts_list_and_evaluate_a_checkpoint(daemon, mosaic):
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: rid in app.link.runs and app.link.connected, what="the run listed")
         app.open_run(rid)
-        await pilot.pause(0.3)
+        from mosaic_tui.screens.run import RunScreen
+        await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.query(ArtifactsView),
+                         what="the run's screen")
         await pilot.press("5")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: len(app.screen.query_one(ArtifactsView).artifacts) >= 3,
+                         what="the artifacts listed")
         view = app.screen.query_one(ArtifactsView)
         listed = [(a.kind, a.path) for a in view.artifacts]
         assert listed == ([("checkpoint", checkpoint)] + [("video", v) for v in videos]

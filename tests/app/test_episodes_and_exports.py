@@ -103,7 +103,9 @@ async def test_new_run_form_leaves_out_the_test_worker(daemon, mosaic):
             await wait_until(pilot, lambda: app.screen.schema is not None, what="a schema loaded")
             names = {w["name"] for w in app.screen.worker_list}
             assert "cleanrl" in names and ("synthetic" in names) is offered
-            await pilot.pause(0.5)  # the form mounts its fields before the app may end
+            # the form mounts its fields before the app may end
+            from mosaic_tui.widgets.schema_form import SchemaField
+            await wait_until(pilot, lambda: app.screen.query(SchemaField), what="the form's fields")
 
 
 async def test_the_form_reads_whole_floats_as_integers(home, fake_daemon):

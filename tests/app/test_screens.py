@@ -107,8 +107,9 @@ async def test_metrics_plots_one_per_tag_with_controls(home):
     async with app.run_test(size=SIZE) as pilot:
         await load_fixed(pilot, app)
         app.open_run(RUN_IDS[0])
-        await pilot.pause(0.3)
         from mosaic_tui.widgets.metrics_pane import MetricsPane
+        await wait_until(pilot, lambda: app.screen.query(MetricsPane) and len(app.screen.query_one(MetricsPane).plots) >= 4,
+                         what="the run's plots")
         pane = app.screen.query_one(MetricsPane)
         assert set(pane.plots) == {"synthetic/value_0", "synthetic/value_1", "episode/return", "episode/length"}
         first = list(pane.query("MetricPlot"))[0]
@@ -142,8 +143,9 @@ async def test_metrics_follow_new_points(home):
     async with app.run_test(size=SIZE) as pilot:
         await load_fixed(pilot, app)
         app.open_run(RUN_IDS[1])
-        await pilot.pause(0.3)
         from mosaic_tui.widgets.metrics_pane import MetricsPane
+        await wait_until(pilot, lambda: app.screen.query(MetricsPane)
+                         and "synthetic/value_0" in app.screen.query_one(MetricsPane).plots, what="the run's plots")
         pane = app.screen.query_one(MetricsPane)
         before = len(pane.plots["synthetic/value_0"].lines[0].series)
         app.link.feed_events(RUN_IDS[1], [{"v": 1, "type": "scalar", "t": 1.0, "tag": "synthetic/value_0",
@@ -151,9 +153,10 @@ async def test_metrics_follow_new_points(home):
                                           {"v": 1, "type": "scalar", "t": 1.0, "tag": "new/tag",
                                            "value": 2.0, "step": 401}])
         app.link.flush()
-        await pilot.pause(1.3)  # plots refresh at most once a second
-        assert len(pane.plots["synthetic/value_0"].lines[0].series) == before + 1
-        assert "new/tag" in pane.plots
+        # plots refresh at most once a second
+        await wait_until(pilot, lambda: "new/tag" in pane.plots
+                         and len(pane.plots["synthetic/value_0"].lines[0].series) == before + 1,
+                         timeout=10, what="the new points plotted")
 
 
 async def test_logs_tab_follow_and_search(home):
@@ -166,9 +169,10 @@ async def test_logs_tab_follow_and_search(home):
     async with app.run_test(size=SIZE) as pilot:
         await load_fixed(pilot, app)
         app.open_run(RUN_IDS[0], tab="logs")
-        await pilot.pause(0.3)
         from mosaic_tui.widgets.log_view import LogView
         from mosaic_tui.widgets.logs_pane import LogsPane
+        await wait_until(pilot, lambda: app.screen.query(LogView) and app.screen.query_one(LogView).line_count == 10000,
+                         what="the log read")
         view = app.screen.query_one(LogView)
         pane = app.screen.query_one(LogsPane)
         assert view.line_count == 10000 and view.follow
@@ -185,8 +189,8 @@ async def test_logs_tab_follow_and_search(home):
         # appended lines arrive while following
         with open(run_dir / "stderr.log", "a") as f:
             f.write("brand new line\n")
-        await pilot.pause(0.8)
-        assert view.line_count == 10001 and view.read_line(10000) == "brand new line"
+        await wait_until(pilot, lambda: view.line_count == 10001, timeout=10, what="the appended line")
+        assert view.read_line(10000) == "brand new line"
         await pilot.press("s")
         assert pane.stream == "stdout" and view.read_line(0) == "stdout says hi"
         await pilot.press("escape")  # clears the search
@@ -198,7 +202,7 @@ async def test_config_tab_shows_the_config(home):
     async with app.run_test(size=SIZE) as pilot:
         await load_fixed(pilot, app)
         app.open_run(RUN_IDS[2], tab="config")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: '"rate": 10.0' in screen_text(app), what="the config shown")
         body = screen_text(app)
         assert "charlie" in body and "worker exited with code 3" in body
         assert '"rate": 10.0' in body and '"tags": 3' in body
@@ -288,8 +292,9 @@ async def test_compare_overlays_and_exports_csv(home):
         table = app.screen.query_one(RunsTable)
         assert table.selected == {RUN_IDS[0], RUN_IDS[2]}
         await pilot.press("c")
-        await pilot.pause(0.3)
         from mosaic_tui.screens.compare import CompareScreen
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.query("MetricPlot"),
+                         what="the compare screen")
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         assert screen.tag == "episode/return"
