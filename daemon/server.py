@@ -29,7 +29,7 @@ from daemon.runs import RunManager
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
 from daemon.sweeps import SweepController
-from workers.sdk.config import ConfigError
+from workers.sdk.config import ConfigError, parse_run_config
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon")
@@ -267,11 +267,24 @@ class Daemon:
     def m_schema(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         desc = self._worker(P.param(params, "worker", str))
         algo = P.param(params, "algo", str)
+        env = P.param(params, "env", str, None)
         try:
             # the same names as at submit: `mosaic schema cleanrl sac` is sac_continuous_action's
-            return desc.schema(desc.resolve_algo(algo), P.param(params, "env", str, None))
+            algo = desc.resolve_algo(algo)
+            schema = desc.schema(algo, env)
         except ConfigError as err:  # an unknown algorithm, a script path that is no CleanRL-style script
             raise P.RPCError(P.NOT_FOUND, str(err)) from None
+        if env:
+            # what submit would say of this env for this algorithm (unknown, with the closest ids; the
+            # wrong action space; a family not installed): the form shows it as the env is typed
+            try:
+                desc.check_env(parse_run_config({"worker": desc.name, "algo": algo, "env": env}))
+            except ConfigError as err:
+                if err.field == "env":
+                    schema = {**schema, "env_problem": err.message}
+            except Exception:  # a descriptor's bug costs the hint, not the schema
+                log.exception("check_env of %s %s %s failed", desc.name, algo, env)
+        return schema
 
     def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         config = P.param(params, "config", dict)

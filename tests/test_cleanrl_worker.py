@@ -352,6 +352,15 @@ def test_a_mistyped_env_is_refused_at_submit_with_the_closest_ids(daemon, mosaic
         "mosaic: error: env: unknown environment 'CartPol-v1' for worker 'cleanrl'; "
         "did you mean 'CartPole-v1' or 'CartPole-v0' or 'Acrobot-v1'?"]
     assert "CartPol" not in mosaic.run("ls").stdout     # no run was made
+    # a sweep over it is refused up front, with the same line
+    spec = mosaic.home.root / "typo.json"
+    spec.write_text(json.dumps({"name": "typo", "base": {"worker": "cleanrl", "algo": "dqn", "env": "CartPol-v1",
+                                                         "steps": 2000},
+                                "params": {"learning-rate": [0.001, 0.0001]},
+                                "objective": {"tag": "charts/episodic_return"}}))
+    proc = mosaic.run("sweep", str(spec), "--wait", "--timeout", "60")
+    assert proc.returncode != 0 and "did you mean 'CartPole-v1'" in proc.stderr, proc.stderr
+    assert json.loads(mosaic.run("sweeps", "--json", check=True).stdout) == []
 
 
 # -- training ------------------------------------------------------------------------

@@ -167,6 +167,7 @@ class NewRunScreen(Screen):
         self.schema_error: str | None = None
         self._schema_key: tuple | None = None   # (worker, algo, env) the form asks for
         self.shown_key: tuple | None = None     # (worker, algo, env) of the parameter fields shown
+        self.env_problem: tuple[str | None, str | None] = (None, None)   # (env, what the worker said of it)
         self._caps_key: tuple | None = None     # (worker, algo) the algorithm and env choices are for
         self.typed: dict[str, tuple[Any, str]] = {}   # parameter values the user chose: name -> (value, where)
         self.carried: list[str] = []
@@ -257,6 +258,11 @@ class NewRunScreen(Screen):
     def _check_env(self, value: Any) -> None:
         if not isinstance(value, str) or not value.strip():
             raise ConfigError("env", "is required")
+        # what the daemon's worker said of this env with the schema (unknown, with the closest
+        # ids; the wrong action space): submit would refuse it, so the form does as it is typed
+        env, problem = self.env_problem
+        if problem and env == value:
+            raise ConfigError("env", problem)
 
     def _check_name(self, value: Any) -> None:
         if value and any(r.get("name") == value for r in self.app.link.runs.values()):
@@ -375,6 +381,9 @@ class NewRunScreen(Screen):
         params = self.query_one("#params", VerticalScroll)
         await params.remove_children()
         self.schema, self.schema_error, self.carried = schema, error, []
+        # the worker's word on the env came with the schema: the env field says it (at once)
+        self.env_problem = (env, (schema or {}).get("env_problem"))
+        self.field("env").validate()
         if schema is None:
             self.shown_key = None
             self.query_one("#params-title", Static).update(f"Parameters of {worker} {algo}")

@@ -224,3 +224,25 @@ async def test_typing_an_env_fast_rebuilds_the_form_once_it_settles(daemon):
         assert screen.shown_key == ("xuance", "mappo", "simple_spread_v3")
         config, errors = screen.collect()
         assert errors == [] and config["env"] == "simple_spread_v3"
+
+
+async def test_a_mistyped_env_is_refused_as_it_is_typed_with_the_closest_ids(daemon):
+    """CleanRL DQN on 'CartPol-v1': the form said "ready" and the run failed 3 s in. The worker's
+    verdict on the env comes with the schema, and the env field says it as submit would."""
+    from textual.widgets import Button
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await choose(pilot, screen, "worker", "cleanrl")
+        await choose(pilot, screen, "algo", "dqn")
+        await choose(pilot, screen, "env", "CartPol-v1")
+        env = screen.field("env")
+        await wait_until(pilot, lambda: "did you mean 'CartPole-v1'" in (env.error or ""), what="the env refused")
+        assert env.error.startswith("unknown environment 'CartPol-v1' for worker 'cleanrl'")
+        assert screen.query_one("#submit", Button).disabled
+        await choose(pilot, screen, "env", "Pendulum-v1")        # known, but not for a discrete algorithm
+        await wait_until(pilot, lambda: "discrete actions" in (env.error or ""), what="the action space named")
+        await choose(pilot, screen, "env", "CartPole-v1")
+        await wait_until(pilot, lambda: not env.error and shows_schema(screen, "cleanrl", "dqn"),
+                         what="the env taken")
+        await wait_until(pilot, lambda: not screen.query_one("#submit", Button).disabled, what="ready to submit")
