@@ -196,3 +196,22 @@ def test_a_cleanrl_run_whose_script_crashes_inside_torch_names_it(tmp_path, home
     assert run["reason"].startswith("worker killed by SIGSEGV in PyTorch (at torch/optim/"), run["reason"]
     assert "ppo was killed by SIGSEGV" in run["reason"]        # the worker's own word on its script
     mosaic.run("daemon", "stop")
+
+
+def test_a_build_that_crashes_is_rebuilt_safer_and_the_install_ends_with_one_line(monkeypatch, capsys):
+    """`native check` on a build whose child dies: the next safer flag set is installed and checked,
+    down to plain x86-64, and then one line says what to do. The crash is real (the installed model
+    loads, then the child kills itself with SIGILL, as an instruction its CPU lacks would); the
+    rebuilds are recorded instead of run (each is a few minutes of compiling)."""
+    from workers.sdk.llm.client import default_model_path
+    monkeypatch.setenv("MOSAIC_LLAMA_CHECK_FAULT", "SIGILL")
+    monkeypatch.setattr(native, "option_sets", lambda flags=None: [("AVX2", "FMA"), native.X86_V3, ()])
+    monkeypatch.setattr(native, "marker", lambda: Path("/nonexistent/.mosaic-llama"))
+    installed = []
+    monkeypatch.setattr(native, "install", installed.append)
+    assert native.check(default_model_path()) == 1
+    assert installed == [native.X86_V3, ()]
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("llama.cpp: the local model crashed (SIGILL in llama.cpp) with the build for x86-64 avx2+fma, "
+                      "no AMX; rebuilding for x86-64 sse42+avx+f16c+fma+bmi2+avx2, no AMX")
+    assert err[-1].startswith("llama.cpp: no build of llama-cpp-python runs on this CPU: local-model runs will fail")
