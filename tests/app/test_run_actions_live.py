@@ -41,6 +41,17 @@ async def highlight(pilot, app, run_id: str) -> None:
     await pilot.pause()
 
 
+async def confirmed_cancel(pilot, app, run_id: str, tree: list[int]) -> None:
+    """The confirmation a cancel asks for, answered y: the run is cancelled, its tree gone."""
+    from mosaic_tui.screens.confirm import ConfirmScreen
+    await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+    await pilot.press("y")
+    await wait_until(pilot, lambda: app.link.runs[run_id]["state"] == P.CANCELLED, timeout=60,
+                     what="the run cancelled")
+    await wait_until(pilot, lambda: not any(proctree.is_alive(p) for p in tree), timeout=30,
+                     what="its processes gone")
+
+
 async def test_cancel_pause_resume_and_delete_from_the_keys(daemon, mosaic):
     from mosaic_tui.screens.confirm import ConfirmScreen
     old = mosaic.synthetic(5, "rate=0", name="old")       # first: the two long runs take the daemon's slots
@@ -63,12 +74,7 @@ async def test_cancel_pause_resume_and_delete_from_the_keys(daemon, mosaic):
         assert mosaic.show(victim)["state"] == P.RUNNING
         # x, y: cancelled, and nothing of its tree is left
         await pilot.press("x")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
-        await pilot.press("y")
-        await wait_until(pilot, lambda: app.link.runs[victim]["state"] == P.CANCELLED, timeout=60,
-                         what="the run cancelled")
-        await wait_until(pilot, lambda: not any(proctree.is_alive(p) for p in trees[victim]), timeout=30,
-                         what="its processes gone")
+        await confirmed_cancel(pilot, app, victim, trees[victim])
         # p: paused, every process of its tree stopped; p again: running on
         await highlight(pilot, app, sleeper)
         await pilot.press("p")
@@ -91,12 +97,7 @@ async def test_cancel_pause_resume_and_delete_from_the_keys(daemon, mosaic):
         await pilot.press(*"cancel run sleeper")
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
-        await pilot.press("y")
-        await wait_until(pilot, lambda: app.link.runs[sleeper]["state"] == P.CANCELLED, timeout=60,
-                         what="cancelled from the palette")
-        await wait_until(pilot, lambda: not any(proctree.is_alive(p) for p in trees[sleeper]), timeout=30,
-                         what="its processes gone")
+        await confirmed_cancel(pilot, app, sleeper, trees[sleeper])
         # D, y: the finished run and its directory are gone
         await highlight(pilot, app, old)
         await pilot.press("D")
