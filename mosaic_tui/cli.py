@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterator
 from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui import fmt
-from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, duration, elapsed, eta,
-                            failure_reason, plural, progress_text, run_label, smoothed_return, state_label,
-                            system_figures, system_text)
+from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, derived, duration,
+                            elapsed, eta, failure_reason, plural, progress_text, run_label, smoothed_return,
+                            state_label, system_figures, system_text)
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 EXIT_ERROR = 1
@@ -336,10 +336,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
                                                                 {"brief": True, "returns": window}))["runs"]
     for tag in args.tag or []:
         runs = [r for r in runs if tag in (r.get("tags") or [])]
-    if args.json:
-        _print_json(runs)
-        return 0
     now = time.time()
+    if args.json:
+        _print_json([{**run, "derived": derived(run, now, window)} for run in runs])
+        return 0
     rows = []
     for run in runs:
         s = run.get("summary") or {}
@@ -364,7 +364,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
     if args.json:
-        _print_json(run)
+        _print_json({**run, "derived": derived(run, time.time(), window)})
         return 0
     s = run.get("summary") or {}
     best, best_step = best_return(run)

@@ -163,6 +163,15 @@ def state_label(run: dict[str, Any]) -> str:
     return state
 
 
+def derived(run: dict[str, Any], now: float, window: int = DEFAULT_RETURN_WINDOW) -> dict[str, Any]:
+    """What the table and `mosaic show` work out of a run's record, for `--json` to carry too
+    (a script piping `ls --json` to jq gets the same figures as the table, by the same functions)."""
+    best, best_step = best_return(run)
+    return {"state": state_label(run), "progress": progress(run), "mean_return": smoothed_return(run, window),
+            "return_window": window, "best_return": best, "best_step": best_step,
+            "eta_s": eta(run), "elapsed_s": elapsed(run, now)}
+
+
 def is_eval(run: dict[str, Any]) -> bool:
     return (run.get("config") or {}).get("mode") == "eval"
 

@@ -58,6 +58,17 @@ def test_mean_of_the_last_n_returns_and_the_best_survive_a_daemon_restart(daemon
     assert show_field(mosaic, "climb", "mean return") == "290.5 (last 20 episodes)"
     summary = mosaic.show(run)["summary"]
     assert summary["best_return"] == 499 and summary["best_step"] == 499 and len(summary["returns"]) == 100
+    # --json says what the table says, by the same functions: the mean of the last N, the best,
+    # the elapsed time (paused time left out), the progress, the ETA
+    [listed] = [r for r in json.loads(mosaic.run("ls", "--json", "--window", "100", check=True).stdout)
+                if r["id"] == run]
+    assert listed["derived"]["mean_return"] == 250.5 and listed["derived"]["return_window"] == 100
+    assert (listed["derived"]["best_return"], listed["derived"]["best_step"]) == (499, 499)
+    assert listed["derived"]["progress"] == 1.0 and listed["derived"]["eta_s"] is None
+    assert listed["derived"]["state"] == "succeeded"
+    shown = json.loads(mosaic.run("show", "climb", "--json", check=True).stdout)["derived"]
+    assert shown["mean_return"] == 290.5 and shown["return_window"] == 20
+    assert abs(seconds(show_field(mosaic, "climb", "elapsed")) - shown["elapsed_s"]) < 1.5
 
 
 def test_window_out_of_range_is_one_clear_error(daemon, mosaic):
