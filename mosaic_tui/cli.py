@@ -23,7 +23,7 @@ from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui import fmt
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, derived, duration,
-                            elapsed, eta, failure_reason, plural, progress_text, run_label, smoothed_return,
+                            elapsed, eta, failure_reason, num, plural, progress_text, run_label, smoothed_return,
                             state_label, system_figures, system_text)
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
@@ -67,16 +67,6 @@ class Parser(argparse.ArgumentParser):
 # -- output helpers -------------------------------------------------------
 def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
-
-
-def _fmt_num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
-    if isinstance(value, int) and value >= 10000:
-        return f"{value / 1000:.1f}k" if value < 10_000_000 else f"{value / 1e6:.1f}M"
-    return str(value)
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -344,7 +334,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for run in runs:
         s = run.get("summary") or {}
         rows.append([run["id"][:10], run_label(run), run["worker"], run["algo"], run["env"], state_label(run),
-                     progress_text(run), _fmt_num(s.get("steps")), _fmt_num(smoothed_return(run, window)),
+                     progress_text(run), num(s.get("steps")), num(smoothed_return(run, window)),
                      best_text(run), duration(eta(run)), duration(elapsed(run, now)),
                      " ".join(run.get("tags") or []) or "-"])
         if args.wide:
@@ -371,15 +361,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
               ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", state_label(run)),
               ("reason", run.get("reason") or failure_reason(run)),
-              ("progress", f"{_fmt_num(s.get('steps'))} / {_fmt_num(s.get('total_steps'))} steps "
+              ("progress", f"{num(s.get('steps'))} / {num(s.get('total_steps'))} steps "
                            f"({progress_text(run)})"),
               ("elapsed", duration(elapsed(run, time.time()))),
               ("eta", duration(eta(run)) if eta(run) is not None else None),
-              ("episodes", s.get("episodes")), ("last return", _fmt_num(s.get("last_return"))),
-              ("mean return", f"{_fmt_num(smoothed_return(run, window))} (last {window} episodes)"
+              ("episodes", s.get("episodes")), ("last return", num(s.get("last_return"))),
+              ("mean return", f"{num(smoothed_return(run, window))} (last {window} episodes)"
                if s.get("returns") else None),
-              ("best return", f"{_fmt_num(best)} at step {_fmt_num(best_step)}" if best is not None else None),
-              ("steps/s", _fmt_num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("best return", f"{num(best)} at step {num(best_step)}" if best is not None else None),
+              ("steps/s", num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
               # one word each, as everywhere: tags are the user's (`mosaic tag`, ls's TAGS), metrics are
               # what the run logs (`mosaic metrics RUN --metric NAME`)
               ("tags", " ".join(run.get("tags") or []) or None), ("note", run.get("note") or None),
@@ -674,7 +664,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                 elif args.json:
                     collected.setdefault(tag, []).append({"step": step, "value": value, "t": t})
                 else:
-                    print(f"{step:>10}  {tag:<32} {_fmt_num(value)}")
+                    print(f"{step:>10}  {tag:<32} {num(value)}")
             sys.stdout.flush()
     if args.json:
         _print_json(collected)
@@ -800,9 +790,9 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     names = list(sweep["spec"]["params"])
     rows = []
     for rank, t in enumerate(sweep["trials"], 1):
-        band = f"{_fmt_num(t['mean'])} ± {_fmt_num(t['std'])}" if t["mean"] is not None else "-"
-        rows.append([str(rank), str(t["trial"]), t["state"], band, f"{_fmt_num(t['min'])}..{_fmt_num(t['max'])}",
-                     str(len(t["runs"]))] + [_fmt_num(t["params"].get(n)) for n in names])
+        band = f"{num(t['mean'])} ± {num(t['std'])}" if t["mean"] is not None else "-"
+        rows.append([str(rank), str(t["trial"]), t["state"], band, f"{num(t['min'])}..{num(t['max'])}",
+                     str(len(t["runs"]))] + [num(t["params"].get(n)) for n in names])
     print(_table(rows, ["RANK", "TRIAL", "STATE", "MEAN ± STD", "MIN..MAX", "SEEDS"] + [n.upper() for n in names]))
     if sweep.get("importances"):
         print("param importances: " + ", ".join(f"{k} {v:.2f}" for k, v in sweep["importances"].items()))

@@ -23,7 +23,8 @@ _RIGHT = (0x80, 0x20, 0x10, 0x08)
 
 
 def num(value: Any) -> str:
-    """A number in at most about 7 characters; '-' for nothing."""
+    """A number in at most about 7 characters; '-' for nothing. The one number format of the app
+    and the CLI (tables, headers, `mosaic show`, `metrics`, `sweeps`)."""
     if value is None:
         return "-"
     if isinstance(value, str):  # "nan", "inf" from the telemetry wire
@@ -39,8 +40,10 @@ def num(value: Any) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             return str(value)
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        if value != 0 and abs(value) >= 1e5:
             return f"{value:.2e}"
+        if value != 0 and abs(value) < 1e-3:
+            return f"{value:.3g}"       # a learning rate: 0.00025, 1e-05, 2.5e-06
         return f"{value:.4g}"
     return str(value)
 

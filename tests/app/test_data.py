@@ -228,3 +228,14 @@ def test_buckets_draw_their_min_and_max_at_any_width():
         xs, ys = s.decimated(columns)
         assert (ys.min(), ys.max()) == (-39.0, 139.0)
     assert s.value_range() == (-39.0, 139.0) and s.last() == 139.0 and s.total == 400
+
+
+def test_one_number_format_for_the_app_and_the_cli():
+    """fmt.num is the only one (the CLI had its own, which printed 1.2e+05 where the app said 1.20e+05)."""
+    cases = {None: "-", 0: "0", 9999: "9999", 12345: "12.3k", -12345: "-12.3k", 12_345_678: "12.3M",
+             0.5: "0.5", 123.456: "123.5", 0.00025: "0.00025", 1e-5: "1e-05", 2.5e-6: "2.5e-06",
+             123456.0: "1.23e+05", float("nan"): "nan", "inf": "inf", True: "True"}
+    for value, text in cases.items():
+        assert fmt.num(value) == text, (value, fmt.num(value))
+    import mosaic_tui.cli as cli
+    assert not [name for name in vars(cli) if "fmt" in name and "num" in name]   # no second formatter
