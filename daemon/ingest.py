@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import Any
 
-from daemon.protocol import dumps, loads
+from daemon.protocol import RETURNS_KEPT, dumps, loads
 from workers.sdk import telemetry as tm
 
 MAX_EVENT_LINE = 1024 * 1024   # a longer line is recorded as invalid, not parsed
@@ -26,21 +26,10 @@ READ_CHUNK = 1024 * 1024       # bytes read per pass, so one chatty run cannot s
 # Episode returns kept in the summary: the sparkline and the smoothed return,
 # the mean of the last N (clients let N go up to this). 100 floats keep the
 # summary, sent to clients twice a second, at about 1 KB.
-RETURNS_KEPT = 100
-
 _TYPE_KEY = "type"
 _event_type = operator.itemgetter(_TYPE_KEY)
 _scalar_tag = operator.itemgetter("tag")
 _event_step = operator.itemgetter("step")
-
-
-def mean_return(returns: list[Any], window: int) -> float | None:
-    """The smoothed return: the mean of the last ``window`` finite episode returns,
-    None before the first. The one definition: the app's and the CLI's
-    (mosaic_tui.fmt.smoothed_return) and the daemon's brief listing."""
-    vals = [float(v) for v in returns[-window:]
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-    return sum(vals) / len(vals) if vals else None
 
 
 def _invalid(raw: bytes, error: str) -> bytes:

@@ -13,7 +13,10 @@ Standard library only (plus orjson when present for speed on the daemon side).
 """
 from __future__ import annotations
 
+import base64
 import json
+import math
+import zlib
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -217,6 +220,41 @@ def parse_request(line: bytes) -> tuple[Any, str, dict[str, Any]]:
         err.data = {"id": req_id}
         raise err
     return req_id, method, params
+
+
+# -- what a run record's summary carries ----------------------------------
+RETURNS_KEPT = 100      # the last episode returns a run's summary keeps (the return window's limit)
+
+
+def mean_return(returns: list[Any], window: int) -> float | None:
+    """The smoothed return: the mean of the last ``window`` finite episode returns, None before
+    the first. The one definition, for both ends: the daemon's brief listing and the app's and
+    the CLI's (mosaic_tui.fmt.smoothed_return)."""
+    vals = [float(v) for v in returns[-window:]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+# -- a relayed frame (the `frames` method's notifications) -------------------
+FRAME_ENCODING = "rgb8+zlib"
+
+
+def encode_frame(run_id: str, stream: int, n: int, rgb: Any) -> dict[str, Any]:
+    """An HxWx3 uint8 frame as a ``frame`` notification's params: its rows of RGB bytes,
+    zlib-compressed (level 1: cheap for the daemon, ~5-20x smaller for rendered envs), base64."""
+    height, width, _ = rgb.shape
+    return {"run": run_id, "stream": stream, "n": n, "width": width, "height": height, "encoding": FRAME_ENCODING,
+            "data": base64.b64encode(zlib.compress(rgb.tobytes(), 1)).decode()}
+
+
+def decode_frame(params: dict[str, Any]) -> Any:
+    """A ``frame`` notification's pixels as an HxWx3 uint8 array (numpy is imported here, by a
+    client that shows frames)."""
+    import numpy as np
+    if params.get("encoding") != FRAME_ENCODING:
+        raise ValueError(f"unknown frame encoding {params.get('encoding')!r}")
+    raw = zlib.decompress(base64.b64decode(params["data"]))
+    return np.frombuffer(raw, dtype=np.uint8).reshape(params["height"], params["width"], 3)
 
 
 # -- parameter helpers shared by handlers --------------------------------

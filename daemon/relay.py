@@ -2,27 +2,22 @@
 (a laptop on an SSH-forwarded socket). Imported only when a client asks for
 frames: it brings numpy into the daemon, which otherwise never loads it.
 
-A relayed frame is a ``frame`` notification:
+A relayed frame is a ``frame`` notification (its wire form, both halves:
+``daemon.protocol.encode_frame`` / ``decode_frame``):
 
     {"run": id, "stream": 0, "n": 1234, "width": 320, "height": 213,
      "encoding": "rgb8+zlib", "data": "<base64>"}
-
-``data`` is the frame's rows of RGB bytes, zlib-compressed (level 1: cheap for
-the daemon, ~5-20x smaller for rendered envs), then base64. ``decode`` is the
-client's half.
 """
 from __future__ import annotations
 
-import base64
-import zlib
 from typing import Any
 
 import numpy as np
 
+from daemon.protocol import encode_frame
 from workers.fastlane.reader import FrameReader
 from workers.fastlane.writer import downscale
 
-ENCODING = "rgb8+zlib"
 MAX_FPS = 30.0
 
 
@@ -43,18 +38,7 @@ class Relay:
             return None
         n, frame = got
         self.last_n = n
-        small = np.ascontiguousarray(downscale(frame, self.max_dim))
-        height, width, _ = small.shape
-        return {"run": self.run_id, "stream": self.stream, "n": n, "width": width, "height": height,
-                "encoding": ENCODING, "data": base64.b64encode(zlib.compress(small.tobytes(), 1)).decode()}
+        return encode_frame(self.run_id, self.stream, n, np.ascontiguousarray(downscale(frame, self.max_dim)))
 
     def close(self) -> None:
         self.reader.close()
-
-
-def decode(params: dict[str, Any]) -> np.ndarray:
-    """A ``frame`` notification's pixels as an HxWx3 uint8 array."""
-    if params.get("encoding") != ENCODING:
-        raise ValueError(f"unknown frame encoding {params.get('encoding')!r}")
-    raw = zlib.decompress(base64.b64decode(params["data"]))
-    return np.frombuffer(raw, dtype=np.uint8).reshape(params["height"], params["width"], 3)

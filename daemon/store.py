@@ -18,8 +18,7 @@ import sqlite3
 import time
 from typing import Any, Iterable
 
-from daemon.ingest import mean_return
-from daemon.protocol import dumps, loads, raw_fragment, raw_json
+from daemon.protocol import dumps, loads, mean_return, raw_fragment, raw_json
 
 SCHEMA_VERSION = 1
 

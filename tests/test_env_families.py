@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from daemon import protocol as P
-from daemon.relay import decode
+from daemon.protocol import decode_frame as decode
 from tests.conftest import connect, wait_state, walk_runs
 from tests.test_xuance_worker import WALK, read_events, tags_of
 from workers.sdk import envs

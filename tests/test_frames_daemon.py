@@ -6,7 +6,7 @@ import os
 import signal
 
 from daemon import protocol as P
-from daemon.relay import decode
+from daemon.protocol import decode_frame as decode
 from tests.conftest import connect, wait_for, wait_state
 from workers.fastlane import layout
 

@@ -174,3 +174,21 @@ def test_a_raw_events_page_splits_back_into_its_head_and_its_lines_as_bytes():
     assert P.loads(reply)["result"]["events"] == [P.loads(line) for line in lines]
     assert P.split_raw_events_result(reply, 8) is None                     # another request's answer
     assert P.split_raw_events_result(P.error(7, P.RPCError(P.NOT_FOUND, "no run"))[:-1], 7) is None
+
+
+def test_the_app_reaches_no_daemon_internals():
+    """What mosaic_tui needs of the daemon's side is on the shared wire modules both ends import
+    (daemon.protocol, daemon.home); starting a daemon in the foreground is the daemon's own main."""
+    import ast
+    from pathlib import Path
+    allowed = {"daemon", "daemon.protocol", "daemon.home", "daemon.__main__"}
+    reached = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "mosaic_tui").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            reached += [f"{path.name}: {n}" for n in names if n.startswith("daemon") and n not in allowed]
+            if isinstance(node, ast.ImportFrom) and node.module == "daemon":
+                reached += [f"{path.name}: daemon.{a.name}" for a in node.names
+                            if f"daemon.{a.name}" not in allowed]
+    assert reached == []

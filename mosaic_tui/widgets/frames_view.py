@@ -2,7 +2,7 @@
 
 Source: the run's shared-memory ring (``FrameReader``) when its segment exists
 on this host, else the daemon's relay (``frames`` method, ~10 fps, ``frame``
-notifications decoded with ``daemon.relay.decode``), for a client on another
+notifications decoded with ``daemon.protocol.decode_frame``), for a client on another
 host behind a forwarded socket. Polled at up to 30 fps by a timer that runs
 only while the view is shown.
 
@@ -459,7 +459,7 @@ class FramesView(Widget, can_focus=True):
                 pass
 
     def _on_relayed(self, params: dict[str, Any]) -> None:
-        from daemon.relay import decode
+        from daemon.protocol import decode_frame as decode
         try:
             frame = decode(params)
         except Exception as exc:
