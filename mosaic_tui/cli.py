@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
-import itertools
 import json
-import operator
 import os
 import re
 import signal
@@ -21,11 +18,10 @@ from typing import Any, Callable, Iterator
 
 from daemon import protocol as P
 from daemon.home import Home
-from mosaic_tui import fmt
+from mosaic_tui import fmt, metrics_csv
 from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, derived, duration,
                             elapsed, eta, failure_reason, num, plural, progress_text, run_label, smoothed_return,
                             state_label, system_figures, system_text)
-from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -508,137 +504,6 @@ def _metric_rows(page: dict[str, Any], tag_filter: str | None):
             yield tag, step, value, t
 
 
-_SCALAR_ROW = operator.itemgetter("tag", "step", "value", "t")
-_EVENT_TYPE = operator.itemgetter("type")
-CSV_PAGE_BYTES = 4 * 1024 * 1024
-
-
-def _scalars_csv(events: list[dict[str, Any]]) -> bytes | None:
-    """Scalar events as the CSV rows csv.writer writes (tag,step,value,wall_time and
-    CRLF), with the numbers written by orjson: the same shortest text that reads
-    back as the same float as Python's repr, at a fraction of its cost (formatting
-    floats was most of a row's time). None when a row needs what only csv.writer
-    does: quoting (a comma, a quote, a line break), an empty field for a missing
-    value, True/False."""
-    try:
-        rows = list(map(_SCALAR_ROW, events))
-    except KeyError:
-        return None
-    tags, steps, values, times = zip(*rows)
-    if not (set(map(type, steps)) <= {int} and set(map(type, values)) <= {int, float, str}
-            and set(map(type, times)) <= {int, float} and set(map(type, tags)) <= {str}):
-        return None
-    text = P.dumps(rows)  # [["tag",1,0.5,1795383499.01],...]
-    body = text[2:-2].replace(b"],[", b"\r\n").replace(b'"', b"") + b"\r\n"
-    # every row exactly four fields and nothing escaped: no field held a comma,
-    # a quote, a backslash or a control character
-    if b"\\" in body or body.count(b"\n") != len(rows) or body.count(b",") != 3 * len(rows):
-        return None
-    return body
-
-
-# One scalar line as the SDK's Emitter writes it, preceded by a comma or the page's start and
-# followed by a comma or its end: a whole line, never a part of one (no group holds a comma, a
-# quote or a brace; the line is JSON the daemon validated, so the number groups are numbers).
-# Groups: wall time, tag, value (a number or a string without escapes), step.
-_EMITTER_SCALAR = re.compile(
-    rb'(?<![^,])\{"v":1,"type":"scalar","t":([-0-9.eE+]+),"tag":"([^"\\,]*)",'
-    rb'"value":([-0-9.eE+]+|"[^"\\,]*"),"step":(-?[0-9]+)\}(?![^,])')
-_CSV_ORDER = operator.itemgetter(1, 3, 2, 0)    # tag, step, value, wall time
-
-
-def _scalars_csv_raw(lines: bytes, count: int | None = None) -> bytes | None:
-    """A raw page (its ``count`` event lines joined by commas) as CSV rows, without decoding
-    a line: when every line is a scalar as the Emitter writes it, its fields are cut out with
-    one regex pass and joined in C, the numbers as the worker wrote them (about twice as fast
-    as decoding the page). None when any line is something else: the page is decoded instead."""
-    if not lines:
-        return b""
-    rows = _EMITTER_SCALAR.findall(lines)
-    if len(rows) != (count if count is not None else lines.count(b"},{") + 1):
-        return None
-    body = b"\r\n".join(map(b",".join, map(_CSV_ORDER, rows))) + b"\r\n"
-    # a string value as csv.writer writes it ("nan" -> nan); the scan is cheaper than the copy
-    return body.replace(b'"', b"") if b'"' in body else body
-
-
-# the start of a line that is not a scalar (an episode, a phase...) in a raw page
-_OTHER_LINE = re.compile(rb'\{"v":1,"type":"(?!scalar")')   # a literal start: a fast scan
-_LINE_START = b',{"v":'
-
-
-def _page_csv_raw(lines: bytes, count: int | None = None) -> bytes | None:
-    """A raw page (``count`` lines) as CSV rows without decoding its scalars: the stretches of
-    Emitter scalars between other lines (a real run's pages hold its episodes) are cut as
-    _scalars_csv_raw cuts them, the other lines decoded one by one (an episode as its tags).
-    None when a stretch is not plain scalars or a cut does not fall between two lines (it
-    does not decode): the page is decoded instead."""
-    if count is not None and lines.count(b'{"v":1,"type":"scalar",') == count:
-        return _scalars_csv_raw(lines, count)     # scalars only (a count is cheaper than a scan)
-    matches = _OTHER_LINE.finditer(lines)
-    first = next(matches, None)
-    if first is None:
-        return _scalars_csv_raw(lines, count)
-    out: list[bytes] = []
-    pos = 0
-    for match in itertools.chain([first], matches):
-        start = match.start()
-        if start < pos or (start and lines[start - 1] != 44):   # 44: a comma before a line
-            continue                      # inside a line (the one taken last): not a line's start
-        if start > pos:
-            stretch = _scalars_csv_raw(lines[pos:start - 1])
-            if stretch is None:
-                return None
-            out.append(stretch)
-        end = lines.find(_LINE_START, start)
-        end = len(lines) if end < 0 else end
-        try:
-            event = P.loads(lines[start:end])
-        except P.JSONDecodeError:
-            return None
-        buf = io.StringIO(newline="")
-        _write_csv_rows(csv.writer(buf), [event])
-        out.append(buf.getvalue().encode())
-        pos = end + 1
-    if pos < len(lines):
-        stretch = _scalars_csv_raw(lines[pos:])
-        if stretch is None:
-            return None
-        out.append(stretch)
-    return b"".join(out)
-
-
-def _write_csv_page(out_csv, lines: bytes | None, events: list[dict[str, Any]] | None,
-                    count: int | None = None) -> None:
-    """A page of a run's events as CSV rows: its raw lines (``lines``, Client.result's
-    ``events_raw``; ``count`` of them) cut without decoding where they are Emitter scalars
-    (_page_csv_raw), else the page decoded."""
-    body = _page_csv_raw(lines, count) if lines is not None else None
-    if body is not None:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(body)
-        return
-    _write_csv_rows(out_csv, events if lines is None else P.loads(b"[" + lines + b"]"))
-
-
-def _write_csv_rows(out_csv, events: list[dict[str, Any]]) -> None:
-    """A page of events as CSV rows (tag, step, value, wall time), in the file's order;
-    an episode as its tags (episode_scalars), other events skipped."""
-    if events and set(map(_EVENT_TYPE, events)) == {SCALAR}:
-        body = _scalars_csv(events)  # all scalars, a long run's usual page
-        if body is not None:
-            sys.stdout.flush()
-            sys.stdout.buffer.write(body)
-            return
-    for ev in events:
-        kind = ev.get("type")
-        if kind == SCALAR:
-            out_csv.writerow([ev.get("tag"), ev.get("step"), ev.get("value"), ev.get("t")])
-        elif kind == EPISODE:
-            for tag, value in episode_scalars(ev):
-                out_csv.writerow([tag, ev.get("step"), value, ev.get("t")])
-
-
 def cmd_metrics(args: argparse.Namespace) -> int:
     tags = [args.tag] if args.tag else None
     out_csv = csv.writer(sys.stdout) if args.csv else None
@@ -653,8 +518,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             # and this process makes the rows (metrics pages, which the daemon
             # decodes, groups by tag and encodes again, ran at a tenth of the speed)
             for page in _run_pages(client, run, P.EVENTS, args.follow, ended, events_raw=True, raw=True,
-                                   max_bytes=CSV_PAGE_BYTES):
-                _write_csv_page(out_csv, page.get("events_raw"), page.get("events"), page.get("lines"))
+                                   max_bytes=metrics_csv.PAGE_BYTES):
+                metrics_csv.write_page(out_csv, page.get("events_raw"), page.get("events"), page.get("lines"))
                 sys.stdout.flush()
             return 0
         for page in _run_pages(client, run, P.METRICS, args.follow, ended, tags=tags):

@@ -289,14 +289,14 @@ def _csv_of(events, raw: bool = False):
     import sys
 
     from daemon import protocol as P
-    from mosaic_tui import cli
+    from mosaic_tui import metrics_csv
     out = io.TextIOWrapper(io.BytesIO(), newline="")
     saved, sys.stdout = sys.stdout, out
     try:
         if raw:
-            cli._write_csv_page(csv.writer(out), b",".join(map(P.dumps, events)), None)
+            metrics_csv.write_page(csv.writer(out), b",".join(map(P.dumps, events)), None)
         else:
-            cli._write_csv_page(csv.writer(out), None, events)
+            metrics_csv.write_page(csv.writer(out), None, events)
         out.flush()
     finally:
         sys.stdout = saved
@@ -338,18 +338,18 @@ def test_metrics_csv_rows_are_what_csv_writer_writes(raw, monkeypatch):
     mixed = plain[:2] + [{"v": 1, "type": "episode", "t": 5.0, "step": 9, "return": 3.5, "length": 4},
                          {"v": 1, "type": "heartbeat", "t": 6.0, "step": 9}] + plain[2:4]
     if raw:   # Emitter lines are cut out of the page as they are, not decoded
-        from mosaic_tui import cli
+        from mosaic_tui import metrics_csv
         calls = []
-        monkeypatch.setattr(cli, "_write_csv_rows", lambda *a: calls.append(a))
+        monkeypatch.setattr(metrics_csv, "write_rows", lambda *a: calls.append(a))
         assert numbers(_csv_of(plain, raw)[1]) == numbers(want_rows) and not calls
         monkeypatch.undo()
     if raw:   # a page with other events: its scalar stretches still cut, only the others decoded
-        from mosaic_tui import cli
-        real = cli._write_csv_rows
+        from mosaic_tui import metrics_csv
+        real = metrics_csv.write_rows
         long_mixed = plain[:200] + mixed[2:4] + plain[200:400] + mixed[2:3]
         want = numbers(_csv_of(long_mixed)[1])
         decoded = []
-        monkeypatch.setattr(cli, "_write_csv_rows", lambda w, evs: (decoded.append(len(evs)), real(w, evs)))
+        monkeypatch.setattr(metrics_csv, "write_rows", lambda w, evs: (decoded.append(len(evs)), real(w, evs)))
         assert numbers(_csv_of(long_mixed, raw)[1]) == want
         assert decoded == [1, 1, 1]
         monkeypatch.undo()
@@ -384,4 +384,30 @@ def test_submit_says_everything_the_form_can(daemon, mosaic, tmp_path):
     assert config["mode"] == "train" and config["checkpoint"] == str(tmp_path / "where.pt") and config["eval_episodes"] == 4
     from mosaic_tui.cli import _record
     assert _record("20") == {"episodes": 20} and _record("3 episodes") == {"episodes": 3}
+
+
+def test_the_csv_fast_path_cuts_what_the_emitter_really_writes(tmp_path):
+    """metrics_csv.EMITTER_SCALAR is a pattern of Emitter.scalar's line: pinned here to the
+    Emitter's own output (a change of its key order or spacing would otherwise just send every
+    page down the slow path, silently)."""
+    import os
+
+    from mosaic_tui import metrics_csv
+    from workers.sdk.telemetry import Emitter
+    path = tmp_path / "events.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    emitter = Emitter(fd)
+    values = [0.5, -2.5, 3, 1e16, 1e-7, float("nan"), float("inf"), 123456789.123]
+    for step, value in enumerate(values, 1):
+        emitter.scalar("losses/value_loss" if step % 2 else "ünïcode/täg", value, step)
+    emitter.close()
+    os.close(fd)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == len(values)
+    body = metrics_csv.scalars_csv_raw(b",".join(lines), len(lines))
+    assert body is not None, lines[0]                # every line matched the pattern
+    rows = list(csv.reader(io.StringIO(body.decode(), newline="")))
+    assert [r[1] for r in rows] == [str(s) for s in range(1, len(values) + 1)]
+    assert rows[0][0] == "losses/value_loss" and rows[1][0] == "ünïcode/täg"
+    assert [r[2] for r in rows][5:7] == ["nan", "inf"] and float(rows[3][2]) == 1e16
 
