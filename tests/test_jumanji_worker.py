@@ -355,7 +355,7 @@ def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
 def test_every_view_shows_the_compiling_phase(daemon, mosaic):
     """The runs table, the run's header, `mosaic ls` and `mosaic show` say the same state."""
     from mosaic_tui.screens.run import header_text
-    from mosaic_tui.widgets.runs_table import COLUMNS, row_cells
+    from mosaic_tui.runs_model import COLUMNS, row_cells
     state = [key for key, _ in COLUMNS].index("state")
     run = {"id": "r1", "name": "snake", "worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "state": "running",
            "started_at": 1.0, "summary": {"phase": "compiling", "steps": 0}}

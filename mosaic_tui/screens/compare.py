@@ -167,7 +167,7 @@ class CompareScreen(Screen):
 
     def groups(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """The compared runs that are seeds of one sweep trial, two or more: (label, runs)."""
-        from mosaic_tui.widgets.runs_table import group_key
+        from mosaic_tui.runs_model import group_key
         found: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for run in self.runs:
             key = group_key(run)

@@ -11,7 +11,8 @@ from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
-from mosaic_tui.widgets.runs_table import SORT_KEYS, RunsTable
+from mosaic_tui.runs_model import SORT_KEYS
+from mosaic_tui.widgets.runs_table import RunsTable
 
 
 def detail_text(run: dict | None, now: float, window: int) -> Text:

@@ -103,9 +103,13 @@ async def test_new_run_form_leaves_out_the_test_worker(daemon, mosaic):
             await wait_until(pilot, lambda: app.screen.schema is not None, what="a schema loaded")
             names = {w["name"] for w in app.screen.worker_list}
             assert "cleanrl" in names and ("synthetic" in names) is offered
-            # the form mounts its fields before the app may end
+            # the form mounts its fields (and each Select its own parts) before the app may end:
+            # the fields are shown, then the app is let go idle (pause() waits for every message)
             from mosaic_tui.widgets.schema_form import SchemaField
-            await wait_until(pilot, lambda: app.screen.query(SchemaField), what="the form's fields")
+            await wait_until(pilot, lambda: not app.screen.loading_schema and app.screen.query(SchemaField)
+                             and "ready: ctrl+s submits" in screen_text(app), what="the form's fields, ready")
+            await pilot.pause()
+            await pilot.pause()
 
 
 async def test_the_form_reads_whole_floats_as_integers(home, fake_daemon):

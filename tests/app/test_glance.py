@@ -56,7 +56,7 @@ async def test_at_80_columns_the_table_keeps_state_progress_return_and_eta(home)
     app = make_app(home)
     async with app.run_test(size=(80, 24)) as pilot:
         await load(pilot, app, env_runs())
-        from mosaic_tui.widgets.runs_table import NAME_FULL, PRIORITY
+        from mosaic_tui.runs_model import NAME_FULL, PRIORITY
         shown = table(app).shown_columns
         assert {"name", "state", "progress", "return", "eta"} <= set(shown)
         assert "worker" not in shown and "algo" not in shown       # the first to go
@@ -75,7 +75,7 @@ async def test_at_120_columns_every_column_is_shown(home):
     app = make_app(home)
     async with app.run_test(size=(120, 40)) as pilot:
         await load(pilot, app)
-        from mosaic_tui.widgets.runs_table import COLUMN_KEYS
+        from mosaic_tui.runs_model import COLUMN_KEYS
         # every column but tags, which takes no room while no run is tagged
         assert table(app).shown_columns == [k for k in COLUMN_KEYS if k != "tags"]
         header = next(line for line in screen_text(app).splitlines() if "worker" in line)
