@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.mosaic-installed
 # the suite runs on every core (pytest-xdist); the Ray tests run one at a time in one process
 XDIST  ?= -n auto --dist loadgroup
 
-.PHONY: run test test-long bench install clean-venv reliability-doc model
+.PHONY: run test test-long bench install clean-venv reliability-doc model lint
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
@@ -25,6 +25,10 @@ test-long: $(STAMP)
 # docs/reliability.md from the fault-injection tests (the suite itself writes build/reliability.md)
 reliability-doc: $(STAMP)
 	MOSAIC_UPDATE_DOCS=1 $(PY) -m pytest tests/test_reliability.py tests/app/test_live.py -q
+
+# the rules in pyproject.toml's [tool.ruff]
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 bench: $(STAMP)
 	$(PY) -m bench

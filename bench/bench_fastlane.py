@@ -463,7 +463,9 @@ def run(torn_frames_count: int = DEFAULT_TORN_FRAMES) -> list[dict]:
 
     cost = reader_cost()
     load = os.getloadavg()[0]
-    spread = lambda rates: f"{min(rates):.0f}-{max(rates):.0f}"
+
+    def spread(rates):
+        return f"{min(rates):.0f}-{max(rates):.0f}"
     pinned = "writer and reader on their own cores" if cost["pinned"] else "one core"
     figures.append(figure(
         "writer frames per wall-clock second, reader polling flat out / no reader (alternating 0.3 s windows)",

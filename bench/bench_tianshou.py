@@ -117,7 +117,7 @@ def run() -> list[dict]:
                            f"{percentile(ratios, 75):.3f}), alternating A B / B A; "
                            + alike_settings(torch_threads=config_of(algo)["params"].get("torch_threads", 1), seed=1),
                            ratio >= 0.97),
-                    figure(f"  same, env steps per CPU-second of the training process", cpu_ratio, "ratio",
+                    figure("  same, env steps per CPU-second of the training process", cpu_ratio, "ratio",
                            ">= 0.97", f"quartiles {percentile(cpu_ratios, 25):.3f}-{percentile(cpu_ratios, 75):.3f}; "
                            f"managed {median([m for _, m in managed_both]):.0f}, bare "
                            f"{median([b for _, b in bare_both]):.0f} steps/CPU-s", cpu_ratio >= 0.97),

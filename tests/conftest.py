@@ -296,5 +296,3 @@ def pytest_unconfigure(config):
 def pytest_configure(config):
     _shared_compile_cache(config)
     _no_files_in_home(config)
-    config.addinivalue_line("markers", "reliability: a fault-injection test recorded in docs/reliability.md")
-    config.addinivalue_line("markers", "planted: a test that crashes on purpose, run by tests/test_suite_guard.py only")

@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 
 from daemon import proctree
 from daemon import protocol as P

@@ -15,8 +15,7 @@ import textwrap
 
 import pytest
 
-from daemon import protocol as P
-from tests.conftest import ROOT, connect, wait_for
+from tests.conftest import ROOT, wait_for
 from workers.jumanji_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event

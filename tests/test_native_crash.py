@@ -2,7 +2,6 @@
 its library (daemon/crash.py), down to the app's failure band."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -123,7 +123,7 @@ def check_lifecycle(run_dir: Path, returncode: int, events: list[dict], spec: di
     assert events[-1]["type"] == "run_completed" and events[-1]["step"] == spec["steps"]
     assert not of_type(events, "run_failed")
     # XuanCe's prints went to stdout.log, never among the events; TensorBoard files to tensorboard/
-    assert f"Algorithm: " in (run_dir / "stdout.log").read_text()
+    assert "Algorithm: " in (run_dir / "stdout.log").read_text()
     assert list((run_dir / "tensorboard").rglob("events.out.tfevents.*"))
     assert not (run_dir / "logs").exists() and not (run_dir / "models").exists()
 

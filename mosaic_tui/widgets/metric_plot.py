@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from rich.text import Text
 from textual.color import Color
 from textual.strip import Strip

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import time
 import uuid
 
 import pytest

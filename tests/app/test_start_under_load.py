@@ -59,7 +59,7 @@ def launch_and_quit(pane: Tmux, command: str, q_after: float, first: bool) -> st
     raise AssertionError(f"the app did not quit on q in 45 s; the pane shows:\n{pane.screen()}")
 
 
-def test_the_app_starts_and_quits_under_load_with_a_large_away_summary(daemon, mosaic, sshd, server_home):
+def test_the_app_starts_and_quits_under_load_with_a_large_away_summary(daemon, mosaic, sshd, server_home):  # noqa: F811
     ids = [mosaic.synthetic(5, "rate=0", "episode_every=2", name=f"away-{i:02d}") for i in range(RUNS)]
     for run_id in ids:
         wait_state(daemon, run_id, P.FINAL_STATES, timeout=120)

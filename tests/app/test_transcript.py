@@ -196,7 +196,6 @@ async def test_no_text_under_the_scrollbar_when_it_appears_as_the_transcript_gro
     room, and the rows fold again (the last two characters of each row went under it)."""
     from textual.app import App
 
-    from workers.sdk import telemetry as tm
     from mosaic_tui.widgets.transcript_view import TranscriptLines
 
     class One(App):

@@ -45,10 +45,13 @@ import atexit
 import json
 import os
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from workers.sdk import registration, rundir, telemetry
 from workers.sdk.postimport import when_imported
+
+if TYPE_CHECKING:   # names for annotations only: frames are imported when a run has them
+    from workers.sdk.frames import EnvFrames
 
 # Set by install().
 _emitter: telemetry.Emitter | None = None

@@ -56,8 +56,6 @@ def make_gymnasium(jumanji_id: str, render_mode: str | None = None, seed: int = 
     frames = _frames_wrapper_class()(JumanjiToGymWrapper(env, seed=seed), render_mode)
     # float32, as torch networks take them (the flattened Dict of ints, bools and floats is float64;
     # CleanRL's dqn.py feeds its replay buffer's arrays to the Q-network as they are)
-    import numpy as np
-
     return gymnasium.wrappers.DtypeObservation(gymnasium.wrappers.FlattenObservation(frames), np.float32)
 
 

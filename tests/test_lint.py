@@ -1,0 +1,28 @@
+"""`make lint`: ruff with the rules of pyproject.toml passes on the tree, and fails on a planted slip."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+pytestmark = pytest.mark.skipif(RUFF is None, reason="ruff is not installed (the dev extra has it)")
+
+
+def test_the_tree_passes_the_linter():
+    proc = subprocess.run([RUFF, "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_a_planted_slip_fails_it(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("import os\n\n\ndef f():\n    return undefined_name\n")
+    proc = subprocess.run([RUFF, "check", "--config", str(ROOT / "pyproject.toml"), str(planted)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "F401" in proc.stdout and "F821" in proc.stdout
