@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon import protocol as P
-from tests.conftest import wait_state
+from tests.helpers import wait_state
 from tests.llm_fault_server import FaultServer, free_port_url
 from workers.balrog_worker import WORKER
 from workers.sdk.config import ConfigError

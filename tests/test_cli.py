@@ -8,7 +8,7 @@ import json
 import pytest
 
 from daemon import protocol as P
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 
 @pytest.mark.parametrize("args, message", [
@@ -361,7 +361,7 @@ def test_metrics_csv_rows_are_what_csv_writer_writes(raw, monkeypatch):
 def test_synthetic_start_file_holds_the_first_step(daemon, mosaic, home):
     """bench_telemetry starts its writers together: a synthetic run with start_file
     has started (run_started is in) and writes no step until the file exists."""
-    from tests.conftest import wait_state
+    from tests.helpers import wait_state
     start = home.root / "start"
     run_id = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=0", f"start_file={start}")
     wait_state(home, run_id, P.RUNNING)

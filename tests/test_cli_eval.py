@@ -6,7 +6,7 @@ import io
 import os
 
 from daemon import protocol as P
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_eval_plays_the_latest_checkpoint_of_a_run(daemon, mosaic):

@@ -5,7 +5,7 @@ import json
 import time
 
 from daemon import protocol as P
-from tests.conftest import connect, wait_for, wait_state, worker_scalar
+from tests.helpers import connect, wait_for, wait_state, worker_scalar
 
 
 def _scalar_steps(events):

@@ -13,7 +13,7 @@ import tempfile
 from daemon import proctree
 from daemon import protocol as P
 from daemon.home import Home
-from tests.conftest import ROOT, Mosaic, connect, wait_for, wait_state
+from tests.helpers import ROOT, Mosaic, connect, wait_for, wait_state
 
 
 def _daemon_pid(home) -> int:

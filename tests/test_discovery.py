@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_listing_workers_imports_no_torch_ray_or_xuance():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from daemon import protocol as P
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from workers.sdk import telemetry as tm
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from daemon import protocol as P
 from daemon.protocol import decode_frame as decode
-from tests.conftest import connect, wait_state, walk_runs
+from tests.helpers import connect, wait_state, walk_runs
 from tests.test_xuance_worker import WALK, read_events, tags_of
 from workers.sdk import envs
 from workers.xuance_worker import WORKER as XUANCE, catalog

@@ -6,7 +6,7 @@ import re
 import time
 
 from daemon import protocol as P
-from tests.conftest import connect, wait_for, wait_state
+from tests.helpers import connect, wait_for, wait_state
 
 
 def test_tags_and_notes_round_trip_filter_and_survive_a_restart(daemon, mosaic):

@@ -7,7 +7,7 @@ import signal
 
 from daemon import protocol as P
 from daemon.protocol import decode_frame as decode
-from tests.conftest import connect, wait_for, wait_state
+from tests.helpers import connect, wait_for, wait_state
 from workers.fastlane import layout
 
 

@@ -9,7 +9,7 @@ import re
 import time
 
 from daemon import protocol as P
-from tests.conftest import wait_for, wait_state
+from tests.helpers import wait_for, wait_state
 
 
 def ls_rows(mosaic, *args: str) -> dict[str, dict[str, str]]:

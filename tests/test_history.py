@@ -12,7 +12,7 @@ import pytest
 
 from daemon import protocol as P
 from daemon.history import COUNT, FINITE, HI, LAST, LO, STEP, SUM, T, HISTORY_FILE, RunHistory
-from tests.conftest import connect, wait_for, wait_state
+from tests.helpers import connect, wait_for, wait_state
 
 
 def _events(n: int, tags: list[str], seed: int = 1, odd: bool = True) -> list[dict]:

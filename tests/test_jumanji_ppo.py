@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 from tests.test_jumanji_worker import WAIT, config_file, events_of, finish, of_type, tags
 from workers.jumanji_worker import WORKER, catalog
 from workers.sdk.config import ConfigError

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 from workers.jumanji_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event

@@ -5,7 +5,7 @@ import json
 
 from daemon import proctree
 from daemon import protocol as P
-from tests.conftest import connect, wait_for, wait_state
+from tests.helpers import connect, wait_for, wait_state
 
 
 def _started(home, run_id: str) -> dict:

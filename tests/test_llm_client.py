@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.llm_fault_server import FaultServer, free_port_url
 from workers.sdk import telemetry as tm
 from workers.sdk.llm import keys

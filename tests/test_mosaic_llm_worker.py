@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from workers.mosaic_llm_worker import WORKER
 from workers.mosaic_llm_worker.runtime import ELO_START, Standings
 from workers.sdk.config import ConfigError

@@ -13,7 +13,7 @@ import pytest
 
 from daemon import protocol as P
 from daemon.crash import crash_reason, crash_site
-from tests.conftest import ROOT, wait_state
+from tests.helpers import ROOT, wait_state
 from workers.sdk.llm import native
 
 # -- which library a crash is in ----------------------------------------------------------------

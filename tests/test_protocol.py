@@ -8,7 +8,7 @@ import time
 import pytest
 
 from daemon import protocol as P
-from tests.conftest import connect, wait_state
+from tests.helpers import connect, wait_state
 
 
 class Raw:

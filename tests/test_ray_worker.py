@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from daemon import proctree, resources
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 from workers.ray_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event

@@ -23,7 +23,7 @@ from daemon import proctree
 from daemon import protocol as P
 from daemon.home import Home
 from tests import reliability_report as report
-from tests.conftest import ROOT, Mosaic, connect, wait_for, wait_state, worker_scalar
+from tests.helpers import ROOT, Mosaic, connect, wait_for, wait_state, worker_scalar
 
 pytestmark = pytest.mark.reliability
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from daemon.home import Home
-from tests.conftest import ROOT, _stop_everything, wait_for
+from tests.helpers import ROOT, _stop_everything, wait_for
 
 SSHD = "/usr/sbin/sshd"
 

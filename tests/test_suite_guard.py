@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 planted = pytest.mark.planted   # deselected unless MOSAIC_PLANTED_CRASH=1 (tests/conftest.py)
 

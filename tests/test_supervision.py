@@ -9,7 +9,7 @@ import pytest
 
 from daemon import proctree
 from daemon import protocol as P
-from tests.conftest import connect, wait_for, wait_state
+from tests.helpers import connect, wait_for, wait_state
 
 
 def _pids_of(home, run_id: str) -> tuple[int, list[int]]:

@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from daemon import protocol as P
-from tests.conftest import connect, wait_for
+from tests.helpers import connect, wait_for
 
 
 def write_spec(tmp_path, spec: dict, name: str = "sweep.yaml") -> str:

@@ -288,7 +288,7 @@ def test_status_names_the_longest_stall_of_the_daemon_loop(daemon, mosaic):
     """daemon/stalls.py: each piece of the loop's work is timed; status names the longest, and a
     reset starts a new window (bench_telemetry reads it while it measures latency)."""
     from daemon import protocol as P
-    from tests.conftest import connect
+    from tests.helpers import connect
     run_id = mosaic.synthetic(300, "rate=1000", "tags=2", name="stalled")
     assert mosaic.run("wait", run_id, "--timeout", "60").returncode == 0
     with connect(daemon) as c:

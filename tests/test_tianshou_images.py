@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import walk_runs
+from tests.helpers import walk_runs
 from tests.test_xuance_worker import read_events, tags_of
 from workers.sdk.config import ConfigError
 from workers.tianshou_worker import WORKER, catalog

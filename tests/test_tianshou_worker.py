@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, connect, wait_for
+from tests.helpers import ROOT, connect, wait_for
 from tests.test_ray_worker import WAIT, events_of, finish, of_type  # the same run helpers
 from workers.sdk.config import ConfigError
 from workers.tianshou_worker import WORKER, catalog

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.llm_fault_server import FaultServer
 from workers.sdk.llm import keys
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, walk_runs
+from tests.helpers import ROOT, walk_runs
 from workers.fastlane.reader import FrameReader
 from workers.fastlane.writer import cleanup as fastlane_cleanup
 from workers.sdk.config import ConfigError, check_params
@@ -530,7 +530,7 @@ def walk_config(algo: str) -> dict:
     return {"worker": "xuance", "algo": algo, "env": env, "steps": steps, "seed": 1, "params": params}
 
 
-# the XuanCe walk: every config through the worker's runtime, XuanCe imported once (tests.conftest.walk_runs)
+# the XuanCe walk: every config through the worker's runtime, XuanCe imported once (tests.helpers.walk_runs)
 WALK = ("from workers.xuance_worker import WORKER, runtime", "runtime.run(WORKER.validate(config), emitter)")
 
 

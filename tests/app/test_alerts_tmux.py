@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from tests.app.test_e2e_tmux import Tmux
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 

@@ -14,7 +14,7 @@ pytest.importorskip("tianshou")
 @pytest.mark.slow  # trains a real (tiny) DQN to record from
 async def test_record_then_offline_from_the_form(daemon):
     from daemon import protocol as P
-    from tests.conftest import connect
+    from tests.helpers import connect
     app = live_app(daemon)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_form(pilot, app)

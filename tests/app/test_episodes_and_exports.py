@@ -10,7 +10,7 @@ import pytest
 
 from daemon import protocol as P
 from tests.app.conftest import load_fixed, make_app, screen_text, use_fake, wait_until
-from tests.conftest import wait_state
+from tests.helpers import wait_state
 
 SIZE = (120, 40)
 

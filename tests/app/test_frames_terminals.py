@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, wait_state
+from tests.helpers import ROOT, wait_state
 from tests.test_graphics import SIXEL2PNG, xwd_to_rgb
 
 COLS, ROWS = 90, 30

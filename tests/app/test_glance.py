@@ -11,7 +11,7 @@ import pytest
 
 from daemon import protocol as P
 from tests.app.conftest import RUN_IDS, fixed_runs, make_app, screen_text, wait_until
-from tests.conftest import wait_state
+from tests.helpers import wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -362,7 +362,7 @@ async def test_each_daemon_has_its_own_memory_and_its_own_name_in_messages(daemo
     from pathlib import Path
     from daemon.home import Home
     from mosaic_tui.client import DaemonUnavailable, connect
-    from tests.conftest import Mosaic, _stop_everything
+    from tests.helpers import Mosaic, _stop_everything
     local = mosaic.synthetic(5, "rate=0", name="local-one")
     wait_state(daemon, local, P.SUCCEEDED)
     server = Home.resolve(tmp_path / "server")

@@ -10,7 +10,7 @@ import time
 
 from daemon import protocol as P
 from tests.app.conftest import wait_until
-from tests.conftest import ROOT, wait_state
+from tests.helpers import ROOT, wait_state
 
 SIZE = (120, 40)
 

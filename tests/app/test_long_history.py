@@ -118,7 +118,7 @@ async def test_a_live_run_opened_long_into_it_goes_on_from_its_history(daemon, m
     from daemon import protocol as P
     from daemon.history import MAX_BUCKETS
     from mosaic_tui.app import MosaicApp
-    from tests.conftest import wait_for
+    from tests.helpers import wait_for
     steps = 3 * MAX_BUCKETS
     tag = "synthetic/value_0"
     run = mosaic.synthetic(steps, "rate=3000", "tags=1", "episode_every=0", name="live-long")

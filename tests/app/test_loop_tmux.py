@@ -16,7 +16,7 @@ import pytest
 
 from daemon import protocol as P
 from tests.app.test_e2e_tmux import Tmux, mosaic_command
-from tests.conftest import connect, wait_state
+from tests.helpers import connect, wait_state
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]

@@ -34,7 +34,7 @@ def param_field(screen, name: str):
 
 def schema_defaults(home, worker: str, algo: str, env: str | None) -> dict:
     from daemon import protocol as P
-    from tests.conftest import connect
+    from tests.helpers import connect
     with connect(home) as c:
         schema = c.call(P.SCHEMA, worker=worker, algo=algo, env=env)
     return {k: v.get("default") for k, v in schema["properties"].items()}
@@ -147,7 +147,7 @@ async def test_changing_the_worker_rebuilds_everything(daemon):
         assert "exp-name" not in params(screen) and algo != "" and xalgo != ""
         # the algorithm list and the env suggestions are xuance's
         from daemon import protocol as P
-        from tests.conftest import connect
+        from tests.helpers import connect
         with connect(daemon) as c:
             caps = next(w for w in c.call(P.WORKERS) if w["name"] == "xuance")["capabilities"]
         assert screen.field("algo").choices() == caps["algorithms"]
@@ -169,7 +169,7 @@ async def test_clone_copies_the_whole_config_and_submits_it(daemon, mosaic):
     """`e` on a run with frames, limits and parameters: the clone form shows all of it and the new
     run gets all of it, after the user changes one parameter."""
     from daemon import protocol as P
-    from tests.conftest import connect, wait_state
+    from tests.helpers import connect, wait_state
     with connect(daemon) as c:
         src = c.call(P.SUBMIT, config={
             "worker": "synthetic", "algo": "emit", "env": "none", "steps": 300, "seed": 7, "name": "source",

@@ -27,7 +27,7 @@ from daemon import protocol as P
 from daemon.protocol import decode_frame as decode
 from tests.app.conftest import wait_until
 from tests.app.test_new_run_form import SIZE, live_app, open_form, params, shows_schema
-from tests.conftest import ROOT, connect, wait_for, wait_state
+from tests.helpers import ROOT, connect, wait_for, wait_state
 from workers.fastlane import layout
 
 EXAMPLE = ROOT / "docs" / "workers" / "example"

@@ -11,7 +11,7 @@ import pytest
 from daemon import proctree
 from daemon import protocol as P
 from tests.app.conftest import wait_until
-from tests.conftest import wait_state
+from tests.helpers import wait_state
 
 pytestmark = pytest.mark.anyio
 
@@ -109,6 +109,6 @@ async def test_cancel_pause_resume_and_delete_from_the_keys(daemon, mosaic):
 
 
 def await_tree(home, run_id: str) -> list[int]:
-    from tests.conftest import wait_for
+    from tests.helpers import wait_for
     return wait_for(lambda: (lambda t: t if len(t) >= 4 else None)(tree_of(home, run_id)), 30, 0.1,
                     f"the process tree of {run_id}")

@@ -19,7 +19,7 @@ from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui import uistate
 from tests.app.test_e2e_tmux import Tmux, mosaic_command
-from tests.conftest import wait_state
+from tests.helpers import ROOT, wait_state
 from tests.test_remote import remote_mosaic, server_home, sshd  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow,
@@ -83,7 +83,7 @@ def test_the_app_starts_and_quits_under_load_with_a_large_away_summary(daemon, m
         # over ssh: the remote daemon's own summary (ui-state-<hash>.json for HOST:<its socket>)
         label = f"{host}:{server_home.socket_path}"
         away_since_an_hour(Home.resolve(daemon.root, "/unused", label), far)
-        ssh = (f"cd {__import__('tests.conftest').conftest.ROOT} && TERM=tmux-256color {sys.executable} -m "
+        ssh = (f"cd {ROOT} && TERM=tmux-256color {sys.executable} -m "
                f"mosaic_tui.cli --home {daemon.root} --ssh {host} --ssh-config {config} --remote-mosaic "
                f"'{remote_mosaic()}' --remote-home {server_home.root}; echo MOSAIC-EXITED $?; sleep 600")
         shown = launch_and_quit(pane, ssh, q_after=6.0, first=False)

@@ -7,7 +7,7 @@ import pytest
 
 from daemon import protocol as P
 from tests.app.conftest import screen_text, wait_until
-from tests.conftest import wait_state
+from tests.helpers import wait_state
 
 pytestmark = pytest.mark.anyio
 

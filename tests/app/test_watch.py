@@ -124,7 +124,7 @@ async def test_watch_a_live_run_shows_what_came_before(daemon, mosaic):
     from mosaic_tui.watch import WatchApp
     rid = mosaic.synthetic(1_000_000, "rate=400", "episode_every=20", name="live")
     try:
-        from tests.conftest import wait_for
+        from tests.helpers import wait_for
         wait_for(lambda: (mosaic.show(rid)["summary"].get("episodes") or 0) >= 10, what="ten episodes")
         app = WatchApp(daemon, "live")
         async with app.run_test(size=(80, 12)) as pilot:

@@ -1,0 +1,137 @@
+"""What the tests share besides fixtures: the real CLI against a home, a client, waiting for a
+condition or a run's state, and running many configs in one process. Test modules import
+these from here; the fixtures and the session's hooks stay in tests/conftest.py."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from daemon import proctree
+from daemon import protocol as P
+from daemon.home import Home
+from workers.fastlane import layout as fastlane_layout
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _stop_everything(h: Home) -> None:
+    """Stop the daemon of a home and every run supervisor it left."""
+    pid_file = h.pid_file
+    if pid_file.exists():
+        try:
+            pid = int(pid_file.read_text())
+            os.kill(pid, signal.SIGKILL)
+        except (ValueError, ProcessLookupError):
+            pass
+    runs_dir = h.runs_dir
+    if runs_dir.exists():
+        for run_dir in runs_dir.iterdir():
+            sup = run_dir / "supervisor.json"
+            if sup.exists():
+                try:
+                    info = json.loads(sup.read_text())
+                except ValueError:
+                    continue
+                pid = info.get("supervisor_pid")
+                if pid and proctree.is_alive(pid, info.get("supervisor_start")):
+                    proctree.signal_tree(pid, signal.SIGKILL, include_root=True)
+        # What the daemon does when it learns a run ended, which this one never
+        # will: its frame segments go (a run killed here had 23 MB of tmpfs).
+        for run_dir in runs_dir.iterdir():
+            fastlane_layout.cleanup(run_dir.name)
+
+
+class Mosaic:
+    """Runs the real `mosaic` CLI against one home."""
+
+    def __init__(self, home: Home):
+        self.home = home
+
+    def run(self, *args: str, check: bool = False, timeout: float = 300, input: str | None = None):
+        proc = subprocess.run([sys.executable, "-m", "mosaic_tui.cli", "--home", str(self.home.root), *args],
+                              capture_output=True, text=True, timeout=timeout, input=input, cwd=str(ROOT))
+        if check and proc.returncode != 0:
+            raise AssertionError(f"mosaic {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def submit(self, *args: str) -> str:
+        return self.run("submit", *args, check=True).stdout.strip()
+
+    def synthetic(self, steps: int = 100, *sets: str, name: str | None = None) -> str:
+        args = ["--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", str(steps)]
+        for s in sets:
+            args += ["--set", s]
+        if name:
+            args += ["--name", name]
+        return self.submit(*args)
+
+    def show(self, run: str) -> dict:
+        return json.loads(self.run("show", run, "--json", check=True).stdout)
+
+
+def worker_scalar(event: dict) -> bool:
+    """A scalar the worker wrote: the daemon's own system/* samples share the stream, more of
+    them the slower the machine, so counts of lines a worker wrote must leave them out."""
+    return event["type"] == "scalar" and not event["tag"].startswith("system/")
+
+
+def connect(home: Home, name: str = "test"):
+    from mosaic_tui.client import Client
+    return Client(home, timeout=30, name=name)
+
+
+_WALK = """
+import json, os, sys
+from workers.sdk.telemetry import Emitter
+{imports}
+results = {{}}
+for run_dir, config in json.loads(sys.argv[1]):
+    os.chdir(run_dir)
+    fd = os.open("events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    emitter = Emitter(fd)
+    key = config.get("name") or config["algo"]
+    try:
+        results[key] = {call}
+    except BaseException as exc:
+        results[key] = repr(exc)
+    emitter.close()
+    os.close(fd)
+print(json.dumps(results))
+"""
+
+
+def walk_runs(jobs: list[tuple[str, dict]], imports: str, call: str, timeout: float = 900) -> dict:
+    """Run many configs in one process (a library imported once, not once a run): each job is
+    (run directory, config), its events written to the directory's events.jsonl by ``call``
+    (an expression of ``config`` and ``emitter``, after ``imports``). Returns name or algo ->
+    the call's result, or the exception's repr."""
+    code = _WALK.format(imports=imports, call=call)
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(jobs)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
+    states = {states} if isinstance(states, str) else set(states)
+
+    def check():
+        with connect(home) as c:
+            run = c.call(P.GET, run=run_id)
+        return run if run["state"] in states else None
+    return wait_for(check, timeout, 0.1, f"run {run_id} to reach {states}")
