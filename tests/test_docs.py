@@ -25,3 +25,31 @@ def test_every_event_type_is_documented_with_its_fields():
         assert row is not None, f"{event_type} missing from docs/telemetry.md"
         for field in fields:
             assert field in row, f"{event_type}.{field} undocumented"
+
+
+def test_the_workers_guide_names_every_bundled_worker_and_every_sdk_module():
+    """docs/workers/README.md, which tells an outside package how to add a worker, stays whole."""
+    import re
+    import tomllib
+    guide = (ROOT / "docs" / "workers" / "README.md").read_text()
+    workers = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["mosaic.workers"]
+    bundled = sorted(name for name in workers if name != "synthetic")   # synthetic: the tests' own
+    assert len(bundled) == 7
+    missing = [name for name in bundled if f"[{name}]({name}.md)" not in guide]
+    assert missing == [], f"docs/workers/README.md does not link these workers: {missing}"
+    sdk = ROOT / "workers" / "sdk"
+    modules = sorted("workers.sdk." + ".".join(p.relative_to(sdk).with_suffix("").parts)
+                     for p in sdk.rglob("*.py") if p.name != "__init__.py")
+    named = set(re.findall(r"`(workers\.sdk\.[a-z_.]+)`", guide))
+    assert [m for m in modules if m not in named] == [], "modules of workers/sdk the guide does not name"
+
+
+def test_the_readme_command_table_has_every_command():
+    from mosaic_tui.cli import build_parser
+    readme = (ROOT / "README.md").read_text()
+    table = "\n".join(line for line in readme.splitlines() if line.startswith("| `mosaic"))
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    commands = sorted(set(sub.choices))
+    missing = [c for c in commands if not re.search(rf"`mosaic [^|]*\b{re.escape(c)}\b", table)]
+    assert missing == [], f"README's command table lacks: {missing}"
+
