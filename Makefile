@@ -8,23 +8,28 @@ STAMP  := $(VENV)/.mosaic-installed
 # the suite runs on every core (pytest-xdist); the Ray tests run one at a time in one process
 XDIST  ?= -n auto --dist loadgroup
 
-.PHONY: run test test-long bench install clean-venv reliability-doc model lint
+.PHONY: run test test-long bench install clean-venv reliability-doc model lint system-deps
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
 
 test: $(STAMP)
-	.ci/install-system-packages
+	.ci/install-system-packages --check
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # the whole suite with the long breadth sweeps too (every algorithm, every env family x worker)
 test-long: $(STAMP)
-	.ci/install-system-packages
+	.ci/install-system-packages --check
 	MOSAIC_LONG=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # docs/reliability.md from the fault-injection tests (the suite itself writes build/reliability.md)
 reliability-doc: $(STAMP)
 	MOSAIC_UPDATE_DOCS=1 $(PY) -m pytest tests/test_reliability.py tests/app/test_live.py -q
+
+# the Debian packages the tests drive (tmux, xterm, kitty, sshd, ...: .ci/apt-packages.txt), with
+# apt-get, as root; `make test` only says what is missing (those tests are then skipped)
+system-deps:
+	.ci/install-system-packages
 
 # the rules in pyproject.toml's [tool.ruff]
 lint: $(STAMP)
