@@ -940,10 +940,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.ssh:
             if getattr(args, "socket", None):
                 raise CLIError("--ssh and --socket: give one", EXIT_USAGE)
-            forward = SSHForward(args.ssh, args.remote_home, args.ssh_config, args.remote_mosaic).start()
+            forward = SSHForward(args.ssh, args.remote_home, args.ssh_config, args.remote_mosaic)
+            _stop_on_signals(forward)   # before it starts: a SIGTERM as the socket appears cleans up too
+            forward.start()
             args.socket = str(forward.local)
             args.daemon_label = f"{args.ssh}:{forward.remote_socket}"
-            _stop_on_signals(forward)
         return args.func(args)
     except RemoteError as exc:
         print(f"mosaic: error: {exc}", file=sys.stderr)
