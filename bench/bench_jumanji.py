@@ -11,7 +11,7 @@ checkpoint at the end.
 B (plain): jumanji's own ``jumanji.training.train.train(cfg)`` -- the function
 its hydra entry point wraps (hydra is not installed: ``hydra.main`` is made a
 plain decorator, sitedir/ shims the logger packages) -- with the same config
-(``runtime.jumanji_config``) and jumanji's ListLogger in place of its
+(``a2c.jumanji_config``) and jumanji's ListLogger in place of its
 terminal logger.
 
 Both measure an epoch alike: env steps of the epoch / wall seconds of the
@@ -47,9 +47,10 @@ config = json.loads(sys.argv[1])
 hydra = types.ModuleType("hydra")
 hydra.main = lambda **kwargs: (lambda function: function)  # train.py's @hydra.main, without hydra
 sys.modules["hydra"] = hydra
-from workers.jumanji_worker import WORKER, runtime
+from workers.jumanji_worker import WORKER, runtime  # runtime: the worker's process settings, as in A
+from workers.jumanji_worker import a2c
 config = WORKER.validate(config)
-cfg = runtime.jumanji_config(config)
+cfg = a2c.jumanji_config(config)
 import jumanji.training.train as jumanji_train
 from jumanji.training.loggers import ListLogger
 logger = ListLogger()

@@ -6,7 +6,7 @@ A (managed): the run submitted to a daemon (bench.common.daemon_home): the
 trainer logs every collect step through the worker's TelemetryLogger (episode
 events, scalars), checkpoints every epoch, stray prints go to stdout.log.
 B (bare): a Python process building the same algorithm (the worker's
-``runtime.build``: the same networks, policy and params), the same
+``algorithms.build``: the same networks, policy and params), the same
 DummyVectorEnvs and collectors, and calling ``algorithm.run_training`` with the
 same trainer params and no logger, as a Tianshou user's script does.
 
@@ -44,15 +44,15 @@ import numpy as np, torch, gymnasium as gym
 from tianshou.data import Collector, CollectStats, VectorReplayBuffer
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
-from workers.tianshou_worker import WORKER, catalog, runtime
+from workers.tianshou_worker import WORKER, algorithms, catalog
 config = WORKER.validate(json.loads(sys.argv[1]))
 algo, p = config["algo"], config["params"]
 torch.set_num_threads(p["torch_threads"]); np.random.seed(config["seed"]); torch.manual_seed(config["seed"])
-algorithm = runtime.build(algo, p, runtime.spaces_of(gym.make(config["env"])))
+algorithm = algorithms.build(algo, p, algorithms.spaces_of(gym.make(config["env"])))
 make = lambda: gym.make(config["env"])
 n = p["training_envs"]
 off = catalog.ALGORITHMS[algo]["kind"] == catalog.ONLINE_OFF
-_, _, trainer_params = runtime.split_params(algo, p)
+_, _, trainer_params = algorithms.split_params(algo, p)
 size = p["buffer_size"] if off else math.ceil(trainer_params["collection_step_num_env_steps"] / n) * n + n
 training_envs = DummyVectorEnv([make for _ in range(n)]); training_envs.seed(config["seed"])
 test_envs = DummyVectorEnv([make for _ in range(p["test_envs"])]); test_envs.seed(config["seed"] + 1000)

@@ -319,9 +319,9 @@ def test_rllib_makes_jumanji_envs_with_its_env_creator():
     """Without frames too, a jumanji/ run's env runners make their envs with the worker's env creator
     (which registers Jumanji's ids in their process), not with gymnasium's registry by id."""
     code = textwrap.dedent("""
-        from workers.ray_worker import WORKER, envs, runtime
+        from workers.ray_worker import WORKER, envs, rllib
         config = WORKER.validate({"worker": "ray", "algo": "PPO", "env": "jumanji/Snake-v1", "steps": 64})
-        print(runtime.Setup(config).config.env)
+        print(rllib.Setup(config).config.env)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

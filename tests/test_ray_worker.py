@@ -144,10 +144,10 @@ def test_schemas_are_versioned_json_schemas_with_rllibs_defaults():
     # The defaults are RLlib's own: read them from the installed AlgorithmConfig classes.
     code = textwrap.dedent("""
         import json
-        from workers.ray_worker import catalog, runtime
+        from workers.ray_worker import catalog, rllib
         out = {}
         for algo, params in catalog.ALGO_PARAMS.items():
-            c = runtime.config_class(algo)()
+            c = rllib.config_class(algo)()
             row = {k: getattr(c, k) for k in params if k not in catalog.MAPPED_BY_HAND}
             if "replay_capacity" in params:
                 row["replay_capacity"] = c.replay_buffer_config["capacity"]
@@ -265,24 +265,24 @@ WALK = [
 WALK_SCRIPT = textwrap.dedent("""
     import json, sys, time
     import ray, torch
-    from workers.ray_worker import WORKER, runtime, modules
+    from workers.ray_worker import WORKER, rllib, modules
     torch.set_num_threads(1)
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=sys.argv[1], logging_level="ERROR")
     for algo, env, params in json.loads(sys.argv[2]):
         t = time.time()
         config = WORKER.validate({"worker": "ray", "algo": algo, "env": env, "steps": 64,
                                   "params": {"fcnet_hiddens": [32], **params}})
-        setup = runtime.Setup(config)
+        setup = rllib.Setup(config)
         algorithm = setup.config.build_algo()
         learner = algorithm.learner_group._learner
         critic_before = None
         if modules.CRITIC_ID in learner.module.keys():
             critic_before = [p.detach().clone() for p in learner.module[modules.CRITIC_ID].parameters()]
         if setup.policy == "self_play":
-            runtime.League(algorithm, params["league_size"], params["snapshot_every"]).fill()
+            rllib.League(algorithm, params["league_size"], params["snapshot_every"]).fill()
         result = algorithm.train()
         row = {"algo": algo, "env": env, "policy": setup.policy, "seconds": round(time.time() - t, 1),
-               "steps": runtime.env_steps(result), "tags": sorted(runtime.flatten(result)),
+               "steps": rllib.env_steps(result), "tags": sorted(rllib.flatten(result)),
                "modules": sorted(learner.module.keys()),
                "optimizers": sorted(learner._named_optimizers)}
         if critic_before is not None:

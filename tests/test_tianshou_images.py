@@ -39,8 +39,8 @@ def test_every_image_algorithm_trains_on_vizdoom(tmp_path):
         jobs.append((str(run_dir), {**image_config(algo), "mode": "eval", "name": f"eval-{algo}", "eval_episodes": 1,
                                     "checkpoint": str(tmp_path / algo / "checkpoints" / "final.pt")}))
     # in one process (torch and tianshou imported once), each through the worker's own train() or evaluate()
-    results = walk_runs(jobs, "from workers.tianshou_worker import WORKER, cli",
-                        '(cli.evaluate if config.get("mode") == "eval" else cli.train)(WORKER.validate(config), emitter, None)')
+    results = walk_runs(jobs, "from workers.tianshou_worker import WORKER, runtime",
+                        '(runtime.evaluate if config.get("mode") == "eval" else runtime.train)(WORKER.validate(config), emitter)')
     failed = {}
     for algo in catalog.IMAGE_NETS:
         events = read_events(tmp_path / algo)

@@ -530,8 +530,11 @@ def walk_config(algo: str) -> dict:
     return {"worker": "xuance", "algo": algo, "env": env, "steps": steps, "seed": 1, "params": params}
 
 
-# the XuanCe walk: every config through the worker's runtime, XuanCe imported once (tests.helpers.walk_runs)
-WALK = ("from workers.xuance_worker import WORKER, runtime", "runtime.run(WORKER.validate(config), emitter)")
+# the XuanCe walk: every config through the worker's runtime and the shared guard, as serve() calls
+# them, XuanCe imported once (tests.helpers.walk_runs)
+WALK = ("from workers.xuance_worker import WORKER, runtime\nfrom workers.sdk.guard import guarded\n"
+        "from workers.sdk.stop import SIGNALS",
+        "guarded(emitter, SIGNALS, lambda: runtime.train(WORKER.validate(config), emitter), 'walk')")
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ import time
 from typing import Any
 
 from workers.balrog_worker.agents import AGENTS, Agent, FewShotAgent, RandomAgent
+from workers.sdk.frames import env_frames
+from workers.sdk.guard import RunFailed
 from workers.sdk.llm import families
 from workers.sdk.llm.client import make_client, normalise_spec, spec_from_params
 from workers.sdk.llm.history import HistoryPromptBuilder
@@ -29,8 +31,21 @@ from workers.sdk.telemetry import Emitter, LLM_STEP
 RESULTS_FILE = "results.json"
 
 
-class LLMFailed(Exception):
-    """A call failed after its retries and params.on_error is 'fail'."""
+class LLMFailed(RunFailed):
+    """A call failed after its retries and params.on_error is 'fail' (the run's reason as it is)."""
+
+
+def play(config: dict[str, Any], emitter: Emitter) -> int:
+    """The run: ``params.episodes`` episodes of the agent, with frames when the run has them."""
+    frames = env_frames(config)
+    run = BalrogRun(config, emitter, frames)
+    try:
+        run.run()
+    finally:
+        if frames is not None:
+            frames.close()
+    emitter.run_completed(step=run.step)
+    return 0
 
 
 # -- demonstrations (few_shot) -----------------------------------------------------------

@@ -23,7 +23,6 @@ import inspect
 import os
 import random
 import sys
-import traceback
 from typing import Any, Callable
 
 from workers.sdk.telemetry import Emitter
@@ -185,12 +184,7 @@ def run(config: dict, emitter: Emitter) -> int:
     patches.install(algo=algo_name(config["algo"]), checkpoint_dir=os.path.abspath(CHECKPOINT_DIR),
                     tensorboard_dir=os.path.abspath(TENSORBOARD_DIR), frames=frames_request(config),
                     record=record)
-    try:
-        returns = play(config)
-    except Exception as exc:  # noqa: BLE001 -- any failure ends the run with its reason
-        traceback.print_exc()
-        emitter.run_failed(f"evaluation failed: {type(exc).__name__}: {exc}", step=patches.env_steps)
-        return 1
+    returns = play(config)
     if patches.RECORDER is not None:
         patches.RECORDER.finish(emitter)
     emitter.scalar("eval/mean_episodic_return", sum(returns) / len(returns), patches.env_steps)

@@ -22,12 +22,15 @@ updated pairwise against every seat of another team.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.sdk.frames import env_frames
+from workers.sdk.guard import RunFailed
 from workers.sdk.llm import classic, multigrid
 from workers.sdk.llm.client import make_client
 from workers.sdk.llm.stream import StepStream
@@ -35,6 +38,55 @@ from workers.sdk.llm.usage import Budget, BudgetReached, Usage, percentile
 
 ELO_START = 1500.0
 MOVES_FILE = "moves.jsonl"   # in the run directory: every seat's move, step by step
+
+
+def play(config: dict[str, Any], emitter) -> int:
+    """The run: seat the agents (LLM clients load their model once, Stockfish starts, checkpoints
+    load), then play ``params.episodes`` episodes (``Match``); engines and clients closed on the way out."""
+    from workers.mosaic_llm_worker import catalog
+
+    _cache_dirs()
+    params = config["params"]
+    ids = catalog.seat_ids(config["env"])
+    emitter.run_started(worker="mosaic_llm", algo=config["algo"], env=config["env"], total_steps=None,
+                        upstream=_upstream(config["env"]),
+                        seats={sid: describe_seat(spec) for sid, spec in zip(ids, params["seats"])},
+                        coordination=params["coordination"], observation_mode=params["observation_mode"])
+    seats, match, frames = [], None, None
+    try:
+        emitter.phase("seat", step=0)
+        seats = make_seats(config["env"], params["seats"], params, int(config["seed"]))
+        frames = env_frames(config)
+        match = Match(config, seats, emitter, frames)
+        emitter.phase("play", step=0)
+        match.play()
+    finally:
+        if match is not None:
+            match.close()
+        for seat in seats:
+            seat.close()
+        if frames is not None:
+            frames.close()
+    emitter.run_completed(step=match.steps)
+    return 0
+
+
+def _cache_dirs() -> None:
+    """mosaic-multigrid compiles its observation code with numba (cache=True): the cache goes under
+    the mosaic home, not into site-packages (read-only for a user) or the run directory."""
+    home = os.environ.get("MOSAIC_HOME")
+    if home:
+        os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(home, "cache", "numba"))
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")       # pygame renders boards off screen
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+def _upstream(env_id: str) -> str:
+    from workers.mosaic_llm_worker import catalog
+    from workers.sdk.descriptor import dist_version
+
+    dist = "pettingzoo" if catalog.env_family(env_id) == "classic" else "mosaic-multigrid"
+    return f"{dist} {dist_version(dist)}"
 
 
 @dataclass
@@ -49,7 +101,7 @@ class Move:
     policy_observation: list[float] | None = None   # checkpoint seats: what the policy was given
 
 
-class LLMFailed(RuntimeError):
+class LLMFailed(RunFailed):
     """An LLM call failed after its retries and the run says on_error = fail."""
 
 

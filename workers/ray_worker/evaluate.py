@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workers.ray_worker import catalog, envs, runtime
+from workers.ray_worker import catalog, envs, rllib
 from workers.sdk.dataset import env_recorder
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_META
@@ -74,7 +74,7 @@ def act(module, obs, action_space) -> Any:
 
 def run(config: dict[str, Any], emitter: Emitter) -> int:
     torch.set_num_threads(config["params"]["torch_threads"])
-    checkpoint = runtime.checkpoint_root(config["checkpoint"])
+    checkpoint = rllib.checkpoint_root(config["checkpoint"])
     meta_file = checkpoint / CHECKPOINT_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     env_id = meta.get("env", config["env"])
@@ -89,9 +89,9 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
     if recorder is not None:
         env = recorder.wrap(env)
     if policy == "self_play":
-        mapping = runtime.SelfPlayMapping(list(env.possible_agents), int(meta.get("league_size", 1)))
+        mapping = rllib.SelfPlayMapping(list(env.possible_agents), int(meta.get("league_size", 1)))
     elif multi_agent:
-        mapping = runtime.StaticMapping(meta["agent_to_module"])
+        mapping = rllib.StaticMapping(meta["agent_to_module"])
     else:
         mapping = None
     emitter.phase("eval", step=0)

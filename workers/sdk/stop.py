@@ -1,16 +1,11 @@
 """Graceful stop, the same in every worker process.
 
 The daemon cancels a run with SIGTERM to its process tree (SIGINT from a
-terminal is taken the same way). A worker unwinds out of the library's loop,
-reports ``run_failed``, cleans up, and dies of the signal, so that its exit
-status tells the supervisor how the run ended:
-
-    stop = StopSignals().install()
-    try:
-        train(...)
-    except Cancelled as exc:
-        ...cleanup...
-        end_cancelled(emitter, exc.signum)
+terminal is taken the same way). ``workers.sdk.worker_cli.serve`` installs
+``StopSignals`` before a worker's entry point runs: the signal raises
+``Cancelled`` in the main thread, the entry point's ``finally`` blocks clean
+up, and ``workers.sdk.guard`` reports the cancel and makes the process die of
+the signal, so that its exit status tells the supervisor how the run ended.
 """
 from __future__ import annotations
 
@@ -57,9 +52,6 @@ def die_of(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def end_cancelled(emitter, signum: int, step: int | None = None) -> None:
-    """The end of a cancelled run: ``run_failed`` "cancelled (SIGTERM)" on the wire, flushed,
-    then death by the signal. What must be cleaned up first is the caller's, before this."""
-    emitter.run_failed(f"cancelled ({signal.Signals(signum).name})", step=step)
-    emitter.close()
-    die_of(signum)
+# Signal handlers belong to the process: one StopSignals for it, installed by worker_cli.serve.
+# A library that installs its own handlers (ray.init does) is followed by SIGNALS.install() again.
+SIGNALS = StopSignals()

@@ -238,6 +238,8 @@ class Emitter:
         self.flush_interval = flush_interval
         self.max_buffer = max_buffer
         self.lines_written = 0
+        # the step of the latest event that had one: where a cancel or a failure says the run was
+        self.step: int | None = None
         # One growing bytearray, not a list of lines: orjson returns each line in a block
         # it over-allocated and then shrank, and holding ~800 of those alive until the
         # flush fragmented malloc's heap (2.3 us a line, against 0.3 us copied at once).
@@ -257,21 +259,24 @@ class Emitter:
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         # Hot path: skip make_event's checks, the types are forced here.
+        self.step = step = int(step)
         self.emit({"v": VERSION, "type": SCALAR, "t": time.time(), "tag": str(tag),
-                   "value": _finite(value), "step": int(step)})
+                   "value": _finite(value), "step": step})
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         for tag, value in values.items():
             self.scalar(tag, value, step)
 
     def episode(self, step: int, episode_return: float, length: int, **extra: Any) -> None:
-        self.emit(make_event(EPISODE, step=int(step), length=int(length),
+        self.step = step = int(step)
+        self.emit(make_event(EPISODE, step=step, length=int(length),
                              **{"return": _finite(episode_return)}, **extra))
 
     def checkpoint_saved(self, path: str, step: int) -> None:
         # cpu_s: the process's CPU seconds so far (every thread): from one phase or
         # checkpoint to the next, what that stretch cost, whatever else ran on the machine
-        self.emit(make_event(CHECKPOINT_SAVED, path=str(path), step=int(step),
+        self.step = step = int(step)
+        self.emit(make_event(CHECKPOINT_SAVED, path=str(path), step=step,
                              cpu_s=round(time.process_time(), 4)), flush=True)
 
     def dataset_saved(self, path: str, transitions: int, episodes: int) -> None:
@@ -286,13 +291,16 @@ class Emitter:
         if every is not None and now - self._last_beat < every:
             return False
         self._last_beat = now
-        fields = {} if step is None else {"step": int(step)}
+        fields = {}
+        if step is not None:
+            self.step = fields["step"] = int(step)
         self.emit(make_event(HEARTBEAT, **fields))
         return True
 
     def phase(self, name: str, step: int, index: int | None = None) -> None:
         fields = {} if index is None else {"index": int(index)}
-        self.emit(make_event(PHASE, name=name, step=int(step), cpu_s=round(time.process_time(), 4), **fields),
+        self.step = step = int(step)
+        self.emit(make_event(PHASE, name=name, step=step, cpu_s=round(time.process_time(), 4), **fields),
                   flush=True)
 
     def llm_step(self, step: int, agent: str, reply: str, **fields: Any) -> None:

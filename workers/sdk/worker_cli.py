@@ -1,17 +1,49 @@
-"""The first lines of every worker process: arguments, telemetry channel, config.
+"""A worker process from its first line to its last: arguments, telemetry channel, config,
+stop signals, the entry point for the run's mode, and how the run ended.
 
-    emitter, config = start("python -m workers.mine.cli", argv, WORKER)
-    if config is None:
-        return 2          # run_failed was emitted, naming the problem
+A worker's ``cli.py`` hands over to ``serve``:
+
+    def main(argv=None) -> int:
+        return serve("python -m workers.mine.cli", argv, WORKER, "workers.mine.runtime")
+
+which calls ``runtime.train(config, emitter)`` for a run in mode ``train`` and
+``runtime.evaluate(config, emitter)`` in mode ``eval`` (``entry_points`` names
+others: the LLM workers ``play``), through ``workers.sdk.guard``.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from typing import Any
 
 from workers.sdk.contract import Worker
+from workers.sdk.guard import guarded
+from workers.sdk.stop import SIGNALS
 from workers.sdk.telemetry import Emitter, take_stdout
+
+# the entry point of runtime.py for each mode of a run
+TRAIN_AND_EVALUATE = {"train": "train", "eval": "evaluate"}
+
+
+def serve(prog: str, argv: list[str] | None, descriptor: Worker, runtime: str,
+          entry_points: dict[str, str] = TRAIN_AND_EVALUATE) -> int:
+    """The whole worker process; its exit status. ``runtime``: the module of the entry points,
+    imported only now (heavy libraries load in the worker process alone, and an import that
+    fails is the run's failure, reported like any other)."""
+    emitter, config = start(prog, argv, descriptor)
+    if config is None:
+        return 2  # run_failed was emitted, naming the problem
+    SIGNALS.install()
+    mode = config.get("mode", "train")
+
+    def call() -> int | None:
+        module = importlib.import_module(runtime)
+        if mode not in entry_points:
+            raise ValueError(f"mode {mode!r}: this worker runs {' or '.join(sorted(entry_points))}")
+        return getattr(module, entry_points[mode])(config, emitter)
+
+    return guarded(emitter, SIGNALS, call, prog)
 
 
 def start(prog: str, argv: list[str] | None, descriptor: Worker) -> tuple[Emitter, dict[str, Any] | None]:

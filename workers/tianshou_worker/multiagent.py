@@ -37,6 +37,8 @@ from tianshou.env.worker import EnvWorker
 
 from workers.sdk.multigrid import ParallelMultiGrid
 from workers.sdk.worker_cli import training_begins
+from workers.tianshou_worker import algorithms, catalog
+from workers.tianshou_worker.logger import TelemetryLogger
 
 NOOP = 0  # MultiGrid's "still": what a seat the collector did not step this round does
 
@@ -199,25 +201,21 @@ def agents_of(game: ParallelMultiGrid):
 
 
 def build(algo: str, params: dict[str, Any], env_id: str, kind: str):
-    """One algorithm (``runtime.build``) per agent, under Tianshou's multi-agent dispatcher."""
+    """One algorithm (``algorithms.build``) per agent, under Tianshou's multi-agent dispatcher."""
     from tianshou.algorithm.multiagent.marl import MultiAgentOffPolicyAlgorithm, MultiAgentOnPolicyAlgorithm
-
-    from workers.tianshou_worker import catalog, runtime
 
     game = ParallelMultiGrid(env_id, render_mode=None, **params["env_kwargs"])
     aec = agents_of(game)
-    spaces = runtime.Spaces(aec.observation_space.shape, aec.action_space, aec.observation_space)
-    algorithms = [runtime.build(algo, params, spaces) for _ in aec.agents]
+    spaces = algorithms.Spaces(aec.observation_space.shape, aec.action_space, aec.observation_space)
+    learners = [algorithms.build(algo, params, spaces) for _ in aec.agents]
     cls = MultiAgentOffPolicyAlgorithm if kind == catalog.ONLINE_OFF else MultiAgentOnPolicyAlgorithm
-    return cls(algorithms=algorithms, env=aec), list(aec.agents), game.view.teams
+    return cls(algorithms=learners, env=aec), list(aec.agents), game.view.teams
 
 
 def build_with_checkpoint(config: dict[str, Any]):
     import sys
 
     import torch
-
-    from workers.tianshou_worker import catalog
 
     kind = catalog.ALGORITHMS[config["algo"]]["kind"]
     algorithm, agents, teams = build(config["algo"], config["params"], config["env"], kind)
@@ -254,9 +252,7 @@ def episode_reporter(emitter, teams: dict[str, list[str]], clock: Clock) -> Call
 
 
 def logger_class():
-    from workers.tianshou_worker import runtime
-
-    class MultiAgentLogger(runtime.TelemetryLogger):
+    class MultiAgentLogger(TelemetryLogger):
         """The single-agent logger with Tianshou's env steps (one per seat) turned into game
         steps; the games report the episodes themselves (each agent's return, the teams')."""
 
@@ -282,7 +278,6 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
     from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
 
     from workers.sdk.frames import env_frames
-    from workers.tianshou_worker import catalog, runtime
 
     algo, params = config["algo"], config["params"]
     kind = catalog.ALGORITHMS[algo]["kind"]
@@ -295,7 +290,7 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
     logger = logger_class()(emitter, k, params["checkpoint_every"], restored)
     total = int(config["steps"])
     epoch_steps = min(params["epoch_num_steps"], total)
-    _, _, trainer_params = runtime.split_params(algo, params)
+    _, _, trainer_params = algorithms.split_params(algo, params)
     trainer_params["epoch_num_steps"] = seat_steps(epoch_steps, k)
     trainer_params["collection_step_num_env_steps"] = seat_steps(trainer_params["collection_step_num_env_steps"], k)
 

@@ -1,418 +1,257 @@
-"""Building a Tianshou 2.0.1 algorithm from a run config, with the procedural API.
+"""The Tianshou worker's entry points: ``train`` and ``evaluate``.
 
-Each algorithm is built as Tianshou's own tests build it (test/discrete/test_dqn.py,
-test/continuous/test_sac_with_il.py, test/offline/test_cql.py ...): the networks
-from ``tianshou.utils.net``, the policy, the algorithm. Every plain parameter the
-schema shows goes to the class that declares it (catalog.init_params tells which):
-the algorithm's, the policy's, or the trainer params dataclass.
+Train: build the algorithm (algorithms.build), its collectors on tianshou
+DummyVectorEnvs (or, offline, the recorded dataset as the trainer's buffer) and
+call ``algorithm.run_training`` with Tianshou's trainer params; the trainer
+logs through ``logger.TelemetryLogger``, which also saves checkpoints.
+Eval: load a checkpoint and play ``eval_episodes`` episodes with the policy,
+with frames and, if the run records, a dataset. MultiGrid envs: multiagent.py.
+
+The trainer prints its epoch lines on stdout: ``worker_cli.start`` has made
+stdout the run's stdout.log, so they never reach the telemetry channel.
 """
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+import os
+import sys
 from typing import Any, Callable
 
-import gymnasium as gym
-import numpy as np
-import torch
-from torch.distributions import Categorical, Distribution, Independent, Normal
-
-from tianshou.algorithm import (A2C, BCQ, C51, CQL, DDPG, DQN, FQF, GAIL, IQN, NPG, PPO, QRDQN, REDQ, SAC, TD3,
-                                TRPO, DiscreteBCQ, DiscreteCQL, DiscreteCRR, DiscreteSAC, RainbowDQN, Reinforce,
-                                TD3BC)
-from tianshou.algorithm.imitation.bcq import BCQPolicy
-from tianshou.algorithm.imitation.discrete_bcq import DiscreteBCQPolicy
-from tianshou.algorithm.imitation.imitation_base import ImitationPolicy, OfflineImitationLearning
-from tianshou.algorithm.modelfree.c51 import C51Policy
-from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
-from tianshou.algorithm.modelfree.discrete_sac import DiscreteSACPolicy
-from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
-from tianshou.algorithm.modelfree.fqf import FQFPolicy
-from tianshou.algorithm.modelfree.iqn import IQNPolicy
-from tianshou.algorithm.modelfree.qrdqn import QRDQNPolicy
-from tianshou.algorithm.modelfree.redq import REDQPolicy
-from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy, ProbabilisticActorPolicy
-from tianshou.algorithm.modelfree.sac import SACPolicy
-from tianshou.algorithm.optim import AdamOptimizerFactory, RMSpropOptimizerFactory
-from tianshou.data import ReplayBuffer
-from tianshou.exploration import GaussianNoise
-from tianshou.utils.logger.logger_base import BaseLogger
-from tianshou.utils.net.common import MLP, ActorCritic, EnsembleLinear, Net
-from tianshou.utils.net.continuous import (VAE, ContinuousActorDeterministic, ContinuousActorProbabilistic,
-                                           ContinuousCritic, Perturbation)
-from tianshou.utils.net.discrete import (DiscreteActor, DiscreteCritic, FractionProposalNetwork,
-                                         FullQuantileFunction, ImplicitQuantileNetwork, NoisyLinear)
-
+from workers.sdk import vizdoom
+from workers.sdk.dataset import Recorder, env_recorder
+from workers.sdk.envs import ATARI, VIZDOOM
+from workers.sdk.frames import EnvFrames, env_frames, publishing
+from workers.sdk.registration import prepare_process, register_family_of
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
 from workers.sdk.telemetry import Emitter
-from workers.tianshou_worker import catalog
+from workers.sdk.worker_cli import training_begins
+from workers.tianshou_worker import algorithms, catalog
+from workers.tianshou_worker.logger import TelemetryLogger
 
 
-@dataclass
-class Spaces:
-    obs_shape: tuple[int, ...]
-    action_space: gym.Space
-    observation_space: gym.Space
+def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False, train: bool = False):
+    """The env of ``env_id``; image families preprocessed to 4 stacked grey 84x84 frames:
+    Atari by Tianshou's own ``wrap_deepmind`` (its examples/atari: no-op reset, max-and-skip 4, fire
+    reset; while training also end-of-life as episode end and rewards clipped to their sign),
+    ViZDoom by ``workers.sdk.vizdoom``. ``render()`` gives the game's rgb screen either way."""
+    import gymnasium as gym
 
-    @property
-    def discrete(self) -> bool:
-        return isinstance(self.action_space, gym.spaces.Discrete)
+    family = register_family_of(env_id)  # Atari, ViZDoom, MultiGrid, jumanji/<Env> (Jumanji's gym wrapper)
+    render_mode = "rgb_array" if render else None
+    if family == VIZDOOM:
+        env = vizdoom.make(env_id, render_mode=render_mode)
+    elif family == ATARI:
+        from tianshou.env.atari.atari_wrapper import wrap_deepmind
 
-    @property
-    def action_shape(self) -> int | tuple[int, ...]:
-        return int(self.action_space.n) if self.discrete else self.action_space.shape
-
-    @property
-    def action_dim(self) -> int:
-        return int(self.action_space.n) if self.discrete else int(np.prod(self.action_space.shape))
-
-    @property
-    def max_action(self) -> float:
-        return float(np.max(self.action_space.high))
-
-
-    @property
-    def image(self) -> bool:
-        """Stacked frames (c, h, w), as Atari's wrap_deepmind and workers/sdk/vizdoom.py give."""
-        return len(self.obs_shape) == 3
+        # ALE/*-v5 skips 4 frames itself; wrap_deepmind's MaxAndSkipEnv does the skipping (as on NoFrameskip-v4)
+        skip = {"frameskip": 1} if env_id.startswith("ALE/") else {}
+        env = wrap_deepmind(gym.make(env_id, render_mode=render_mode, **skip), episode_life=train,
+                            clip_rewards=train)
+    else:
+        env = gym.make(env_id, render_mode=render_mode)
+    return recorder.wrap(env) if recorder is not None else env
 
 
-def spaces_of(env: gym.Env) -> Spaces:
-    return Spaces(env.observation_space.shape, env.action_space, env.observation_space)
+def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames | None, index: int):
+    """What DummyVectorEnv calls to make training env ``index``: the first one publishes live frames."""
+    def make():
+        if frames is not None and index == 0:
+            return publishing(make_env(env_id, recorder, render=True, train=True), frames)
+        return make_env(env_id, recorder, train=True)
+    return make
 
 
-def split_params(algo: str, params: dict[str, Any]) -> tuple[dict, dict, dict]:
-    """The run's params for the algorithm class, the policy class and the trainer params."""
-    info = catalog.ALGORITHMS[algo]
-    own = lambda names: {k: params[k] for k in names if k in params and k not in catalog.NOT_PARAMS}  # noqa: E731
-    algorithm = own(catalog.init_params(*info["cls"]))
-    policy = own(catalog.init_params(*info["policy"]))
-    trainer = own(catalog.dataclass_params("trainer.py", catalog.TRAINER_PARAMS[info["kind"]]))
-    return algorithm, policy, trainer
+def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
+                    update_step: int, emitter: Emitter, agents: int = 1) -> str:
+    """checkpoints/<name>.pt: the algorithm's state_dict (networks and optimizers) and the
+    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on.
+    ``agents``: a MultiGrid run's Tianshou counts one env step per agent (its events, game steps)."""
+    import torch
+
+    os.makedirs(CHECKPOINT_DIR, exist_ok=True)
+    path = os.path.abspath(os.path.join(CHECKPOINT_DIR, f"{name}.pt"))
+    torch.save({"algorithm": algorithm.state_dict(), "epoch": epoch, "env_step": env_step,
+                "update_step": update_step}, path)
+    meta = {"worker": "tianshou", "algo": config["algo"], "env": config["env"],
+            "hidden_sizes": config["params"]["hidden_sizes"], "epoch": epoch, "env_step": env_step,
+            "update_step": update_step}
+    with open(os.path.join(CHECKPOINT_DIR, CHECKPOINT_META), "w") as f:
+        json.dump(meta, f, indent=1)
+    emitter.checkpoint_saved(path, env_step // agents if config["algo"] not in _offline() else update_step)
+    return path
 
 
-def _orthogonal(module: torch.nn.Module, gain: float = 1.0) -> None:
-    for m in module.modules():
-        if isinstance(m, torch.nn.Linear):
-            torch.nn.init.orthogonal_(m.weight, gain=gain)
-            torch.nn.init.zeros_(m.bias)
+def _offline() -> list[str]:
+    return [a for a, i in catalog.ALGORITHMS.items() if i["kind"] == catalog.OFFLINE]
 
 
-def _gaussian(loc_scale: tuple[torch.Tensor, torch.Tensor]) -> Distribution:
-    loc, scale = loc_scale
-    return Independent(Normal(loc, scale), 1)
+def build(config: dict[str, Any]):
+    """The run's algorithm, its env spaces and, for offline runs and GAIL, the dataset."""
+    import torch
+    from tianshou.data import ReplayBuffer
+
+    probe = make_env(config["env"])
+    spaces = algorithms.spaces_of(probe)
+    probe.close()
+    dataset = ReplayBuffer.load_hdf5(config["dataset"]) if config.get("dataset") else None
+    algorithm = algorithms.build(config["algo"], config["params"], spaces, dataset)
+    state = None
+    if config.get("checkpoint"):
+        state = torch.load(config["checkpoint"], map_location="cpu", weights_only=False)
+        algorithm.load_state_dict(state["algorithm"])
+        sys.stderr.write(f"mosaic tianshou worker: loaded {config['checkpoint']}\n")
+    return algorithm, dataset, state
 
 
-def _critic_net(s: Spaces, hidden: list[int]) -> Net:
-    """Q(s, a) for continuous actions: obs and action concatenated."""
-    return Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden, concat=True)
+def train(config: dict[str, Any], emitter: Emitter) -> int:
+    """Build the algorithm, its collectors (or, offline, the dataset as the trainer's buffer) and
+    run Tianshou's trainer; a MultiGrid env: every agent its own learner (multiagent.train)."""
+    prepare_process()  # MUJOCO_GL=egl (MuJoCo renders headless), before any env library is imported
+    if catalog.is_multigrid(config["env"]):
+        from workers.tianshou_worker import multiagent
+        return multiagent.train(config, emitter, save_checkpoint)
+    recorder = env_recorder(config)
+    try:
+        return _train(config, emitter, recorder)
+    finally:
+        if recorder is not None:  # a cancelled or failed run keeps the episodes it finished
+            recorder.finish(emitter)
 
 
-def build(algo: str, params: dict[str, Any], s: Spaces, expert: ReplayBuffer | None = None) -> Any:
-    """The algorithm (policy inside) for ``algo`` with ``params`` on an env of spaces ``s``;
-    ``expert``: GAIL's demonstrations."""
-    if s.image:
-        return build_image(algo, params, s)
-    a, p, _ = split_params(algo, params)
-    hidden = list(params["hidden_sizes"])
-    spaces = {"action_space": s.action_space}
+def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
+    import numpy as np
+    import torch
+    from tianshou.data import Collector, CollectStats, VectorReplayBuffer
+    from tianshou.env import DummyVectorEnv
+    from tianshou.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
 
-    # -- the DQN family ------------------------------------------------------------
-    if algo == "dqn":
-        dueling = ({"hidden_sizes": hidden}, {"hidden_sizes": hidden}) if params["dueling"] else None
-        net = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden, dueling_param=dueling)
-        policy = DiscreteQLearningPolicy(model=net, observation_space=s.observation_space, **spaces, **p)
-        return DQN(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
-    if algo in ("c51", "rainbow"):
-        noisy = {"linear_layer": lambda x, y: NoisyLinear(x, y)} if algo == "rainbow" else None
-        net = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden, softmax=True,
-                  num_atoms=p["num_atoms"], dueling_param=(noisy, noisy) if noisy else None)
-        policy = C51Policy(model=net, observation_space=s.observation_space, **spaces, **p)
-        cls = RainbowDQN if algo == "rainbow" else C51
-        return cls(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
-    if algo in ("qrdqn", "discrete_cql"):
-        net = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden, softmax=False,
-                  num_atoms=a["num_quantiles"])
-        policy = QRDQNPolicy(model=net, observation_space=s.observation_space, **spaces, **p)
-        cls = DiscreteCQL if algo == "discrete_cql" else QRDQN
-        return cls(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
-    if algo in ("iqn", "fqf"):
-        feature = Net(state_shape=s.obs_shape, action_shape=hidden[-1], hidden_sizes=hidden[:-1], softmax=False)
-        if algo == "iqn":
-            net = ImplicitQuantileNetwork(preprocess_net=feature, action_shape=s.action_shape,
-                                          num_cosines=params["num_cosines"])
-            policy = IQNPolicy(model=net, **spaces, **p)
-            return IQN(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
-        net = FullQuantileFunction(preprocess_net=feature, action_shape=s.action_shape, hidden_sizes=hidden,
-                                   num_cosines=params["num_cosines"])
-        fraction = FractionProposalNetwork(a["num_fractions"], net.input_dim)
-        policy = FQFPolicy(model=net, fraction_model=fraction, **spaces, **p)
-        return FQF(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]),
-                   fraction_optim=RMSpropOptimizerFactory(lr=params["fraction_lr"]), **a)
-    if algo == "discrete_bcq":
-        net = Net(state_shape=s.obs_shape, action_shape=hidden[0])
-        model = DiscreteActor(preprocess_net=net, action_shape=s.action_shape, hidden_sizes=hidden)
-        imitator = DiscreteActor(preprocess_net=net, action_shape=s.action_shape, hidden_sizes=hidden)
-        policy = DiscreteBCQPolicy(model=model, imitator=imitator, **spaces, **p)
-        return DiscreteBCQ(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
+    algo, params = config["algo"], config["params"]
+    kind = catalog.ALGORITHMS[algo]["kind"]
+    torch.set_num_threads(params["torch_threads"])
+    np.random.seed(config["seed"])
+    torch.manual_seed(config["seed"])
+    algorithm, dataset, state = build(config)
+    restored = (state["epoch"], state["env_step"], state["update_step"]) if state else (0, 0, 0)
+    logger = TelemetryLogger(emitter, params["checkpoint_every"], restored, offline=kind == catalog.OFFLINE)
+    total = int(config["steps"])
+    epoch_steps = min(params["epoch_num_steps"], total)
+    _, _, trainer_params = algorithms.split_params(algo, params)
+    trainer_params["epoch_num_steps"] = epoch_steps
+    saved: list[str] = []
 
-    # -- policy gradient, actor-critic (discrete or continuous) --------------------
-    if algo in ("reinforce", "a2c", "ppo", "npg", "trpo", "gail"):
-        if s.discrete:
-            if algo == "reinforce":
-                actor = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden, softmax=True)
-            else:
-                actor = DiscreteActor(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                      action_shape=s.action_shape)
-            dist: Callable = Categorical
-        else:
-            actor = ContinuousActorProbabilistic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                                 action_shape=s.action_shape, unbounded=True)
-            dist = _gaussian
-        policy = ProbabilisticActorPolicy(actor=actor, dist_fn=dist, action_scaling=not s.discrete,
-                                          **spaces, **p)
-        optim = AdamOptimizerFactory(lr=params["lr"])
-        if algo == "reinforce":
-            _orthogonal(actor, gain=math.sqrt(2))
-            return Reinforce(policy=policy, optim=optim, **a)
-        critic_net = Net(state_shape=s.obs_shape, hidden_sizes=hidden)
-        critic = DiscreteCritic(preprocess_net=critic_net) if s.discrete else ContinuousCritic(
-            preprocess_net=critic_net)
-        _orthogonal(ActorCritic(actor, critic))
-        if algo == "gail":
-            disc = ContinuousCritic(preprocess_net=Net(state_shape=s.obs_shape, action_shape=s.action_shape,
-                                                       hidden_sizes=hidden, activation=torch.nn.Tanh, concat=True))
-            _orthogonal(disc, gain=math.sqrt(2))
-            return GAIL(policy=policy, critic=critic, optim=optim, expert_buffer=expert, disc_net=disc,
-                        disc_optim=AdamOptimizerFactory(lr=params["disc_lr"]), **a)
-        cls = {"a2c": A2C, "ppo": PPO, "npg": NPG, "trpo": TRPO}[algo]
-        return cls(policy=policy, critic=critic, optim=optim, **a)
-    if algo == "discrete_crr":
-        net = Net(state_shape=s.obs_shape, action_shape=hidden[0])
-        actor = DiscreteActor(preprocess_net=net, action_shape=s.action_shape, hidden_sizes=hidden,
-                              softmax_output=False)
-        critic = DiscreteCritic(preprocess_net=net, hidden_sizes=hidden, last_size=s.action_dim)
-        policy = DiscreteActorPolicy(actor=actor, **spaces, **p)
-        return DiscreteCRR(policy=policy, critic=critic, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
-    if algo == "discrete_sac":
-        actor = DiscreteActor(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                              action_shape=s.action_shape, softmax_output=False)
-        critics = [DiscreteCritic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                  last_size=s.action_dim) for _ in range(2)]
-        policy = DiscreteSACPolicy(actor=actor, **spaces, **p)
-        return DiscreteSAC(policy=policy, policy_optim=AdamOptimizerFactory(lr=params["actor_lr"]),
-                           critic=critics[0], critic_optim=AdamOptimizerFactory(lr=params["critic_lr"]),
-                           critic2=critics[1], critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
+    def save_fn(epoch: int, env_step: int, update_step: int) -> str:
+        saved.append(save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter))
+        return saved[-1]
 
-    if algo == "bc":
-        if s.discrete:
-            actor = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden)
-        else:
-            actor = ContinuousActorDeterministic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                                 action_shape=s.action_shape, max_action=s.max_action)
-        policy = ImitationPolicy(actor=actor, **spaces, **p)
-        return OfflineImitationLearning(policy=policy, optim=AdamOptimizerFactory(lr=params["lr"]), **a)
-
-    # -- continuous control ---------------------------------------------------------
-    actor_optim = AdamOptimizerFactory(lr=params["actor_lr"])
-    critic_optim = AdamOptimizerFactory(lr=params["critic_lr"])
-    if algo in ("ddpg", "td3", "td3_bc"):
-        actor = ContinuousActorDeterministic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                             action_shape=s.action_shape, max_action=s.max_action)
-        noise = GaussianNoise(sigma=params.get("exploration_noise", 0.1) * s.max_action)
-        policy = ContinuousDeterministicPolicy(actor=actor, exploration_noise=noise, **spaces, **p)
-        critic = ContinuousCritic(preprocess_net=_critic_net(s, hidden))
-        if algo == "ddpg":
-            return DDPG(policy=policy, policy_optim=actor_optim, critic=critic, critic_optim=critic_optim, **a)
-        critic2 = ContinuousCritic(preprocess_net=_critic_net(s, hidden))
-        cls = TD3BC if algo == "td3_bc" else TD3
-        return cls(policy=policy, policy_optim=actor_optim, critic=critic, critic_optim=critic_optim,
-                   critic2=critic2, critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
-    if algo in ("sac", "cql"):
-        actor = ContinuousActorProbabilistic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                             action_shape=s.action_shape, unbounded=True, conditioned_sigma=True)
-        critic = ContinuousCritic(preprocess_net=_critic_net(s, hidden))
-        if algo == "cql":
-            policy = SACPolicy(actor=actor, action_scaling=False, **spaces, **p)
-            low, high = float(np.min(s.action_space.low)), s.max_action
-            return CQL(policy=policy, policy_optim=actor_optim, critic=critic, critic_optim=critic_optim,
-                       **{**a, "min_action": low}, max_action=high)
-        policy = SACPolicy(actor=actor, **spaces, **p)
-        critic2 = ContinuousCritic(preprocess_net=_critic_net(s, hidden))
-        return SAC(policy=policy, policy_optim=actor_optim, critic=critic, critic_optim=critic_optim,
-                   critic2=critic2, critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
-    if algo == "redq":
-        actor = ContinuousActorProbabilistic(preprocess_net=Net(state_shape=s.obs_shape, hidden_sizes=hidden),
-                                             action_shape=s.action_shape, unbounded=True, conditioned_sigma=True)
-        ensemble = params["ensemble"]
-        linear = lambda x, y: EnsembleLinear(ensemble, x, y)  # noqa: E731
-        net = Net(state_shape=s.obs_shape, action_shape=s.action_shape, hidden_sizes=hidden, concat=True,
-                  linear_layer=linear)
-        critic = ContinuousCritic(preprocess_net=net, linear_layer=linear, flatten_input=False)
-        policy = REDQPolicy(actor=actor, **spaces, **p)
-        return REDQ(policy=policy, policy_optim=actor_optim, critic=critic, critic_optim=critic_optim,
-                    ensemble_size=ensemble, subset_size=2, **a)
-    if algo == "bcq":
-        latent = 2 * s.action_dim
-        perturbation = Perturbation(preprocess_net=Net(state_shape=s.obs_shape[0] + s.action_dim,
-                                                       action_shape=s.action_dim, hidden_sizes=hidden),
-                                    max_action=s.max_action)
-        critic = ContinuousCritic(preprocess_net=_critic_net(s, hidden))
-        # the VAE calls its encoder and decoder as plain modules (tensor in, tensor out): MLPs
-        encoder = MLP(input_dim=s.obs_shape[0] + s.action_dim, output_dim=hidden[-1], hidden_sizes=hidden)
-        decoder = MLP(input_dim=s.obs_shape[0] + latent, output_dim=s.action_dim, hidden_sizes=hidden)
-        vae = VAE(encoder=encoder, decoder=decoder, hidden_dim=hidden[-1], latent_dim=latent,
-                  max_action=s.max_action)
-        policy = BCQPolicy(actor_perturbation=perturbation, critic=critic, vae=vae, **spaces, **p)
-        return BCQ(policy=policy, actor_perturbation_optim=actor_optim, critic_optim=critic_optim,
-                   vae_optim=AdamOptimizerFactory(lr=params["vae_lr"]), **a)
-    raise ValueError(f"no builder for {algo}")
+    test_collector = None
+    if params["test_envs"]:
+        test_envs = DummyVectorEnv([lambda: make_env(config["env"]) for _ in range(params["test_envs"])])
+        test_envs.seed(config["seed"] + 1000)
+        test_collector = Collector[CollectStats](algorithm, test_envs)
+    common = dict(max_epochs=math.ceil(total / epoch_steps), test_collector=test_collector, logger=logger,
+                  save_checkpoint_fn=save_fn, resume_from_log=state is not None, verbose=True, show_progress=False)
+    if not params["test_envs"]:
+        trainer_params.pop("test_step_num_episodes", None)
+    emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream="tianshou 2.0.1")
+    frames = None
+    if kind == catalog.OFFLINE:
+        emitter.phase("offline", step=restored[2])
+        trainer = OfflineTrainerParams(buffer=dataset, **common, **trainer_params)
+    else:
+        n = params["training_envs"]
+        frames = env_frames(config)
+        training_envs = DummyVectorEnv([training_env_maker(config["env"], recorder, frames, i) for i in range(n)])
+        training_envs.seed(config["seed"])
+        if kind == catalog.ONLINE_OFF:
+            size = params["buffer_size"]
+        else:  # what one collection step gathers, in whole steps of every env
+            size = math.ceil(trainer_params["collection_step_num_env_steps"] / n) * n + n
+        stacked = {}
+        if catalog.ENVS[config["env"]].get("image"):
+            # as Tianshou's Atari examples: the buffer keeps each step's newest frame only and
+            # stacks 4 when it samples (a 4x84x84 observation and its next would be 8x the memory)
+            stacked = {"ignore_obs_next": True, "save_only_last_obs": True, "stack_num": 4}
+        collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n, **stacked),
+                                            exploration_noise=True)
+        if params.get("eps_training_final") is not None:
+            trainer_params["training_fn"] = eps_annealing(algorithm, params, logger)
+        cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
+        emitter.phase("train", step=restored[1])
+        trainer = cls(training_collector=collector, **common, **trainer_params)
+    training_begins()
+    try:
+        result = algorithm.run_training(trainer)
+    finally:
+        if frames is not None:
+            frames.close()
+    step = result.update_step if kind == catalog.OFFLINE else logger.env_step
+    save_checkpoint(algorithm, config, "final", logger.epoch, logger.env_step, result.update_step, emitter)
+    if recorder is not None:
+        recorder.finish(emitter)
+        recorder = None
+    emitter.run_completed(step=step)
+    return 0
 
 
-def build_image(algo: str, params: dict[str, Any], s: Spaces) -> Any:
-    """The algorithm on stacked-frame observations (c, h, w), wired to Tianshou's Atari networks
-    as its examples/atari/atari_<algo>.py wire them (catalog.IMAGE_NETS). Where an example has a
-    layer after the CNN (PPO/A2C and discrete SAC's features, IQN/FQF's quantile head: 512 there),
-    ``hidden_sizes`` gives it."""
-    # tianshou.env.atari imports Tianshou's high-level API (and cv2): only image runs pay for it
-    from tianshou.env.atari.atari_network import (C51Net, DQNet, QRDQNet, RainbowNet, ScaledObsInputActionReprNet,
-                                                  layer_init)
-
-    a, p, _ = split_params(algo, params)
-    c, h, w = s.obs_shape
-    n = s.action_shape
-    hidden = list(params["hidden_sizes"])
-    spaces = {"action_space": s.action_space}
-    optim = AdamOptimizerFactory(lr=params.get("lr", 1e-3))
-    if algo == "dqn":
-        policy = DiscreteQLearningPolicy(model=DQNet(c=c, h=h, w=w, action_shape=n), **spaces, **p)
-        return DQN(policy=policy, optim=optim, **a)
-    if algo in ("c51", "rainbow"):
-        if algo == "rainbow":
-            net = RainbowNet(c=c, h=h, w=w, action_shape=n, num_atoms=p["num_atoms"])
-        else:
-            net = C51Net(c=c, h=h, w=w, action_shape=n, num_atoms=p["num_atoms"])
-        policy = C51Policy(model=net, **spaces, **p)
-        return (RainbowDQN if algo == "rainbow" else C51)(policy=policy, optim=optim, **a)
-    if algo == "qrdqn":
-        net = QRDQNet(c=c, h=h, w=w, action_shape=n, num_quantiles=a["num_quantiles"])
-        return QRDQN(policy=QRDQNPolicy(model=net, **spaces, **p), optim=optim, **a)
-    if algo in ("iqn", "fqf"):
-        feature = DQNet(c=c, h=h, w=w, action_shape=n, features_only=True)
-        if algo == "iqn":
-            net = ImplicitQuantileNetwork(preprocess_net=feature, action_shape=n, hidden_sizes=hidden,
-                                          num_cosines=params["num_cosines"])
-            return IQN(policy=IQNPolicy(model=net, **spaces, **p), optim=optim, **a)
-        net = FullQuantileFunction(preprocess_net=feature, action_shape=n, hidden_sizes=hidden,
-                                   num_cosines=params["num_cosines"])
-        fraction = FractionProposalNetwork(a["num_fractions"], net.input_dim)
-        return FQF(policy=FQFPolicy(model=net, fraction_model=fraction, **spaces, **p), optim=optim,
-                   fraction_optim=RMSpropOptimizerFactory(lr=params["fraction_lr"]), **a)
-    if algo in ("ppo", "a2c"):
-        # atari_ppo.py: one feature net shared by actor and critic, obs scaled to 0..1 in the net
-        feature = ScaledObsInputActionReprNet(DQNet(c=c, h=h, w=w, action_shape=n, features_only=True,
-                                                    output_dim_added_layer=hidden[-1], layer_init=layer_init))
-        actor = DiscreteActor(preprocess_net=feature, action_shape=n, softmax_output=False)
-        critic = DiscreteCritic(preprocess_net=feature)
-        policy = DiscreteActorPolicy(actor=actor, **spaces,
-                                     **{k: v for k, v in p.items() if k == "deterministic_eval"})
-        cls = PPO if algo == "ppo" else A2C
-        return cls(policy=policy, critic=critic, optim=AdamOptimizerFactory(lr=params["lr"], eps=1e-5), **a)
-    if algo == "discrete_sac":
-        feature = DQNet(c=c, h=h, w=w, action_shape=n, features_only=True, output_dim_added_layer=hidden[-1])
-        actor = DiscreteActor(preprocess_net=feature, action_shape=n, softmax_output=False)
-        critics = [DiscreteCritic(preprocess_net=feature, last_size=s.action_dim) for _ in range(2)]
-        policy = DiscreteSACPolicy(actor=actor, **spaces, **p)
-        return DiscreteSAC(policy=policy, policy_optim=AdamOptimizerFactory(lr=params["actor_lr"]),
-                           critic=critics[0], critic_optim=AdamOptimizerFactory(lr=params["critic_lr"]),
-                           critic2=critics[1], critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
-    raise ValueError(f"{algo}: {catalog.image_refusal(algo)}")
+def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
+    """Load the checkpoint and play ``eval_episodes`` episodes with its policy, with frames and,
+    if the run records, a dataset."""
+    prepare_process()
+    if catalog.is_multigrid(config["env"]):
+        from workers.tianshou_worker import multiagent
+        return multiagent.evaluate(config, emitter)
+    recorder = env_recorder(config)
+    try:
+        return _evaluate(config, emitter, recorder)
+    finally:
+        if recorder is not None:
+            recorder.finish(emitter)
 
 
-# -- telemetry: a Tianshou logger ---------------------------------------------------
-SCALAR_EVERY_STEPS = 500   # env steps between two rounds of training / update scalars
+def _evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
+    import torch
+
+    torch.set_num_threads(config["params"]["torch_threads"])
+    algorithm, _, _ = build(config)
+    policy = algorithm.policy
+    policy.eval()
+    frames = env_frames(config)
+    env = make_env(config["env"], recorder, render=frames is not None)
+    emitter.run_started("tianshou", config["algo"], config["env"], upstream="tianshou 2.0.1")
+    emitter.phase("eval", step=0)
+    steps = 0
+    try:
+        for index in range(config["eval_episodes"]):
+            obs, info = env.reset(seed=config["seed"] + index)
+            total, length, done = 0.0, 0, False
+            while not done:
+                if frames is not None:
+                    frames.maybe_publish(env.render)
+                with torch.no_grad():
+                    action = policy.compute_action(obs, info)
+                obs, reward, terminated, truncated, info = env.step(action)
+                total += float(reward)
+                length += 1
+                steps += 1
+                done = terminated or truncated
+            emitter.episode(steps, total, length)
+            emitter.heartbeat(steps)
+    finally:
+        env.close()
+        if frames is not None:
+            frames.close()
+    if recorder is not None:
+        recorder.finish(emitter)
+    emitter.run_completed(step=steps)
+    return 0
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """Numbers of a (nested) stats dict as 'a/b' tags; arrays, None and strings dropped."""
-    out: dict[str, float] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}/"))
-        elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-            out[f"{prefix}{key}"] = float(value)
-    return out
-
-
-class TelemetryLogger(BaseLogger):
-    """Tianshou's trainer logs through this: training collect stats become episode
-    events (one per finished training episode) and ``train/...`` scalars, test steps
-    ``test/...`` scalars (the mean test return is ``test/returns_stat/mean``),
-    updates ``update/...`` (losses); epochs ``info/...``. ``save_data`` saves
-    checkpoints; ``restore_data`` gives the trainer the counters of the checkpoint
-    a run resumes from (``resume_from_log``)."""
-
-    def __init__(self, emitter: Emitter, checkpoint_every: int = 1, restored: tuple[int, int, int] = (0, 0, 0),
-                 offline: bool = False):
-        super().__init__(training_interval=1, test_interval=1, update_interval=1, info_interval=1)
-        self.emitter = emitter
-        self.checkpoint_every = checkpoint_every
-        self.restored = restored
-        self.offline = offline
-        self.env_step = restored[1]
-        self.epoch = restored[0]
-        self._scalars_at = -SCALAR_EVERY_STEPS
-        self._updates_at = -SCALAR_EVERY_STEPS
-        self._callback_at = -SCALAR_EVERY_STEPS
-
-    @property
-    def step(self) -> int:
-        """The x of every event: env steps; gradient steps for an offline run."""
-        return self.env_step
-
-    def prepare_dict_for_logging(self, log_data: dict) -> dict:
-        return log_data
-
-    def write(self, step_type: str, step: int, data: dict) -> None:
-        scope = step_type.split("/")[0]
-        if scope == "training":
-            self.env_step = step
-            returns, lens = data.get("returns"), data.get("lens")
-            if returns is not None and lens is not None:
-                for ret, length in zip(np.asarray(returns).tolist(), np.asarray(lens).tolist()):
-                    self.emitter.episode(step, ret, int(length))
-            if step - self._scalars_at >= SCALAR_EVERY_STEPS:
-                self._scalars_at = step
-                self.emitter.scalars({f"train/{k}": v for k, v in _flat(data).items()}, step)
-                self.emitter.heartbeat(step)
-        elif scope == "test":
-            self.emitter.scalars({f"test/{k}": v for k, v in _flat(data).items()}, self.step)
-        elif scope == "update":
-            if self.offline:
-                self.env_step = step
-            if self.step - self._updates_at >= SCALAR_EVERY_STEPS or self.offline and step % 100 == 0:
-                self._updates_at = self.step
-                self.emitter.scalars({f"update/{k}": v for k, v in _flat(data).items()}, self.step)
-                self.emitter.heartbeat(self.step)
-        elif scope == "train":   # what training callbacks write (train/eps of the epsilon decay)
-            if step - self._callback_at >= SCALAR_EVERY_STEPS:
-                self._callback_at = step
-                self.emitter.scalars(_flat(data), step)
-        elif scope == "info":
-            self.epoch = step
-            self.emitter.scalars({f"info/{k}": v for k, v in _flat(data).items()
-                                  if k in ("best_reward", "best_score", "update_step")}, self.step)
-
-    def finalize(self) -> None:
-        self.emitter.flush()
-
-    def save_data(self, epoch: int, env_step: int, update_step: int,
-                  save_checkpoint_fn: Callable[[int, int, int], str] | None = None) -> None:
-        if save_checkpoint_fn is not None and self.checkpoint_every and epoch % self.checkpoint_every == 0:
-            save_checkpoint_fn(epoch, env_step, update_step)
-
-    def restore_data(self) -> tuple[int, int, int]:
-        return self.restored
-
-    @staticmethod
-    def restore_logged_data(log_path: str) -> dict:
-        return {}
+def eps_annealing(algorithm, params: dict, logger) -> Callable[[int, int], None]:
+    """The trainer's ``training_fn``: Tianshou's own linear epsilon decay (the callback its
+    high-level DQN experiments use), called before each collect step with the env step."""
+    from tianshou.highlevel.trainer import EpochTrainCallbackDQNEpsLinearDecay, TrainingContext
+    callback = EpochTrainCallbackDQNEpsLinearDecay(params["eps_training"], params["eps_training_final"],
+                                                   params["eps_decay_steps"])
+    context = TrainingContext(algorithm, None, logger)
+    return lambda epoch, env_step: callback.callback(epoch, env_step, context)

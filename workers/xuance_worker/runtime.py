@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import copy
 import json
-import multiprocessing
 import os
 import time
-import traceback
 from argparse import Namespace
 from typing import Any
 
@@ -35,7 +33,6 @@ from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir, read_checkpoint_meta
-from workers.sdk.stop import Cancelled, StopSignals, end_cancelled
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
 from workers.xuance_worker import agent_count_mismatch, catalog
@@ -400,7 +397,15 @@ def build_runner(config: dict[str, Any], family: str, env_id: str, template: str
                              parser_args=args)
 
 
+def prepare_run(config: dict[str, Any]) -> None:
+    """What a run's process needs before XuanCe loads: its environment variables, and gymnasium
+    ids "jumanji/<Env>" (env "classic_control:jumanji/TSP-v1": Jumanji's envs through its gym wrapper)."""
+    prepare_process(config["params"]["torch_threads"])
+    jumanji_envs.register_for(config["env"].split(":", 1)[-1])
+
+
 def train(config: dict[str, Any], emitter: Emitter) -> int:
+    prepare_run(config)
     family, env_id = catalog.resolve_env(config["env"])
     multi_agent = family in catalog.MULTI_AGENT
     template = catalog.config_file(config["algo"], family, env_id)
@@ -474,6 +479,7 @@ def finish(runner, agent) -> None:
 # -- evaluate -----------------------------------------------------------------------
 def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     """Load ``config.checkpoint`` and play ``eval_episodes`` episodes (XuanCe's test mode)."""
+    prepare_run(config)
     family, env_id = catalog.resolve_env(config["env"])
     multi_agent = family in catalog.MULTI_AGENT
     template = catalog.config_file(config["algo"], family, env_id)
@@ -595,34 +601,3 @@ class Policy:
         out = self.agent.get_actions(obs_dict=observations, avail_actions_dict=[self._all_actions],
                                      test_mode=True, **kwargs)
         return int(out["actions"][0][agent_key])
-
-
-# -- entry ---------------------------------------------------------------------------
-def run(config: dict[str, Any], emitter: Emitter) -> int:
-    """Train or evaluate; report the outcome on the wire; return the exit code."""
-    stop = StopSignals().install()
-    prepare_process(config["params"]["torch_threads"])
-    # gymnasium ids "jumanji/<Env>" (env "classic_control:jumanji/TSP-v1"): Jumanji's envs through its gym wrapper
-    jumanji_envs.register_for(config["env"].split(":", 1)[-1])
-    try:
-        try:
-            if config["mode"] == "eval":
-                return evaluate(config, emitter)
-            return train(config, emitter)
-        except ConfigError as exc:
-            emitter.run_failed(f"invalid config: {exc}")
-            return 2
-        except Exception as exc:
-            if stop.received is not None:
-                # the daemon signals the whole process group: XuanCe's env processes may die
-                # first, and a broken pipe reach us before our own SIGTERM does
-                raise Cancelled(stop.received) from None
-            tail = traceback.format_exc()
-            traceback.print_exc()
-            emitter.run_failed(f"{type(exc).__name__}: {exc}\n\n{tail[-3000:]}")
-            return 1
-    except Cancelled as exc:
-        for child in multiprocessing.active_children():  # XuanCe's env processes
-            child.terminate()
-        end_cancelled(emitter, exc.signum)  # the exit status says what happened
-        return 128 + exc.signum

@@ -3,15 +3,26 @@
 The CleanRL worker puts this directory first on the script's PYTHONPATH, so
 Python runs this file at startup, before the script's first line. It does
 nothing unless the worker set MOSAIC_CLEANRL_PATCH=1, and it takes itself out
-of the environment so the script's own subprocesses start unpatched.
+of the environment so the script's own subprocesses start unpatched. A script
+that cannot be patched does not run (it would train without telemetry).
 """
 import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
+try:
+    from workers.sdk import sitechain
+except ImportError:  # mosaic-tui not importable from sys.path: from the checkout this directory is in
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(_here))))
+    from workers.sdk import sitechain
 
 
-def _forget_this_directory():
+def _install():
+    if os.environ.get("MOSAIC_CLEANRL_PATCH") != "1":
+        return
+    from workers.cleanrl_worker import patches
+
+    patches.install_from_environ()
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != _here]
     if parts:
         os.environ["PYTHONPATH"] = os.pathsep.join(parts)
@@ -20,24 +31,4 @@ def _forget_this_directory():
     os.environ.pop("MOSAIC_CLEANRL_PATCH", None)
 
 
-if os.environ.get("MOSAIC_CLEANRL_PATCH") == "1":
-    try:
-        from workers.cleanrl_worker import patches
-
-        patches.install_from_environ()
-    except BaseException:
-        # Python would report "Error in sitecustomize" and run the script
-        # unpatched, without telemetry: stop instead, saying why.
-        import traceback
-
-        traceback.print_exc()
-        sys.stderr.write("mosaic: cannot install the CleanRL patches\n")
-        sys.stderr.flush()
-        os._exit(3)
-    _forget_this_directory()
-try:
-    from workers.sdk.sitechain import run_shadowed_sitecustomize
-except ImportError:  # mosaic-tui not importable here: nothing of ours to chain from
-    pass
-else:
-    run_shadowed_sitecustomize(_here)
+sitechain.arm(_here, _install, "install the CleanRL patches", fatal=True)

@@ -7,25 +7,18 @@ import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
+try:
+    from workers.sdk import sitechain
+except ImportError:  # mosaic-tui not importable from sys.path: from the checkout this directory is in
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(_here))))
+    from workers.sdk import sitechain
 
 
 def _install():
-    try:
-        from workers.jumanji_worker import shims
-    except ImportError:
-        # mosaic-tui not importable from sys.path: load the module from beside this directory
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_here))))
-        from workers.jumanji_worker import shims
+    from workers.jumanji_worker import shims
+
     shims.install()
 
 
-try:
-    _install()
-except Exception as exc:  # never stop a process from starting: jumanji's ImportError will follow
-    sys.stderr.write(f"mosaic: cannot shim jumanji.training's loggers: {exc!r}\n")
-try:
-    from workers.sdk.sitechain import run_shadowed_sitecustomize
-except ImportError:
-    pass
-else:
-    run_shadowed_sitecustomize(_here)
+# never stop a process from starting: jumanji's ImportError follows, where it matters
+sitechain.arm(_here, _install, "shim jumanji.training's loggers")

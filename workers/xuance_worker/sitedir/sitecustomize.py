@@ -10,27 +10,20 @@ import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
+try:
+    from workers.sdk import sitechain
+except ImportError:  # mosaic-tui not importable from sys.path: from the checkout this directory is in
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(_here))))
+    from workers.sdk import sitechain
 
 
-def _install_alias():
-    try:
-        from workers.xuance_worker import mpe_alias, multigrid, vizdoom
-    except ImportError:
-        # mosaic-tui not importable from sys.path: load the module by file
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(_here))))
-        from workers.xuance_worker import mpe_alias, multigrid, vizdoom
+def _install():
+    from workers.xuance_worker import mpe_alias, multigrid, vizdoom
+
     mpe_alias.install()
     multigrid.install()  # the multigrid family in XuanCe's registry, once XuanCe loads it
     vizdoom.install()  # and ViZDoom in its single-agent one
 
 
-try:
-    _install_alias()
-except Exception as exc:  # never stop a process from starting: XuanCe's ImportError will follow
-    sys.stderr.write(f"mosaic: cannot alias pettingzoo.mpe to mpe2 or register MultiGrid: {exc!r}\n")
-try:
-    from workers.sdk.sitechain import run_shadowed_sitecustomize
-except ImportError:  # mosaic-tui not importable here: nothing of ours to chain from
-    pass
-else:
-    run_shadowed_sitecustomize(_here)
+# never stop a process from starting: XuanCe's ImportError follows, where it matters
+sitechain.arm(_here, _install, "alias pettingzoo.mpe to mpe2 or register MultiGrid")

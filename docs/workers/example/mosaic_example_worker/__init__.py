@@ -36,6 +36,8 @@ class ExampleWorker:
         run = parse_run_config(config)  # the fields every run has: worker, algo, env, steps, seed, frames ...
         if run.algo != "random":
             raise ConfigError("algo", f"unknown algorithm {run.algo!r} for worker 'example'; choose from random")
+        if run.mode == "eval":
+            raise ConfigError("mode", "the example has no checkpoints to evaluate: its runs are mode 'train'")
         if run.env != "CartPole-v1" or run.steps is None:
             raise ConfigError("env", "the example runs CartPole-v1 for a given number of steps")
         run.params = check_params(self.schema(run.algo), run.params)  # defaults filled in, bad values named
