@@ -44,15 +44,19 @@ install: $(STAMP)
 model: $(STAMP)
 	$(PY) -c "from workers.sdk.llm.client import default_model_path; print(default_model_path())"
 
-$(STAMP): pyproject.toml constraints.txt workers/sdk/llm/native.py
+$(STAMP): pyproject.toml constraints.txt workers/sdk/llm/native.py scripts/builds.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	# torch first, from the CPU build (see constraints.txt)
-	$(PIP) install -q -c constraints.txt "torch==2.13.0+cpu"
+	# torch first, the build for this machine (scripts/builds.py: the CPU build, or CUDA's where
+	# nvidia-smi lists a GPU; TORCH=cpu|cuda|plain forces one)
+	$(PY) scripts/builds.py explain
+	$(PIP) install -q -c constraints.txt $$($(PY) scripts/builds.py torch)
 	# llama.cpp built for this CPU's instruction sets by name, never -march=native and never AMX
 	# (workers/sdk/llm/native.py); the extras below then find it installed
 	$(PY) -m workers.sdk.llm.native install
 	$(PIP) install -q -c constraints.txt -e ".[all,dev]"
+	# jax's CUDA plugin where torch got CUDA's build (the extras above install jax[cpu])
+	$(PIP) install -q -c constraints.txt $$($(PY) scripts/builds.py jax)
 	$(PIP) install -q --no-deps --ignore-requires-python cleanrl==1.2.0
 	# nle pins gymnasium==1.2.0 exactly and minihack wants old setuptools: their
 	# real needs are in the `llm` extra, so both go in without their metadata's pins

@@ -1,4 +1,4 @@
-"""Themes from the .tcss files in the repository's themes/ directory.
+"""Themes from the .tcss files in mosaic_tui/theme_files/ (package data, installed with the code).
 
 Each file starts with palette lines (``$name: value;``) that become a Textual
 ``Theme``; the rest of the file is CSS the app loads, written as
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
+THEMES_DIR = Path(__file__).resolve().parent / "theme_files"  # package data: installed with the code
 DEFAULT_THEME = "mosaic-dark"
 ORDER = ("mosaic-dark", "mosaic-light", "mosaic-high-contrast")
 
