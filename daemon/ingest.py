@@ -161,6 +161,10 @@ class RunTail:
         self.failed_reason: str | None = s.get("failed_reason")
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
+        # the newest checkpoint and its step: where "mosaic continue" goes on from after a failure
+        self.last_checkpoint: dict[str, Any] | None = s.get("last_checkpoint")
+        # run_stopped: {"step", "checkpoint"} of the stop that ended the run's last process
+        self.stopped: dict[str, Any] | None = s.get("stopped")
         # the run's recorded offline dataset: {"path", "transitions", "episodes"} (dataset_saved)
         self.dataset: dict[str, Any] | None = s.get("dataset")
         self.phase: str | None = s.get("phase")
@@ -187,6 +191,7 @@ class RunTail:
             "tags": sorted(self.tags), "sps": self.sps,
             "started": self.started, "completed": self.completed, "failed_reason": self.failed_reason,
             "last_event_t": self.last_event_t, "checkpoints": self.checkpoints[-20:], "phase": self.phase,
+            "last_checkpoint": self.last_checkpoint, "stopped": self.stopped,
             "irregular_from": self.irregular_from,
             "dataset": self.dataset,
             **({"llm": dict(self.llm)} if self.llm else {}),
@@ -330,6 +335,15 @@ class RunTail:
             elif kind == tm.CHECKPOINT_SAVED:
                 self.checkpoints.append(ev.get("path", ""))
                 step = ev.get("step")
+                self.last_checkpoint = {"path": ev.get("path", ""), "step": step}
+            elif kind == tm.RUN_STOPPED:
+                step = ev.get("step")
+                self.stopped = {"step": step, "checkpoint": ev.get("checkpoint")}
+                self.last_checkpoint = {"path": ev.get("checkpoint"), "step": step}
+            elif kind == tm.RESTARTED:
+                # the seam of a continued run: what ended its last process no longer holds
+                self.completed, self.failed_reason, self.stopped = False, None, None
+                continue
             elif kind == tm.DATASET_SAVED:
                 self.dataset = {key: ev.get(key) for key in ("path", "transitions", "episodes")}
                 continue

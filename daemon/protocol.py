@@ -33,6 +33,8 @@ GET = "get"
 CANCEL = "cancel"
 PAUSE = "pause"
 RESUME = "resume"
+STOP = "stop"          # checkpoint at the next safe point and end as "stopped" (daemon/runs.py: stop)
+CONTINUE = "continue"  # start a stopped run again as the same run, from its checkpoint
 DELETE = "delete"
 SUBSCRIBE = "subscribe"
 UNSUBSCRIBE = "unsubscribe"
@@ -50,7 +52,7 @@ SWEEPS = "sweeps"              # list the sweeps
 SWEEP_GET = "sweep_get"        # one sweep: trials ranked, their runs, param importances
 SWEEP_CANCEL = "sweep_cancel"  # stop a sweep and cancel its runs
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
-                     RESUME, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, HISTORY, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN,
+                     RESUME, STOP, CONTINUE, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, HISTORY, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN,
                      TAG, NOTE, SWEEP, SWEEPS, SWEEP_GET, SWEEP_CANCEL})
 
 # -- notifications (server -> client) -----------------------------------
@@ -84,10 +86,13 @@ PAUSED = "paused"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 CANCELLED = "cancelled"
+STOPPED = "stopped"   # ended on a stop, with a checkpoint: "continue" starts it again as the same run
 LOST = "lost"
 ACTIVE_STATES = frozenset({STARTING, RUNNING, PAUSED})
-FINAL_STATES = frozenset({SUCCEEDED, FAILED, CANCELLED, LOST})
-STATES = (QUEUED, STARTING, RUNNING, PAUSED, SUCCEEDED, FAILED, CANCELLED, LOST)
+# ended: no process of the run is left (a stopped run is unfinished all the same: CONTINUABLE)
+FINAL_STATES = frozenset({SUCCEEDED, FAILED, CANCELLED, STOPPED, LOST})
+CONTINUABLE_STATES = frozenset({STOPPED, FAILED, CANCELLED, LOST})
+STATES = (QUEUED, STARTING, RUNNING, PAUSED, SUCCEEDED, FAILED, CANCELLED, STOPPED, LOST)
 
 try:  # orjson is ~5x faster than json for the daemon's hot path
     import orjson as _orjson

@@ -35,11 +35,14 @@ from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, S
 from daemon.ingest import RunTail
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
+from daemon.shim import write_json_atomic
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError, new_ulid
 from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import WorkerDescriptor
+from workers.sdk import telemetry as tm
+from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT
 from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG
 
 log = logging.getLogger("mosaic.daemon.runs")
@@ -50,6 +53,7 @@ STDERR_TAIL_LINES = 20
 CRASH_DUMP_LINES = 400  # faulthandler's dump lists every Python thread: the crashing one may be far up
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
+STOP_OVERDUE = "did not stop within"   # the reason of a stop whose save outlasted stop_grace_seconds
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -102,12 +106,14 @@ class RunManager:
     def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
                  max_concurrent: int, grace_seconds: float = 10.0, gpus: list[str] | None = None,
                  cpu_sets: list[list[int]] | None = None, worker_nice: int = 10,
-                 resource_seconds: float = 5.0):
+                 resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0):
         self.home = home
         self.store = store
         self.workers = workers
         self.max_concurrent = max_concurrent
         self.grace_seconds = grace_seconds
+        # how long a stopped run may take to save its checkpoint and end, after the stop request
+        self.stop_grace_seconds = stop_grace_seconds
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
         self.worker_nice = worker_nice
@@ -119,6 +125,7 @@ class RunManager:
         # one sampler for every running run's process tree (system/* scalars)
         self.resources = ResourceSampler(resource_seconds, self._running_trees) if resource_seconds > 0 else None
         self._limit_timers: dict[str, asyncio.TimerHandle] = {}
+        self._stop_timers: dict[str, asyncio.TimerHandle] = {}   # a stop's save must end by then
         self._unrecorded: dict[str, tuple[str, str | None, dict[str, Any]]] = {}
         self.inotify: Inotify | None = None
         self._wd_to_run: dict[int, str] = {}
@@ -357,7 +364,9 @@ class RunManager:
         except OSError as exc:
             self._set_final(run_id, P.FAILED, None, reason=f"cannot start the supervisor: {exc}")
             return
-        updated = self.store.update_run(run_id, state=P.STARTING, started_at=time.time(), pid=popen.pid,
+        # a continued run keeps its first start (its time stopped counts as paused)
+        updated = self.store.update_run(run_id, state=P.STARTING, started_at=run.get("started_at") or time.time(),
+                                        pid=popen.pid,
                                         pid_start=proctree.start_time(popen.pid), resources=resources)
         self.on_run(updated, run_id, updated["rev"])
         self._watch(updated, run_dir, popen.pid, popen)
@@ -461,6 +470,8 @@ class RunManager:
                 self.on_run(updated, run_id, updated["rev"])
             except StoreError as exc:
                 log.warning("cannot store the state of %s: %s", run_id, exc)
+            if run["stop_requested"]:  # asked while it started: its stop handler is in place now
+                self._send_stop(run_id)
         if end - start >= 1024 * 1024 and not final:
             # a big backlog: continue on the next loop turn, let other runs and clients in
             if run_id not in self._more_pending:
@@ -527,9 +538,10 @@ class RunManager:
             except OSError:
                 pass
         del self.active[run_id]
-        timer = self._limit_timers.pop(run_id, None)
-        if timer is not None:
-            timer.cancel()
+        for timers in (self._limit_timers, self._stop_timers):
+            timer = timers.pop(run_id, None)
+            if timer is not None:
+                timer.cancel()
         self._finish(run_id, active.run_dir, active.tail)
         self.schedule()
 
@@ -548,8 +560,13 @@ class RunManager:
                                   "ended_at": record.get("ended_at")}
         if sig:
             fields["exit_signal"] = record.get("signal_name") or proctree.signal_name(sig)
-        if run["cancel_requested"] or record.get("cancel_requested"):
+        if run["cancel_requested"] and (run["reason"] or "").startswith(STOP_OVERDUE):
+            state, reason = P.FAILED, run["reason"]   # the stop's save did not fit its grace period
+        elif run["cancel_requested"] or record.get("cancel_requested"):
             state, reason = P.CANCELLED, run["reason"] or "cancelled by the user"
+        elif code == STOPPED_EXIT and tail.stopped:
+            state = P.STOPPED
+            reason = f"stopped at step {tail.stopped['step']}: mosaic continue {run['name']} goes on from there"
         elif code == 0:
             state, reason = P.SUCCEEDED, None
         else:
@@ -631,6 +648,94 @@ class RunManager:
             except ProcessLookupError:
                 pass
         return updated
+
+    def stop(self, run: dict[str, Any]) -> dict[str, Any]:
+        """Ask a run to save a checkpoint at its next safe point and end "stopped" (mosaic stop);
+        ``continue_run`` starts it again from there, as the same run."""
+        run_id = run["id"]
+        if run["state"] not in P.ACTIVE_STATES:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not active")
+        if not self._can_stop(run):
+            what = "an evaluation" if run["config"].get("mode") == "eval" else "a run"
+            raise P.RPCError(P.BAD_STATE, f"the {run['worker']} worker cannot stop {what} and continue it yet: "
+                                          f"cancel it (mosaic cancel {run['name']}) or let it finish")
+        if run["cancel_requested"]:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is being cancelled")
+        if run["stop_requested"]:
+            return run  # a second stop: the first one is under way
+        if run["state"] == P.PAUSED:  # a stopped tree cannot save: it runs again first
+            run = self.resume(run)
+        updated = self.store.update_run(run_id, stop_requested=True)
+        self.on_run(updated, run_id, updated["rev"])
+        if updated["state"] == P.RUNNING:
+            self._send_stop(run_id)   # else when it runs: its stop handler is not in place before
+        if self._loop is not None:
+            self._stop_timers[run_id] = self._loop.call_later(self.stop_grace_seconds, self._stop_overdue, run_id)
+        return updated
+
+    def _can_stop(self, run: dict[str, Any]) -> bool:
+        """The worker's capabilities say ``stop``: true for every mode, or the modes it stops in."""
+        desc = self.workers.get(run["worker"])
+        modes = (desc.capabilities() or {}).get("stop") if desc is not None else None
+        return modes is True or (isinstance(modes, list) and run["config"].get("mode", "train") in modes)
+
+    def _send_stop(self, run_id: str) -> None:
+        active = self.active.get(run_id)
+        if active is not None:
+            try:
+                os.kill(active.shim_pid, STOP_SIGNAL)   # the supervisor passes it to the worker alone
+            except ProcessLookupError:
+                pass
+
+    def _stop_overdue(self, run_id: str) -> None:
+        self._stop_timers.pop(run_id, None)
+        run = self.store.get(run_id)
+        if run and run["state"] in P.ACTIVE_STATES and not run["cancel_requested"]:
+            reason = (f"{STOP_OVERDUE} {self.stop_grace_seconds:g} s of the stop request: its checkpoint was not "
+                      f"saved in time (stop_grace_seconds in settings.json); the run was ended, its last "
+                      f"checkpoint left as it was")
+            log.info("run %s: %s", run_id, reason)
+            self.cancel(run, reason=reason)
+
+    def continue_run(self, run: dict[str, Any]) -> dict[str, Any]:
+        """Start a stopped run again as the same run (same id, name and directory) from its
+        checkpoint: a ``restarted`` event marks the seam in its events, the worker goes on with
+        the step counters of the checkpoint (``continue_from`` in its config)."""
+        run_id, name = run["id"], run["name"]
+        if run["state"] not in P.CONTINUABLE_STATES:
+            raise P.RPCError(P.BAD_STATE, f"run {name} is {run['state']}: only a stopped run, or one that ended "
+                                          f"after a checkpoint, continues")
+        if not self._can_stop(run):
+            raise P.RPCError(P.BAD_STATE, f"the {run['worker']} worker cannot continue a run yet")
+        summary = run.get("summary") or {}
+        point = summary.get("stopped") or summary.get("last_checkpoint")
+        if run["state"] == P.STOPPED and summary.get("stopped"):
+            point = summary["stopped"]
+            point = {"path": point.get("checkpoint"), "step": point.get("step")}
+        if not point or not point.get("path") or not os.path.exists(point["path"]):
+            raise P.RPCError(P.BAD_STATE, f"run {name} has no checkpoint to continue from")
+        run_dir = self.home.run_dir(run_id)
+        config = {**run["config"], "continue_from": point["path"]}
+        restarts = (run.get("restarts") or 0) + 1
+        try:
+            write_json_atomic(str(run_dir / CONFIG_FILE), config)
+            exit_file = run_dir / EXIT_FILE
+            if exit_file.exists():  # kept beside: how each earlier process ended
+                os.replace(exit_file, run_dir / f"exit-{restarts - 1}.json")
+            seam = tm.encode(tm.make_event(tm.RESTARTED, step=int(point.get("step") or 0),
+                                           checkpoint=str(point["path"]), restarts=restarts))
+            with open(run_dir / EVENTS_FILE, "ab") as f:   # no writer is left: the line is whole
+                f.write(seam)
+        except OSError as exc:
+            raise StoreError(f"cannot continue {name}: {exc}") from None
+        stopped_for = time.time() - run["ended_at"] if run.get("ended_at") else 0.0
+        updated = self.store.update_run(
+            run_id, state=P.QUEUED, config=config, restarts=restarts, stop_requested=False,
+            cancel_requested=False, reason=None, exit_code=None, exit_signal=None, ended_at=None,
+            paused_at=None, paused_seconds=(run.get("paused_seconds") or 0.0) + max(0.0, stopped_for))
+        self.on_run(updated, run_id, updated["rev"])
+        self.schedule()
+        return self.store.get(run_id)
 
     def pause(self, run: dict[str, Any]) -> dict[str, Any]:
         if run["state"] != P.RUNNING and run["state"] != P.STARTING:

@@ -93,7 +93,7 @@ class Client:
 class Daemon:
     def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0,
                  gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None,
-                 worker_nice: int = 10, resource_seconds: float = 5.0):
+                 worker_nice: int = 10, resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0):
         self.home = home
         self.epoch = f"{int(time.time() * 1000):x}-{os.getpid()}"
         self.started = time.time()
@@ -101,7 +101,7 @@ class Daemon:
         self.workers, self.worker_errors = discovery.discover()
         self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
                                grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
-                               resource_seconds=resource_seconds)
+                               resource_seconds=resource_seconds, stop_grace_seconds=stop_grace_seconds)
         self.sweeps = SweepController(home, self.store, self.runs)
         self.histories = None   # daemon.history.Histories, made (numpy imported) when a client first asks
         self.runs.on_events = self._broadcast_events
@@ -307,6 +307,12 @@ class Daemon:
 
     def m_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return self.runs.cancel(self._run(params))
+
+    def m_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.runs.stop(self._run(params))
+
+    def m_continue(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return self.runs.continue_run(self._run(params))
 
     def m_pause(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return self.runs.pause(self._run(params))

@@ -15,7 +15,9 @@ supervisor (``worker_nice`` in settings.json, default 10): a worker that keeps
 every core busy must not starve the daemon and the app of CPU.
 
 SIGTERM asks for a cancel: the worker's group gets SIGTERM, and after the grace
-period every descendant gets SIGKILL.
+period every descendant gets SIGKILL. SIGUSR1 asks for a stop (checkpoint, then
+end): the worker's main process alone gets it (its env processes would die of
+it), and the daemon's timer, not this one, bounds how long the save may take.
 
 Standard library only, and only what it needs: it starts once per run.
 """
@@ -59,6 +61,7 @@ class Shim:
         self.nice = nice
         self.worker_pid = 0
         self.cancel_requested = False
+        self.stop_requested = False
         self.kill_deadline: float | None = None
 
     def _spawn(self) -> int:
@@ -71,7 +74,7 @@ class Shim:
         if pid == 0:  # the worker
             try:
                 os.setpgid(0, 0)
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD):
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD, signal.SIGUSR1):
                     signal.signal(sig, signal.SIG_DFL)
                 os.dup2(null_fd, 0)
                 os.dup2(events_fd, 1)
@@ -109,6 +112,15 @@ class Shim:
         self.kill_deadline = time.monotonic() + self.grace
         signal.setitimer(signal.ITIMER_REAL, max(self.grace, 0.01))
 
+    def _on_stop(self, signum, frame) -> None:
+        self.stop_requested = True
+        if not self.worker_pid:  # not started yet (kill(0) would signal this whole group)
+            return
+        try:
+            os.kill(self.worker_pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def _on_alarm(self, signum, frame) -> None:
         # Grace is over: no process of this run survives.
         proctree.signal_tree(os.getpid(), signal.SIGKILL)
@@ -138,6 +150,7 @@ class Shim:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.signal(signal.SIGUSR1, self._on_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
@@ -163,7 +176,7 @@ class Shim:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
         record: dict = {"ended_at": time.time(), "worker_pid": self.worker_pid,
-                        "cancel_requested": self.cancel_requested}
+                        "cancel_requested": self.cancel_requested, "stop_requested": self.stop_requested}
         if usage is not None:
             # the worker's CPU time and peak RSS (with the children it waited for): what the
             # run cost the machine, read by benches and kept with the run's end

@@ -52,7 +52,9 @@ CREATE TABLE IF NOT EXISTS runs (
     tags          TEXT NOT NULL DEFAULT '[]',  -- the user's labels of the run (mosaic tag), sorted
     note          TEXT NOT NULL DEFAULT '',    -- the user's free text about the run (mosaic note)
     sweep         TEXT,             -- the sweep the run belongs to (daemon/sweeps.py)
-    trial         INTEGER           -- its trial in that sweep: the runs of one trial (seeds) are a group
+    trial         INTEGER,          -- its trial in that sweep: the runs of one trial (seeds) are a group
+    stop_requested INTEGER NOT NULL DEFAULT 0,  -- mosaic stop: checkpoint, then end "stopped"
+    restarts      INTEGER NOT NULL DEFAULT 0    -- times the run was continued (mosaic continue)
 );
 CREATE TABLE IF NOT EXISTS sweeps (
     id         TEXT PRIMARY KEY,
@@ -70,11 +72,12 @@ CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, rev INTEGER NOT NULL
 _COLUMNS = ("id", "name", "worker", "algo", "env", "config", "state", "created_at", "started_at",
             "ended_at", "pid", "pid_start", "worker_pid", "exit_code", "exit_signal", "reason",
             "stderr_tail", "cancel_requested", "resources", "summary", "ingest_offset", "rev",
-            "paused_at", "paused_seconds", "tags", "note", "sweep", "trial")
+            "paused_at", "paused_seconds", "tags", "note", "sweep", "trial", "stop_requested", "restarts")
 # Columns added after a store was first made: added to an older mosaic.db on open.
 _ADDED_COLUMNS = {"paused_at": "REAL", "paused_seconds": "REAL NOT NULL DEFAULT 0",
                   "tags": "TEXT NOT NULL DEFAULT '[]'", "note": "TEXT NOT NULL DEFAULT ''",
-                  "sweep": "TEXT", "trial": "INTEGER"}
+                  "sweep": "TEXT", "trial": "INTEGER", "stop_requested": "INTEGER NOT NULL DEFAULT 0",
+                  "restarts": "INTEGER NOT NULL DEFAULT 0"}
 _JSON_COLUMNS = ("config", "summary", "resources", "tags")
 _JSON_EMPTY = {"tags": []}
 # what list_brief keeps of a run: what a listing shows
@@ -168,6 +171,8 @@ class Store:
             text = out[col]
             out[col] = _JSON_EMPTY.get(col, {}) if not text else raw_json(text) if wire else json.loads(text)
         out["cancel_requested"] = bool(out["cancel_requested"])
+        if "stop_requested" in out:
+            out["stop_requested"] = bool(out["stop_requested"])
         return out
 
     def _write(self, fn, *args):
@@ -189,6 +194,7 @@ class Store:
             rev = self._next_rev()
             values = {col: run.get(col) for col in _COLUMNS}
             values.update(rev=rev, cancel_requested=int(bool(run.get("cancel_requested"))),
+                          stop_requested=int(bool(run.get("stop_requested"))), restarts=run.get("restarts") or 0,
                           ingest_offset=run.get("ingest_offset", 0), paused_seconds=run.get("paused_seconds") or 0.0,
                           note=run.get("note") or "")
             for col in _JSON_COLUMNS:
@@ -209,7 +215,7 @@ class Store:
                     raise KeyError(key)
                 if key in _JSON_COLUMNS:
                     value = json.dumps(value)
-                if key == "cancel_requested":
+                if key in ("cancel_requested", "stop_requested"):
                     value = int(bool(value))
                 sets.append(f"{key} = ?")
                 values.append(value)

@@ -344,7 +344,8 @@ class MosaicApp(App):
 
     # -- run actions -------------------------------------------------------------
     def act_on_runs(self, action: str, run_ids: Iterable[str]) -> None:
-        """cancel, pause, resume, toggle_pause, delete, clone: destructive ones confirm first."""
+        """cancel, pause, resume, toggle_pause, stop, continue, toggle_stop, delete, clone: destructive
+        ones confirm first (a stop keeps a checkpoint to continue from: it does not ask)."""
         ids = [r for r in run_ids if r in self.link.runs]
         if not ids:
             self.notify("no run here", severity="warning")
@@ -361,6 +362,11 @@ class MosaicApp(App):
             return
         if action in ("pause", "resume"):
             self._call_runs(P.PAUSE if action == "pause" else P.RESUME, runs)
+            return
+        if action in ("stop", "continue", "toggle_stop"):
+            for run in runs:
+                go_on = action == "continue" or (action == "toggle_stop" and run["state"] in P.FINAL_STATES)
+                self._call_runs(P.CONTINUE if go_on else P.STOP, [run])
             return
         if action in ("cancel", "delete"):
             from mosaic_tui.screens.confirm import ConfirmScreen

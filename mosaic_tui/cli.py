@@ -412,11 +412,17 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    method = {"cancel": P.CANCEL, "pause": P.PAUSE, "resume": P.RESUME}[args.command]
+    method = {"cancel": P.CANCEL, "pause": P.PAUSE, "resume": P.RESUME, "stop": P.STOP,
+              "continue": P.CONTINUE}[args.command]
     with _client(args) as client:
         run = client.call(method, run=args.run)
     if args.command == "cancel" and run["state"] not in P.FINAL_STATES and not args.no_wait:
         return _wait_cancel(args, run)
+    if args.command == "stop" and run["state"] not in P.FINAL_STATES and not args.no_wait:
+        # the checkpoint's save, bounded by the daemon's stop_grace_seconds
+        return _wait(args, run["id"], timeout=args.timeout, expected=P.STOPPED)
+    if args.command == "continue" and args.wait:
+        return _wait(args, run["id"], timeout=None)
     print(f"{run['name']} {run['state']}")
     return 0
 
@@ -839,11 +845,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_wait)
 
     for name, text in (("cancel", "cancel a run (its whole process tree)"), ("pause", "pause a run"),
-                       ("resume", "resume a paused run")):
+                       ("resume", "resume a paused run"),
+                       ("stop", "stop a run with a checkpoint, to continue it later (mosaic continue)"),
+                       ("continue", "start a stopped run again as the same run, from its checkpoint")):
         p = sub.add_parser(name, parents=[common], help=text)
         p.add_argument("run")
-        if name == "cancel":
+        if name in ("cancel", "stop"):
             p.add_argument("--no-wait", action="store_true", help="return before the processes are gone")
+        if name == "stop":
+            p.add_argument("--timeout", type=NUMBER, default=None, help="seconds to wait for the checkpoint")
+        if name == "continue":
+            p.add_argument("--wait", action="store_true", help="wait for the run to end; exit 0 if it succeeded")
         p.set_defaults(func=cmd_control)
 
     p = sub.add_parser("delete", parents=[common], help="delete a finished run and its files")

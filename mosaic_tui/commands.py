@@ -1,4 +1,4 @@
-"""The command palette's run actions (ctrl+p): cancel, pause, resume, clone, delete, open, TensorBoard.
+"""The command palette's run actions (ctrl+p): cancel, pause, resume, stop, continue, clone, delete, open, TensorBoard.
 
 The runs offered first are the ones the current screen is about: the run of a
 detail screen, or the selected (else highlighted) runs of the runs table; then
@@ -16,6 +16,8 @@ ACTIONS = (
     ("cancel", "Cancel", lambda r: r["state"] not in P.FINAL_STATES),
     ("pause", "Pause", lambda r: r["state"] in (P.RUNNING, P.STARTING)),
     ("resume", "Resume", lambda r: r["state"] == P.PAUSED),
+    ("stop", "Stop with a checkpoint", lambda r: r["state"] in P.ACTIVE_STATES),
+    ("continue", "Continue from its checkpoint", lambda r: r["state"] == P.STOPPED),
     ("clone", "Clone and edit", lambda r: True),
     ("delete", "Delete", lambda r: r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED),
     ("open", "Open", lambda r: True),

@@ -14,7 +14,7 @@ MAX_RETURN_WINDOW = RETURNS_KEPT
 
 STATE_STYLES = {
     "queued": "dim", "starting": "yellow", "running": "bold green", "paused": "yellow",
-    "succeeded": "green", "failed": "bold red", "cancelled": "magenta", "lost": "red",
+    "succeeded": "green", "failed": "bold red", "cancelled": "magenta", "stopped": "cyan", "lost": "red",
 }
 
 # Braille dots, bottom to top: left column 7,3,2,1 and right column 8,6,5,4.

@@ -368,3 +368,37 @@ def test_every_view_shows_the_compiling_phase(daemon, mosaic):
     wait_for(lambda: "compiling…" in mosaic.run("ls", check=True).stdout, 60, 0.2, "ls to say compiling…")
     assert "state: compiling…" in mosaic.run("show", run_id, check=True).stdout
     mosaic.run("cancel", run_id, check=True)
+
+
+def test_a2c_stopped_and_continued_trains_exactly_as_without_the_stop(daemon, mosaic):
+    """mosaic stop saves the whole training state (params, optimiser, env states, keys) between two
+    epochs; mosaic continue loads it into the same run: every epoch once, in order, and the same
+    numbers as a run of the same seed that was never stopped (JAX on the CPU is deterministic)."""
+    params = {**TINY, "training.num_epochs": 300, "eval_every": 1000, "checkpoint_every": 0}
+    whole = mosaic.submit(config_file(mosaic, "whole", env="Snake-v1", params=params))
+    finish(mosaic, whole)
+    stopped = mosaic.submit(config_file(mosaic, "stopped", env="Snake-v1", params=params))
+    per_epoch = TINY["training.num_learner_steps_per_epoch"] * TINY["training.n_steps"] * \
+        TINY["training.total_batch_size"]
+    wait_for(lambda: mosaic.show(stopped)["summary"].get("steps", 0) >= 2 * per_epoch, float(WAIT), 0.05,
+             what="two epochs")
+    assert mosaic.run("stop", stopped, "--timeout", WAIT).returncode == 0
+    run = mosaic.show(stopped)
+    assert run["state"] == "stopped", run
+    at = run["summary"]["stopped"]
+    assert at["checkpoint"].endswith("/training_state.pkl") and "/stop_" in at["checkpoint"]
+    assert 2 * per_epoch <= at["step"] < 300 * per_epoch and at["step"] % per_epoch == 0
+    assert mosaic.run("continue", stopped, "--wait").returncode == 0
+    run = finish(mosaic, stopped)
+    assert run["summary"]["steps"] == run["summary"]["total_steps"] == 300 * per_epoch and run["restarts"] == 1
+
+    events = events_of(mosaic.home, stopped)
+    assert len(of_type(events, "restarted")) == 1 and len(of_type(events, "run_stopped")) == 1
+    epochs = [e["value"] for e in of_type(events, "scalar") if e["tag"] == "train/epoch"]
+    assert epochs == [float(n) for n in range(1, 301)]            # every epoch once, in order
+    stderr = (mosaic.home.run_dir(stopped) / "stderr.log").read_text()
+    assert f"resumed from {at['checkpoint']} at epoch {at['step'] // per_epoch}" in stderr
+
+    def losses(events):
+        return [(e["step"], e["value"]) for e in of_type(events, "scalar") if e["tag"] == "train/total_loss"]
+    assert losses(events) == losses(events_of(mosaic.home, whole))   # the same training, step for step

@@ -12,7 +12,7 @@ GROUPS = ("Navigation", "Runs", "View", "App")
 # the last part of a binding id that says what a key is for
 _NAVIGATION = {"down", "up", "top", "bottom", "end", "left", "right", "back", "forward", "open", "workers",
                "metrics", "logs", "config", "frames", "artifacts", "transcript"}
-_RUNS = {"new", "clone", "cancel", "pause", "resume", "delete", "select", "compare", "eval", "submit"}
+_RUNS = {"new", "clone", "cancel", "pause", "resume", "stop", "delete", "select", "compare", "eval", "submit"}
 
 
 def purpose(binding_id: str) -> str:

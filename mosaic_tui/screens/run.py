@@ -111,6 +111,7 @@ class RunScreen(Screen):
         Binding("6", "tab('transcript')", "Transcript", show=False, id="run.transcript"),
         Binding("p", "pause", "Pause/resume", show=False, id="run.pause"),
         Binding("x", "cancel", "Cancel", show=False, id="run.cancel"),
+        Binding("z", "stop", "Stop/continue", show=False, id="run.stop"),
         Binding("D", "delete", "Delete", show=False, id="run.delete"),
         Binding("e", "clone", "Clone+edit", show=False, id="run.clone"),
         Binding("number_sign", "edit('tags')", "Tags", show=False, id="run.tags"),
@@ -317,6 +318,9 @@ class RunScreen(Screen):
 
     def action_cancel(self) -> None:
         self.app.act_on_runs("cancel", [self.run_id])
+
+    def action_stop(self) -> None:
+        self.app.act_on_runs("toggle_stop", [self.run_id])
 
     def action_delete(self) -> None:
         self.app.act_on_runs("delete", [self.run_id])

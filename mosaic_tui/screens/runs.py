@@ -91,6 +91,7 @@ class RunsScreen(Screen):
         Binding("a", "window", "Avg window", show=False, id="runs.window"),
         Binding("p", "pause", "Pause/resume", id="runs.pause"),
         Binding("x", "cancel", "Cancel", id="runs.cancel"),
+        Binding("z", "stop", "Stop/continue", show=False, id="runs.stop"),
         Binding("D", "delete", "Delete", id="runs.delete"),
         Binding("w", "workers", "Workers", id="runs.workers"),
         Binding("number_sign", "edit('tags')", "Tags", show=False, id="runs.tags"),
@@ -358,6 +359,9 @@ class RunsScreen(Screen):
 
     def action_cancel(self) -> None:
         self.app.act_on_runs("cancel", self._targets())
+
+    def action_stop(self) -> None:
+        self.app.act_on_runs("toggle_stop", self._targets())
 
     def action_delete(self) -> None:
         self.app.act_on_runs("delete", self._targets())

@@ -30,6 +30,7 @@ CAPABILITY_LABELS = {
     "eval": "evaluation",
     "resume": "resume from a checkpoint",
     "pause": "pause",
+    "stop": "stop and continue",
     "gpu": "GPU",
     "self_play": "self-play",
     "parameter_sharing": "parameter sharing",

@@ -112,3 +112,31 @@ def await_tree(home, run_id: str) -> list[int]:
     from tests.helpers import wait_for
     return wait_for(lambda: (lambda t: t if len(t) >= 4 else None)(tree_of(home, run_id)), 30, 0.1,
                     f"the process tree of {run_id}")
+
+
+async def test_z_stops_a_run_with_a_checkpoint_and_z_again_continues_it(daemon, mosaic):
+    """The runs table's z: a running run is stopped (checkpoint, state "stopped" in its row), and
+    continued as the same run; its plot's steps go on from the stop (the history across the seam)."""
+    from tests.app.conftest import screen_text
+    run_id = mosaic.synthetic(400_000, "rate=4000", name="stoppable")
+    wait_state(daemon, run_id, P.RUNNING)
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.link.loaded, what="runs listed")
+        await highlight(pilot, app, run_id)
+        await wait_until(pilot, lambda: (app.link.runs[run_id].get("summary") or {}).get("steps", 0) > 1000,
+                         timeout=60, what="steps")
+        await pilot.press("z")
+        await wait_until(pilot, lambda: app.link.runs[run_id]["state"] == P.STOPPED, timeout=60,
+                         what="the run stopped")
+        await wait_until(pilot, lambda: "stopped" in next(
+            (line for line in screen_text(app).splitlines() if "stoppable" in line), ""), what="its row says so")
+        at = app.link.runs[run_id]["summary"]["stopped"]["step"]
+        await pilot.press("z")
+        await wait_until(pilot, lambda: app.link.runs[run_id]["state"] in (P.STARTING, P.RUNNING, P.SUCCEEDED),
+                         timeout=60, what="the run continued")
+        await wait_until(pilot, lambda: (app.link.runs[run_id].get("summary") or {}).get("steps", 0) > at + 1000,
+                         timeout=60, what="steps after the stop's")
+        run = mosaic.show(run_id)
+        assert run["restarts"] == 1 and run["name"] == "stoppable"
+    mosaic.run("cancel", run_id)

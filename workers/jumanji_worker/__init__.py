@@ -49,7 +49,7 @@ class JumanjiDescriptor(WorkerDescriptor):
                               for algo in algorithms},
             "max_agents": 1,
             "self_play": False,
-            "pause": True,
+            "pause": True, "stop": ["train"],   # mosaic stop / continue: training runs
             "checkpoints": True,
             "resume": True,
             "gpu": False,

@@ -8,8 +8,11 @@ Both offer the same interface, and one loop here drives either: setup, the unit
 function compiled ahead of time under a "compiling" phase (the app shows it
 instead of a silent stall), then per unit (epoch or chunk) the evaluation the
 trainer runs first, the unit, its scalars, an episode record, a frame of the
-first training env and the checkpoints on their schedule. Eval mode plays a
-checkpoint's policy one env at a time, with frames.
+first training env and the checkpoints on their schedule. A stop (mosaic stop)
+is taken between two units: the whole training state saved as ``stop_<unit>``,
+then ``Stopped``; ``continue_from`` (mosaic continue) loads it and the same run
+goes on from that unit. Eval mode plays a checkpoint's policy one env at a
+time, with frames.
 
 Everything runs in this one process (JAX steps the envs in jitted, vmapped
 code): pause is the supervisor's SIGSTOP, a cancel's SIGTERM raises Cancelled
@@ -31,6 +34,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from workers.sdk import registration  # noqa: E402
 from workers.sdk.frames import env_frames  # noqa: E402
 from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule  # noqa: E402
+from workers.sdk.stop import SIGNALS, Stopped  # noqa: E402
 from workers.sdk.telemetry import Emitter  # noqa: E402
 
 registration.prepare_process()  # the JAX compilation cache under the home: a resumed run does not compile again
@@ -58,9 +62,11 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     setup_started = time.monotonic()
     tr = module.Trainer(config)
     unit_name, start = module.UNIT, 0
-    if config.get("checkpoint"):
-        start = tr.load(config["checkpoint"])
-        sys.stderr.write(f"mosaic jumanji worker: resumed from {config['checkpoint']} at {unit_name} {start}\n")
+    # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
+    source = config.get("continue_from") or config.get("checkpoint")
+    if source:
+        start = tr.load(source)
+        sys.stderr.write(f"mosaic jumanji worker: resumed from {source} at {unit_name} {start}\n")
     steps = tr.steps
     emitter.scalar("time/setup_s", time.monotonic() - setup_started, steps)
     emitter.phase("compiling", step=steps)
@@ -98,6 +104,9 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
                 emitter.checkpoint_saved(path, steps)
                 schedule.saved(unit + 1)
             emitter.heartbeat(steps)
+            if SIGNALS.stop_requested and unit + 1 < tr.units:
+                done = unit + 1
+                raise Stopped.after(lambda: tr.save(checkpoints / f"stop_{done:06d}", done, config), steps)
         if schedule.final_due(tr.units):
             emitter.checkpoint_saved(tr.save(checkpoints / "final", tr.units, config), steps)
     finally:

@@ -93,6 +93,9 @@ class RunConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # set by the daemon, not the user
     run_id: str | None = None
+    # set by the daemon when it continues a stopped run (mosaic continue): the checkpoint the
+    # same run goes on from, its step counters included (``checkpoint`` starts a new run from one)
+    continue_from: str | None = None
 
     @field_validator("name")
     @classmethod

@@ -13,6 +13,8 @@ the exit status. Everything else ends here:
 - ``RunFailed``: a failure the worker has already worded for the runs table (an LLM
   call that failed for good, a CleanRL script that exited with a code); reported as
   it is, the process exits with its code or dies of its signal.
+- a stop: the entry point saved a checkpoint and raised ``Stopped``: ``run_stopped``
+  with its step and checkpoint, exit status ``STOPPED_EXIT`` (the daemon's "stopped").
 - ``ConfigError`` raised while setting up: ``invalid config: ...``, exit status 2.
 - any other exception: ``TypeName: message``, then a blank line and the traceback's
   end; the whole traceback goes to stderr.log.
@@ -28,7 +30,7 @@ import traceback
 from typing import Callable
 
 from workers.sdk.config import ConfigError
-from workers.sdk.stop import Cancelled, StopSignals, die_of
+from workers.sdk.stop import STOPPED_EXIT, Cancelled, Stopped, StopSignals, die_of
 from workers.sdk.telemetry import Emitter
 
 # how much of a traceback's end goes into the run's reason (the whole of it is in stderr.log)
@@ -64,6 +66,10 @@ def guarded(emitter: Emitter, stop: StopSignals, call: Callable[[], int | None],
     except BaseException as exc:  # noqa: BLE001 -- every way out is reported on the wire
         if stop.received is not None or isinstance(exc, Cancelled):
             end_cancelled(emitter, stop.received or exc.signum, prog)
+        if isinstance(exc, Stopped):
+            emitter.run_stopped(exc.step, exc.checkpoint, exc.save_s)
+            sys.stderr.write(f"{prog}: stopped at step {exc.step}, checkpoint {exc.checkpoint}\n")
+            return STOPPED_EXIT
         if isinstance(exc, RunFailed):
             emitter.run_failed(str(exc), step=emitter.step)
             emitter.close()

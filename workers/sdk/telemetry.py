@@ -41,6 +41,10 @@ HEARTBEAT_SECONDS = 10.0
 PHASE = "phase"
 RUN_COMPLETED = "run_completed"
 RUN_FAILED = "run_failed"
+# a worker told to stop saved a checkpoint and ended: the run is "stopped" and can be continued
+RUN_STOPPED = "run_stopped"
+# written by the daemon when a run is continued: the seam between the run's two processes
+RESTARTED = "restarted"
 # One language-model call of an LLM agent: what it saw, what it was asked, what it
 # answered and the action taken from that. While a reply streams in, the worker
 # writes the same step again with ``partial: true`` and the reply so far (at most
@@ -103,6 +107,16 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     RUN_FAILED: {
         "reason": ((str,), True),
         "step": ((int,), False),
+    },
+    RUN_STOPPED: {
+        "step": ((int,), True),
+        "checkpoint": ((str,), True),
+        "save_s": (_FLOAT, False),
+    },
+    RESTARTED: {
+        "step": ((int,), True),
+        "checkpoint": ((str,), True),
+        "restarts": ((int,), True),
     },
     LLM_STEP: {
         "step": ((int,), True),
@@ -315,6 +329,11 @@ class Emitter:
     def run_completed(self, step: int | None = None) -> None:
         fields = {} if step is None else {"step": int(step)}
         self.emit(make_event(RUN_COMPLETED, **fields), flush=True)
+
+    def run_stopped(self, step: int, checkpoint: str, save_s: float | None = None) -> None:
+        fields = {} if save_s is None else {"save_s": round(save_s, 3)}
+        self.step = step = int(step)
+        self.emit(make_event(RUN_STOPPED, step=step, checkpoint=str(checkpoint), **fields), flush=True)
 
     def run_failed(self, reason: str, step: int | None = None) -> None:
         fields = {} if step is None else {"step": int(step)}

@@ -49,6 +49,10 @@ _PARAMS: dict[str, Any] = {
                       "description": "frames: a noisy gradient (every pixel its own colour) or a moving CartPole"},
     "hold_seconds": {"type": "number", "default": 0, "minimum": 0,
                      "description": "keep running this long after the last step"},
+    "startup_seconds": {"type": "number", "default": 0, "minimum": 0,
+                        "description": "before anything (a library's imports): no stop handler yet, no line written"},
+    "stop_save_seconds": {"type": "number", "default": 0, "minimum": 0,
+                          "description": "how long saving a stop's checkpoint takes (tests the stop's grace)"},
     "start_file": {"type": ["string", "null"], "default": None,
                    "description": "after run_started, wait until this file exists before the first step "
                                   "(a benchmark's many workers start writing together)"},
@@ -66,7 +70,7 @@ class SyntheticDescriptor(WorkerDescriptor):
         return {
             "paradigms": ["single_agent"], "algorithms": ["emit"], "env_families": ["none"],
             "action_spaces": {"emit": ["none"]}, "max_agents": 1, "self_play": False,
-            "pause": True, "checkpoints": False, "gpu": False, "frames": True,
+            "pause": True, "checkpoints": False, "gpu": False, "frames": True, "stop": True,
         }
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:

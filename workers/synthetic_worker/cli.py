@@ -9,7 +9,10 @@ import subprocess
 import sys
 import time
 
+from workers.sdk.stop import SIGNALS, STOPPED_EXIT
 from workers.sdk.telemetry import take_stdout
+
+STOP_CHECKPOINT = "checkpoints/stop.json"   # a stop's checkpoint: the step it stopped at
 
 
 def main() -> int:
@@ -17,7 +20,13 @@ def main() -> int:
     parser.add_argument("--config", required=True)
     config = json.load(open(parser.parse_args().config))
     p = config["params"]
+    time.sleep(p["startup_seconds"])
     emitter = take_stdout()
+    signal.signal(signal.SIGUSR1, SIGNALS._on_stop)   # mosaic stop: checkpoint at the next step, then end
+    first = 1
+    if config.get("continue_from"):   # mosaic continue: the same run, on from the stop's step
+        with open(config["continue_from"]) as f:
+            first = json.load(f)["step"] + 1
     if p["ignore_sigterm"]:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
@@ -43,7 +52,16 @@ def main() -> int:
     pad = "x" * p["payload_bytes"]
     interval = 1.0 / p["rate"] if p["rate"] > 0 else 0.0
     start = time.monotonic()
-    for step in range(1, config["steps"] + 1):
+    for step in range(first, config["steps"] + 1):
+        if SIGNALS.stop_requested:
+            time.sleep(p["stop_save_seconds"])
+            os.makedirs(os.path.dirname(STOP_CHECKPOINT), exist_ok=True)
+            with open(STOP_CHECKPOINT + ".tmp", "w") as f:
+                json.dump({"step": step - 1}, f)
+            os.replace(STOP_CHECKPOINT + ".tmp", STOP_CHECKPOINT)
+            emitter.run_stopped(step - 1, os.path.abspath(STOP_CHECKPOINT))
+            emitter.close()
+            return STOPPED_EXIT
         if pad:
             emitter.emit({"v": 1, "type": "scalar", "t": time.time(), "tag": tags[step % len(tags)],
                           "value": float(step), "step": step, "pad": pad})
@@ -60,7 +78,7 @@ def main() -> int:
             emitter.flush()
             os.write(emitter.fd, b"this is not json \xff\xfe\n")
         if interval:
-            delay = start + step * interval - time.monotonic()
+            delay = start + (step - first + 1) * interval - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
     emitter.flush()

@@ -114,9 +114,10 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     recorder = env_recorder(config)
     try:
         return _train(config, emitter, recorder)
-    finally:
+    except BaseException:
         if recorder is not None:  # a cancelled or failed run keeps the episodes it finished
             recorder.finish(emitter)
+        raise
 
 
 def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
@@ -145,8 +146,10 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
         return saved[-1]
 
     test_collector = None
+    envs = []   # closed at the end, however it ends (ViZDoom's game processes outlive an unclosed env)
     if params["test_envs"]:
         test_envs = DummyVectorEnv([lambda: make_env(config["env"]) for _ in range(params["test_envs"])])
+        envs.append(test_envs)
         test_envs.seed(config["seed"] + 1000)
         test_collector = Collector[CollectStats](algorithm, test_envs)
     common = dict(max_epochs=math.ceil(total / epoch_steps), test_collector=test_collector, logger=logger,
@@ -162,6 +165,7 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
         n = params["training_envs"]
         frames = env_frames(config)
         training_envs = DummyVectorEnv([training_env_maker(config["env"], recorder, frames, i) for i in range(n)])
+        envs.append(training_envs)
         training_envs.seed(config["seed"])
         if kind == catalog.ONLINE_OFF:
             size = params["buffer_size"]
@@ -183,13 +187,14 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
     try:
         result = algorithm.run_training(trainer)
     finally:
+        for env in envs:
+            env.close()
         if frames is not None:
             frames.close()
     step = result.update_step if kind == catalog.OFFLINE else logger.env_step
     save_checkpoint(algorithm, config, "final", logger.epoch, logger.env_step, result.update_step, emitter)
     if recorder is not None:
         recorder.finish(emitter)
-        recorder = None
     emitter.run_completed(step=step)
     return 0
 
@@ -204,9 +209,10 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     recorder = env_recorder(config)
     try:
         return _evaluate(config, emitter, recorder)
-    finally:
+    except BaseException:
         if recorder is not None:
             recorder.finish(emitter)
+        raise
 
 
 def _evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
