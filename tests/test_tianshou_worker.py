@@ -241,3 +241,34 @@ def test_every_algorithm_through_the_daemon(daemon, mosaic):
             failed[algo] = (run["state"], run.get("reason"), run["summary"]["steps"])
         sys.stderr.write(f"| {algo} | {env} | {run['ended_at'] - run['started_at']:.1f} |\n")
     assert not failed, failed
+
+
+def test_dqn_stopped_at_an_epoch_end_and_continued_trains_the_epochs_left(daemon, mosaic):
+    """mosaic stop: the run saves the algorithm (networks, optimisers) and the trainer's counters at
+    the end of its epoch and ends "stopped"; mosaic continue resumes the trainer from those counters,
+    in the same run: the epochs left, every env step once and in order, the full step count."""
+    epoch = 300
+    run_id = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 30 * epoch,
+                             "name": "dqn-stop", "params": {**SMALL, "epoch_num_steps": epoch}})
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= 2 * epoch, float(WAIT), 0.1,
+             what="two epochs")
+    assert mosaic.run("stop", run_id, "--timeout", WAIT).returncode == 0
+    run = mosaic.show(run_id)
+    assert run["state"] == "stopped", run
+    at = run["summary"]["stopped"]
+    assert "/stop_" in at["checkpoint"] and at["step"] % epoch == 0 and 2 * epoch <= at["step"] < 30 * epoch
+    assert mosaic.run("continue", run_id, "--wait").returncode == 0
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] == 30 * epoch and run["restarts"] == 1
+
+    events = events_of(mosaic.home, run_id)
+    assert len(of_type(events, "restarted")) == 1 and len(of_type(events, "run_stopped")) == 1
+    stderr = (mosaic.home.run_dir(run_id) / "stderr.log").read_text()
+    assert f"loaded {at['checkpoint']}" in stderr
+    # the training collect stats, every 500 env steps: in order across the seam, none twice
+    steps = [e["step"] for e in of_type(events, "scalar") if e["tag"] == "train/n_collected_steps"]
+    assert steps == sorted(set(steps)) and steps[-1] > at["step"]
+    episodes = [e["step"] for e in of_type(events, "episode")]
+    assert episodes == sorted(episodes)
+    saved = [e["path"].split("/")[-1] for e in of_type(events, "checkpoint_saved")]
+    assert saved[-1] == "final.pt" and f"stop_{at['step'] // epoch:04d}.pt" in saved

@@ -42,7 +42,7 @@ class TianshouDescriptor(WorkerDescriptor):
             "multi_agent_algorithms": catalog.MULTI_AGENT_ALGORITHMS if multi else [],
             "action_spaces": {a: (["discrete", "continuous"] if i["actions"] == "both" else [i["actions"]])
                               for a, i in catalog.ALGORITHMS.items()},
-            "pause": True,
+            "pause": True, "stop": ["train"],   # mosaic stop / continue: training runs, at epoch ends
             "checkpoints": True,
             "resume": True,
             "gpu": torch_has_gpu_build(),

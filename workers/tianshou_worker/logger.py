@@ -6,6 +6,7 @@ from typing import Any, Callable
 import numpy as np
 from tianshou.utils.logger.logger_base import BaseLogger
 
+from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import Emitter
 
 SCALAR_EVERY_STEPS = 500   # env steps between two rounds of training / update scalars
@@ -28,7 +29,12 @@ class TelemetryLogger(BaseLogger):
     ``test/...`` scalars (the mean test return is ``test/returns_stat/mean``),
     updates ``update/...`` (losses); epochs ``info/...``. ``save_data`` saves
     checkpoints; ``restore_data`` gives the trainer the counters of the checkpoint
-    a run resumes from (``resume_from_log``)."""
+    a run resumes from (``resume_from_log``).
+
+    A stop (mosaic stop) is taken where the trainer hands over its counters at the end of an
+    epoch (``save_data``): ``stop_checkpoint(epoch, env_step, update_step)`` saves the run's
+    state, then ``Stopped``. The trainer, resumed from those counters, starts the next epoch:
+    a continued run trains exactly the epochs that were left."""
 
     def __init__(self, emitter: Emitter, checkpoint_every: int = 1, restored: tuple[int, int, int] = (0, 0, 0),
                  offline: bool = False):
@@ -42,6 +48,9 @@ class TelemetryLogger(BaseLogger):
         self._scalars_at = -SCALAR_EVERY_STEPS
         self._updates_at = -SCALAR_EVERY_STEPS
         self._callback_at = -SCALAR_EVERY_STEPS
+        # set by the worker: the stop's save (the path saved), and the epochs the run trains
+        self.stop_checkpoint: Callable[[int, int, int], str] | None = None
+        self.max_epochs: int | None = None
 
     @property
     def step(self) -> int:
@@ -88,6 +97,10 @@ class TelemetryLogger(BaseLogger):
                   save_checkpoint_fn: Callable[[int, int, int], str] | None = None) -> None:
         if save_checkpoint_fn is not None and self.checkpoint_every and epoch % self.checkpoint_every == 0:
             save_checkpoint_fn(epoch, env_step, update_step)
+        last = self.max_epochs is not None and epoch >= self.max_epochs
+        if SIGNALS.stop_requested and self.stop_checkpoint is not None and not last:
+            save = self.stop_checkpoint
+            raise Stopped.after(lambda: save(epoch, env_step, update_step), self.step)
 
     def restore_data(self) -> tuple[int, int, int]:
         return self.restored

@@ -220,10 +220,11 @@ def build_with_checkpoint(config: dict[str, Any]):
     kind = catalog.ALGORITHMS[config["algo"]]["kind"]
     algorithm, agents, teams = build(config["algo"], config["params"], config["env"], kind)
     state = None
-    if config.get("checkpoint"):
-        state = torch.load(config["checkpoint"], map_location="cpu", weights_only=False)
+    source = config.get("continue_from") or config.get("checkpoint")   # mosaic continue, or a new run's start
+    if source:
+        state = torch.load(source, map_location="cpu", weights_only=False)
         load_agents(algorithm, state["algorithm"])
-        sys.stderr.write(f"mosaic tianshou worker: loaded {config['checkpoint']}\n")
+        sys.stderr.write(f"mosaic tianshou worker: loaded {source}\n")
     return algorithm, agents, teams, state
 
 
@@ -296,6 +297,10 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
 
     def save_fn(epoch: int, env_step: int, update_step: int) -> str:
         return save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter, k)
+
+    logger.stop_checkpoint = lambda epoch, env_step, update_step: save_checkpoint(
+        algorithm, config, f"stop_{epoch:04d}", epoch, env_step, update_step, emitter, k)
+    logger.max_epochs = epochs(total, epoch_steps)
 
     clock = Clock()
     clock.steps = logger.env_step  # a resumed run's episodes go on from the checkpoint's step

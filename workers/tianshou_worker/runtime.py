@@ -97,10 +97,12 @@ def build(config: dict[str, Any]):
     dataset = ReplayBuffer.load_hdf5(config["dataset"]) if config.get("dataset") else None
     algorithm = algorithms.build(config["algo"], config["params"], spaces, dataset)
     state = None
-    if config.get("checkpoint"):
-        state = torch.load(config["checkpoint"], map_location="cpu", weights_only=False)
+    # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
+    source = config.get("continue_from") or config.get("checkpoint")
+    if source:
+        state = torch.load(source, map_location="cpu", weights_only=False)
         algorithm.load_state_dict(state["algorithm"])
-        sys.stderr.write(f"mosaic tianshou worker: loaded {config['checkpoint']}\n")
+        sys.stderr.write(f"mosaic tianshou worker: loaded {source}\n")
     return algorithm, dataset, state
 
 
@@ -144,6 +146,10 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
     def save_fn(epoch: int, env_step: int, update_step: int) -> str:
         saved.append(save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter))
         return saved[-1]
+
+    logger.stop_checkpoint = lambda epoch, env_step, update_step: save_checkpoint(
+        algorithm, config, f"stop_{epoch:04d}", epoch, env_step, update_step, emitter)
+    logger.max_epochs = math.ceil(total / epoch_steps)
 
     test_collector = None
     envs = []   # closed at the end, however it ends (ViZDoom's game processes outlive an unclosed env)
