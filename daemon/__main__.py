@@ -56,6 +56,8 @@ SETTINGS_TYPES = {
     "max_concurrent_runs": "a positive integer",
     "grace_seconds": "a number of seconds >= 0",
     "stop_grace_seconds": "a number of seconds > 0",
+    "stop_runs_on_shutdown": "true or false",
+    "continue_after_shutdown": "true or false",
     "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
     "worker_nice": "an integer from 0 to 19",
@@ -83,6 +85,8 @@ def load_settings(home: Home) -> dict:
             "max_concurrent_runs": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
             "grace_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
             "stop_grace_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+            "stop_runs_on_shutdown": lambda v: isinstance(v, bool),
+            "continue_after_shutdown": lambda v: isinstance(v, bool),
             "gpus": lambda v: isinstance(v, list) and all(isinstance(g, (str, int)) for g in v),
             "cpu_sets": lambda v: isinstance(v, list) and all(
                 isinstance(c, list) and c and all(isinstance(i, int) and i >= 0 for i in c) for c in v),
@@ -137,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
                         gpus=settings.get("gpus"), cpu_sets=settings.get("cpu_sets"),
                         worker_nice=settings.get("worker_nice", 10),
                         resource_seconds=float(settings.get("resource_sample_seconds", 5.0)),
-                        stop_grace_seconds=float(settings.get("stop_grace_seconds", 120.0)))
+                        stop_grace_seconds=float(settings.get("stop_grace_seconds", 120.0)),
+                        stop_runs_on_shutdown=bool(settings.get("stop_runs_on_shutdown", False)),
+                        continue_after_shutdown=bool(settings.get("continue_after_shutdown", False)))
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, daemon.stopping.set)
+        loop.add_signal_handler(signal.SIGTERM, daemon.terminate)   # the host shutting down, or a kill
+        loop.add_signal_handler(signal.SIGINT, daemon.stopping.set)
         await daemon.serve(sock)
 
     try:

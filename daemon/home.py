@@ -110,6 +110,12 @@ class Home:
         return self.root / "settings.json"
 
     @property
+    def shutdown_stops_file(self) -> Path:
+        """The runs a daemon stopped when told to shut down (stop_runs_on_shutdown), to continue
+        at its next start (continue_after_shutdown)."""
+        return self.state_dir / "shutdown-stops.json"
+
+    @property
     def socket_path(self) -> Path:
         """The socket, inside the home when the path fits in sun_path.
 

@@ -161,7 +161,8 @@ class RunTail:
         self.failed_reason: str | None = s.get("failed_reason")
         self.last_event_t: float | None = s.get("last_event_t")
         self.checkpoints: list[str] = s.get("checkpoints", [])
-        # the newest checkpoint and its step: where "mosaic continue" goes on from after a failure
+        # the newest checkpoint the worker saved on its schedule (checkpoint_saved) and its step:
+        # where "mosaic continue" goes on from after a failure (a stop's has its own, ``stopped``)
         self.last_checkpoint: dict[str, Any] | None = s.get("last_checkpoint")
         # run_stopped: {"step", "checkpoint"} of the stop that ended the run's last process
         self.stopped: dict[str, Any] | None = s.get("stopped")
@@ -339,7 +340,6 @@ class RunTail:
             elif kind == tm.RUN_STOPPED:
                 step = ev.get("step")
                 self.stopped = {"step": step, "checkpoint": ev.get("checkpoint")}
-                self.last_checkpoint = {"path": ev.get("checkpoint"), "step": step}
             elif kind == tm.RESTARTED:
                 # the seam of a continued run: what ended its last process no longer holds
                 self.completed, self.failed_reason, self.stopped = False, None, None

@@ -42,6 +42,7 @@ from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import WorkerDescriptor
 from workers.sdk import telemetry as tm
+from workers.sdk.rundir import MANIFEST_SUFFIX, check_manifest
 from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT
 from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG
 
@@ -673,6 +674,43 @@ class RunManager:
             self._stop_timers[run_id] = self._loop.call_later(self.stop_grace_seconds, self._stop_overdue, run_id)
         return updated
 
+    def stop_all_for_shutdown(self) -> list[str]:
+        """The daemon's host shuts down (SIGTERM with stop_runs_on_shutdown): every run that can
+        stop is asked to; their ids, written to the home for the next start. The others are left
+        to their supervisors, as always."""
+        ids = []
+        for run_id in list(self.active):
+            run = self.store.get(run_id)
+            if run and self._can_stop(run) and not run["cancel_requested"]:
+                try:
+                    self.stop(run)
+                except P.RPCError:
+                    continue
+                ids.append(run_id)
+        if ids:
+            write_json_atomic(str(self.home.shutdown_stops_file), {"runs": ids, "at": time.time()})
+        return ids
+
+    def continue_after_shutdown(self) -> list[str]:
+        """At start (continue_after_shutdown): continue the runs the last daemon stopped on its way out."""
+        record = _read_json(str(self.home.shutdown_stops_file)) or {}
+        continued = []
+        for run_id in record.get("runs", []):
+            run = self.store.get(run_id)
+            if run and run["state"] == P.STOPPED:
+                try:
+                    self.continue_run(run)
+                    continued.append(run_id)
+                except (P.RPCError, StoreError) as exc:
+                    log.warning("cannot continue %s after the shutdown: %s", run_id, exc)
+        try:
+            os.unlink(self.home.shutdown_stops_file)
+        except FileNotFoundError:
+            pass
+        if continued:
+            log.info("continued %d run(s) stopped by the last shutdown", len(continued))
+        return continued
+
     def _can_stop(self, run: dict[str, Any]) -> bool:
         """The worker's capabilities say ``stop``: true for every mode, or the modes it stops in."""
         desc = self.workers.get(run["worker"])
@@ -707,13 +745,11 @@ class RunManager:
                                           f"after a checkpoint, continues")
         if not self._can_stop(run):
             raise P.RPCError(P.BAD_STATE, f"the {run['worker']} worker cannot continue a run yet")
-        summary = run.get("summary") or {}
-        point = summary.get("stopped") or summary.get("last_checkpoint")
-        if run["state"] == P.STOPPED and summary.get("stopped"):
-            point = summary["stopped"]
-            point = {"path": point.get("checkpoint"), "step": point.get("step")}
-        if not point or not point.get("path") or not os.path.exists(point["path"]):
-            raise P.RPCError(P.BAD_STATE, f"run {name} has no checkpoint to continue from")
+        point, skipped = self._continue_point(run)
+        if point is None:
+            raise P.RPCError(P.BAD_STATE, f"run {name} cannot continue: {'; '.join(skipped)}")
+        for problem in skipped:
+            log.warning("run %s: %s; continuing from %s instead", run_id, problem, point["path"])
         run_dir = self.home.run_dir(run_id)
         config = {**run["config"], "continue_from": point["path"]}
         restarts = (run.get("restarts") or 0) + 1
@@ -723,7 +759,8 @@ class RunManager:
             if exit_file.exists():  # kept beside: how each earlier process ended
                 os.replace(exit_file, run_dir / f"exit-{restarts - 1}.json")
             seam = tm.encode(tm.make_event(tm.RESTARTED, step=int(point.get("step") or 0),
-                                           checkpoint=str(point["path"]), restarts=restarts))
+                                           checkpoint=str(point["path"]), restarts=restarts,
+                                           **({"skipped": skipped} if skipped else {})))
             with open(run_dir / EVENTS_FILE, "ab") as f:   # no writer is left: the line is whole
                 f.write(seam)
         except OSError as exc:
@@ -736,6 +773,38 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         self.schedule()
         return self.store.get(run_id)
+
+    def _continue_point(self, run: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+        """The checkpoint a run continues from, and the newer ones passed over (why, in words): its
+        stops' checkpoints (their manifests checked: whole, and this run's) and its last periodic
+        one, the newest good one first."""
+        summary = run.get("summary") or {}
+        candidates: list[tuple[int, int, str]] = []   # (step, stop first, path)
+        stopped = summary.get("stopped")
+        if stopped and stopped.get("checkpoint"):
+            candidates.append((int(stopped.get("step") or 0), 1, stopped["checkpoint"]))
+        folder = self.home.run_dir(run["id"]) / CHECKPOINTS_DIR
+        for manifest in folder.glob("*" + MANIFEST_SUFFIX) if folder.is_dir() else []:
+            record = _read_json(str(manifest)) or {}
+            if record.get("checkpoint") and isinstance(record.get("step"), int):
+                candidates.append((record["step"], 1, record["checkpoint"]))
+        last = summary.get("last_checkpoint")
+        if last and last.get("path"):
+            candidates.append((int(last.get("step") or 0), 0, last["path"]))
+        skipped: list[str] = []
+        seen: set[str] = set()
+        for step, _, path in sorted(candidates, reverse=True):
+            if path in seen:
+                continue
+            seen.add(path)
+            if os.path.exists(path.rstrip(os.sep) + MANIFEST_SUFFIX):
+                problem = check_manifest(path, run)
+            else:   # a periodic checkpoint: the worker's own, no manifest to check it against
+                problem = None if os.path.exists(path) else f"{path} is gone"
+            if problem is None:
+                return {"path": path, "step": step}, skipped
+            skipped.append(problem)
+        return None, skipped or ["it has no checkpoint to continue from"]
 
     def pause(self, run: dict[str, Any]) -> dict[str, Any]:
         if run["state"] != P.RUNNING and run["state"] != P.STARTING:

@@ -93,8 +93,11 @@ class Client:
 class Daemon:
     def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0,
                  gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None,
-                 worker_nice: int = 10, resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0):
+                 worker_nice: int = 10, resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
+                 stop_runs_on_shutdown: bool = False, continue_after_shutdown: bool = False):
         self.home = home
+        self.stop_runs_on_shutdown = stop_runs_on_shutdown
+        self.continue_after_shutdown = continue_after_shutdown
         self.epoch = f"{int(time.time() * 1000):x}-{os.getpid()}"
         self.started = time.time()
         self.store = Store(home.db)
@@ -124,6 +127,8 @@ class Daemon:
         gc.freeze()
         STALLS.watch_collections()
         log.info("daemon %s serving %s for home %s", self.epoch, self.home.socket_path, self.home.root)
+        if self.continue_after_shutdown:
+            self.runs.continue_after_shutdown()
         await self.stopping.wait()
         self.server.close()
         for client in list(self.clients):
@@ -370,6 +375,23 @@ class Daemon:
 
     def m_sweep_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return self.sweeps.cancel(self._sweep(params))
+
+    def terminate(self) -> None:
+        """SIGTERM (the host shutting down): with stop_runs_on_shutdown, the runs that can stop
+        save a checkpoint first (up to stop_grace_seconds); then the daemon stops."""
+        if not self.stop_runs_on_shutdown or self.stopping.is_set():
+            self.stopping.set()
+            return
+        asyncio.get_running_loop().create_task(self._stop_runs_then_exit())
+
+    async def _stop_runs_then_exit(self) -> None:
+        ids = self.runs.stop_all_for_shutdown()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.runs.stop_grace_seconds + 5
+        while any(run_id in self.runs.active for run_id in ids) and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+        log.info("stopped %d run(s) for the shutdown", len(ids))
+        self.stopping.set()
 
     def m_shutdown(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         # Runs keep going: their supervisors do not depend on the daemon.

@@ -362,7 +362,8 @@ class SweepController:
                 if value is not None:
                     values.append(value)
                 steps.append(reader.step)
-                final = final and run["state"] in P.FINAL_STATES
+                # a stopped run is unfinished: its trial waits for it to be continued (mosaic continue)
+                final = final and run["state"] in P.FINAL_STATES and run["state"] != P.STOPPED
             if final:
                 for run in runs:
                     self.readers.pop(run["id"], None)

@@ -197,3 +197,38 @@ def test_cost_budget_stops_the_run_in_process(tmp_path, monkeypatch, planted_env
 @pytest.fixture
 def planted_env_key(monkeypatch):
     monkeypatch.setenv("MOSAIC_TEST_KEY", KEY)
+
+
+def test_a_stopped_evaluation_continues_with_the_episodes_not_yet_played(daemon, mosaic):
+    """mosaic stop in the middle of an episode: the episodes played so far are kept, the cut one is
+    not reported; mosaic continue plays it again from its start, then the rest: every episode once,
+    the step counter and the LLM's token counts going on (the budget counts them)."""
+    home = mosaic.home
+    keys.write_key("MOSAIC_TEST_KEY", KEY, home=str(home.root))
+    episodes, per_episode = 12, 5
+    with FaultServer(["slow"] * 1000, slow_s=0.05, usage=(10, 1)) as server:
+        run_id = submit(mosaic, "naive", BABYAI, *endpoint(server.base_url, f"episodes={episodes}",
+                                                           f"max_steps_per_episode={per_episode}"))
+        wait_state(home, run_id, P.RUNNING, timeout=120)
+        from tests.helpers import wait_for
+        wait_for(lambda: sum(e["type"] == "episode" for e in events_of(home, run_id)) >= 2, 120, 0.02,
+                 what="two episodes")
+        assert mosaic.run("stop", run_id, "--timeout", "120").returncode == 0
+        run = mosaic.show(run_id)
+        assert run["state"] == P.STOPPED, run
+        state = json.loads(Path(run["summary"]["stopped"]["checkpoint"]).read_text())
+        played = state["next_episode"]
+        assert 2 <= played < episodes and [e["episode"] for e in state["episodes"]] == list(range(played))
+        assert mosaic.run("continue", run_id, "--wait", timeout=300).returncode == 0
+        calls = len(server.requests)
+    run = mosaic.show(run_id)
+    assert run["state"] == P.SUCCEEDED and run["restarts"] == 1
+    results = json.loads((home.run_dir(run_id) / "results.json").read_text())
+    assert [e["episode"] for e in results["episodes"]] == list(range(episodes))   # every episode once
+    events = events_of(home, run_id)
+    assert sum(e["type"] == "episode" for e in events) == episodes
+    steps = [s["step"] for s in llm_steps(events)]
+    assert steps == list(range(len(steps)))          # the step counter went on: no step twice
+    # every call counted once in the totals, the cut episode's too: the budget counts what was spent
+    assert results["totals"]["llm_calls"] == calls == len(steps)
+    assert results["totals"]["tokens_in"] == 10 * calls and results["totals"]["tokens_out"] == calls

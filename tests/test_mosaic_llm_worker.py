@@ -403,3 +403,35 @@ def test_frames_of_the_pitch_and_the_board(tmp_path, env, seats, shape):
         reader.close()
     finally:
         layout.cleanup(run_id)
+
+
+def test_a_stopped_series_continues_with_its_standings_and_the_games_not_yet_played(daemon, mosaic):
+    """mosaic stop in a tic-tac-toe series of two random seats: the games played so far and their
+    standings are kept; mosaic continue plays the rest: every game once, win + draw + loss adding
+    up to the series for each seat, the step counter going on."""
+    from tests.helpers import wait_for
+    games = 300
+    run_id = submit(mosaic, "tictactoe_v3", f"episodes={games}", 'seats=["random", "random"]')
+    wait_for(lambda: sum(e["type"] == "episode" for e in events_of(mosaic.home, run_id)) >= 20, 120, 0.02,
+             what="twenty games")
+    assert mosaic.run("stop", run_id, "--timeout", "120").returncode == 0
+    run = mosaic.show(run_id)
+    assert run["state"] == "stopped", run
+    state = json.loads(Path(run["summary"]["stopped"]["checkpoint"]).read_text())
+    played = state["next_episode"]
+    assert 20 <= played < games
+    for seat in ("player_1", "player_2"):
+        standing = state["standings"]
+        assert standing["wins"][seat] + standing["draws"][seat] + standing["losses"][seat] == played
+    assert mosaic.run("continue", run_id, "--wait").returncode == 0
+    run = finish(mosaic, run_id)
+    assert run["restarts"] == 1
+    events = events_of(mosaic.home, run_id)
+    episodes = [e for e in events if e["type"] == "episode"]
+    assert len(episodes) == games
+    steps = [e["step"] for e in episodes]
+    assert steps == sorted(steps) and len(set(steps)) == games   # no game twice, the counter went on
+    final = scalars(events)
+    for seat in ("player_1", "player_2"):
+        total = sum(final[f"results/{seat}/{k}"][-1] for k in ("wins", "draws", "losses"))
+        assert total == games

@@ -485,6 +485,31 @@ def _assert_no_ray_left(home, run_id: str, seen: dict[int, tuple[int | None, str
     assert not Path(f"/tmp/mosaic-ray-{run_id}").is_symlink(), stderr[-3000:]
 
 
+def test_ppo_stopped_between_iterations_continues_as_the_same_run(daemon, mosaic):
+    """mosaic stop: the algorithm's whole state (save_to_path) between two iterations, Ray stopped,
+    the run "stopped"; mosaic continue restores it into the same run: the lifetime step counter goes
+    on from the stop, every iteration once, to the steps asked."""
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "CartPole-v1", "--steps", "4000",
+                           *SMALL_PPO, "--name", "ppo-stop")
+    wait_for(lambda: len(scalars(events_of(home, run_id)).get("env_runners/num_env_steps_sampled_lifetime", []))
+             >= 2, 300, what="two iterations")
+    assert mosaic.run("stop", run_id, "--timeout", "300").returncode == 0
+    run = mosaic.show(run_id)
+    assert run["state"] == "stopped", run
+    at = run["summary"]["stopped"]
+    assert Path(at["checkpoint"]).name.startswith("stop_") and 400 <= at["step"] < 4000
+    assert (Path(at["checkpoint"]) / "mosaic_checkpoint.json").exists()
+    assert mosaic.run("continue", run_id, "--wait", timeout=900).returncode == 0
+    run = finish(mosaic, run_id)
+    assert run["summary"]["steps"] == 4000 and run["restarts"] == 1
+    events = events_of(home, run_id)
+    steps = [s for s, _ in scalars(events)["env_runners/num_env_steps_sampled_lifetime"]]
+    assert steps == list(range(200, 4001, 200))   # every iteration once, in order, across the seam
+    assert len(of_type(events, "restarted")) == 1 and of_type(events, "restarted")[0]["step"] == at["step"]
+    assert f"resumed from {at['checkpoint']}" in (home.run_dir(run_id) / "stderr.log").read_text()
+
+
 def test_cancel_leaves_no_ray_process(daemon, mosaic):
     run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "CartPole-v1", "--steps", "100000000",
                            *SMALL_PPO, "--set", "env_runners=1")

@@ -18,7 +18,7 @@ def _events(home, run_id: str) -> list[dict]:
 
 
 def _stop_when_under_way(daemon, mosaic, run_id: str, steps: int = 2000) -> dict:
-    wait_for(lambda: mosaic.show(run_id)["summary"]["steps"] >= steps, 60, what="the run to be under way")
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= steps, 60, what="the run to be under way")
     stopped = mosaic.run("stop", run_id, "--timeout", "60")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     return mosaic.show(run_id)
@@ -64,12 +64,12 @@ def test_a_stop_that_outlasts_its_grace_fails_the_run_saying_so(home, mosaic):
     mosaic.run("daemon", "start", check=True)
     try:
         run_id = mosaic.synthetic(10**7, "rate=2000", "stop_save_seconds=30")
-        wait_for(lambda: mosaic.show(run_id)["summary"]["steps"] >= 100, 60, what="the run to be under way")
+        wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= 100, 60, what="the run to be under way")
         mosaic.run("stop", run_id, "--no-wait", check=True)
         run = wait_state(home, run_id, [P.FAILED, P.STOPPED, P.CANCELLED], timeout=60)
         assert run["state"] == P.FAILED, run
         assert run["reason"].startswith("did not stop within 1 s of the stop request"), run["reason"]
-        assert not (home.run_dir(run_id) / "checkpoints" / "stop.json").exists()   # nothing half-written
+        assert not list((home.run_dir(run_id) / "checkpoints").glob("stop_*"))   # nothing half-written
         refused = mosaic.run("continue", run_id)
         assert refused.returncode != 0 and "no checkpoint to continue from" in refused.stderr
     finally:
@@ -84,11 +84,8 @@ def test_stop_and_continue_refuse_what_they_cannot_do_in_one_line(daemon, mosaic
     refused = mosaic.run("continue", done)
     assert refused.returncode != 0 and "only a stopped run" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    # a worker that cannot stop yet says so and names cancel
-    config = tmp_path / "ex.json"
-    config.write_text(json.dumps({"worker": "balrog", "algo": "random", "env": "BabyAI-GoToRedBallGrey-v0",
-                                  "params": {"episodes": 100000}}))
-    run_id = mosaic.submit(str(config))
+    # a worker that cannot stop yet (CleanRL) says so and names cancel
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "1000000")
     wait_state(daemon, run_id, [P.RUNNING], timeout=120)
     refused = mosaic.run("stop", run_id)
     assert refused.returncode != 0 and "cannot stop a run and continue it yet" in refused.stderr
@@ -103,3 +100,89 @@ def test_a_stop_sent_while_the_run_starts_waits_for_its_handler(daemon, mosaic):
     assert mosaic.run("stop", run_id, "--no-wait", check=True).stdout.split()[-1] in (P.QUEUED, P.STARTING)
     run = wait_state(daemon, run_id, [P.STOPPED, P.FAILED, P.SUCCEEDED], timeout=60)
     assert run["state"] == P.STOPPED, run
+
+
+def test_runs_stopped_by_a_shutdown_continue_when_the_daemon_starts_again(home, mosaic):
+    import os
+    import signal
+
+    from daemon import proctree
+    home.root.mkdir(parents=True, exist_ok=True)
+    (home.root / "settings.json").write_text(json.dumps({"stop_runs_on_shutdown": True,
+                                                         "continue_after_shutdown": True}))
+    mosaic.run("daemon", "start", check=True)
+    try:
+        run_id = mosaic.synthetic(10**6, "rate=5000")
+        wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= 1000, 60, what="the run under way")
+        pid = int(home.pid_file.read_text())
+        os.kill(pid, signal.SIGTERM)   # as a host's shutdown does
+        wait_for(lambda: not proctree.is_alive(pid), 60, what="the daemon to exit")
+        ended = json.loads((home.run_dir(run_id) / "exit.json").read_text())
+        assert ended["returncode"] == 75 and ended["stop_requested"]
+        assert "run_stopped" in [e["type"] for e in _events(home, run_id)]
+        assert home.shutdown_stops_file.exists()
+        # the next start continues it, as the same run
+        mosaic.run("daemon", "start", check=True)
+        run = wait_state(home, run_id, [P.RUNNING], timeout=60)
+        assert run["restarts"] == 1 and not home.shutdown_stops_file.exists()
+        mosaic.run("cancel", run_id, check=True)
+    finally:
+        mosaic.run("daemon", "stop")
+
+
+def test_without_the_setting_a_shutdown_leaves_runs_training(daemon, mosaic):
+    import os
+    import signal
+
+    from daemon import proctree
+    run_id = mosaic.synthetic(10**6, "rate=5000")
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= 1000, 60, what="the run under way")
+    pid = int(daemon.pid_file.read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not proctree.is_alive(pid), 60, what="the daemon to exit")
+    assert not (daemon.run_dir(run_id) / "exit.json").exists()   # still training, under its supervisor
+    assert mosaic.show(run_id)["state"] == P.RUNNING              # (the next command's daemon adopts it)
+    mosaic.run("cancel", run_id, check=True)
+
+
+def test_a_torn_or_foreign_checkpoint_is_refused_and_the_last_good_one_used(daemon, mosaic):
+    """Every stop's checkpoint has a manifest (run, step, bytes, sha256). A torn one (truncated) is
+    refused in one line when it is the only one; with an earlier stop's checkpoint whole, the run
+    continues from that one, and the seam says what was passed over. Another run's checkpoint
+    (its manifest names another algorithm) is refused the same way."""
+    import os
+    run_id = mosaic.synthetic(10**6, "rate=5000", name="torn")
+    first = _stop_when_under_way(daemon, mosaic, run_id, steps=1000)["summary"]["stopped"]
+    manifest = json.loads(open(first["checkpoint"] + ".manifest.json").read())
+    assert manifest["step"] == first["step"] and manifest["run_id"] == run_id and len(manifest["sha256"]) == 64
+    # torn, and the only one: refused, naming it
+    with open(first["checkpoint"], "r+b") as f:
+        f.truncate(3)
+    refused = mosaic.run("continue", run_id)
+    assert refused.returncode != 0
+    assert refused.stderr.strip() == (f"mosaic: error: run torn cannot continue: {first['checkpoint']} is torn: "
+                                      f"3 bytes where {manifest['bytes']} were saved")
+    with open(first["checkpoint"], "w") as f:   # mended
+        json.dump({"step": first["step"]}, f)
+    assert mosaic.run("continue", run_id).returncode == 0
+    wait_state(daemon, run_id, [P.RUNNING])
+    second = _stop_when_under_way(daemon, mosaic, run_id, steps=first["step"] + 1000)["summary"]["stopped"]
+    assert second["step"] > first["step"]
+    # the newer one torn: the run goes on from the older one, the seam naming what it passed over
+    with open(second["checkpoint"], "r+b") as f:
+        f.truncate(2)
+    assert mosaic.run("continue", run_id).returncode == 0
+    seam = [e for e in _events(daemon, run_id) if e["type"] == "restarted"][-1]
+    assert seam["step"] == first["step"] and seam["checkpoint"] == first["checkpoint"]
+    assert seam["skipped"] == [f"{second['checkpoint']} is torn: 2 bytes where "
+                               f"{json.loads(open(second['checkpoint'] + '.manifest.json').read())['bytes']} were saved"]
+    mosaic.run("cancel", run_id, check=True)
+    # another run's checkpoint, put in its place: refused, naming what differs
+    other = json.loads(open(first["checkpoint"] + ".manifest.json").read())
+    other["algo"] = "ppo"
+    for path in (first["checkpoint"], second["checkpoint"]):
+        os.unlink(path + ".manifest.json")
+    with open(first["checkpoint"] + ".manifest.json", "w") as f:
+        json.dump(other, f)
+    refused = mosaic.run("continue", run_id)
+    assert refused.returncode != 0 and "is a checkpoint of another run (algo 'ppo', not 'emit')" in refused.stderr

@@ -169,3 +169,22 @@ def test_a_trial_the_worker_refuses_counts_and_the_sweep_ends_saying_why(daemon,
     [trial] = sweep["trials"]
     assert trial["state"] == "refused" and trial["runs"] == [] and "must divide" in trial["refused"]
     assert "trial 0 refused at submit: params.num_minibatches" in mosaic.run("sweeps", "clash", check=True).stdout
+
+
+def test_a_stopped_trial_is_unfinished_until_it_is_continued(daemon, mosaic, tmp_path):
+    spec = {"name": "stoppy", "base": {**BASE, "steps": 200000, "params": {"rate": 20000, "episode_every": 1000}},
+            "trials": 1, "parallel": 1, "params": {"return_offset": [0]},
+            "objective": {"tag": "episode/return", "last": 3, "agg": "mean", "direction": "maximize"}}
+    mosaic.run("sweep", write_spec(tmp_path, spec), check=True)
+    run = wait_for(lambda: next(iter(json.loads(mosaic.run("ls", "--json", check=True).stdout)), None), 60,
+                   what="the trial's run")
+    wait_for(lambda: mosaic.show(run["id"])["summary"].get("steps", 0) >= 10000, 60, what="steps")
+    assert mosaic.run("stop", run["id"], "--timeout", "60").returncode == 0
+    sweep = json.loads(mosaic.run("sweeps", "stoppy", "--json", check=True).stdout)
+    assert sweep["state"] == "running" and sweep["trials"][0]["state"] != "complete"
+    assert mosaic.run("continue", run["id"], "--wait").returncode == 0
+    wait_for(lambda: json.loads(mosaic.run("sweeps", "stoppy", "--json", check=True).stdout)["state"] == "finished",
+             60, what="the sweep to finish")
+    trial = json.loads(mosaic.run("sweeps", "stoppy", "--json", check=True).stdout)["trials"][0]
+    # the returns of its last 3 episodes (steps 198,000 to 200,000: step % 500 each), after the seam
+    assert trial["state"] == "complete" and trial["value"] == 0.0

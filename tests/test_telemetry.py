@@ -50,7 +50,7 @@ def test_every_event_type_round_trips():
     tail = RunTail("r", "/nonexistent", 0, {})
     tail._absorb(events[:11])
     assert tail.stopped == {"step": 85, "checkpoint": "/runs/x/checkpoints/stop_0001.pt"}
-    assert tail.last_checkpoint == {"path": "/runs/x/checkpoints/stop_0001.pt", "step": 85}
+    assert tail.last_checkpoint == {"path": "checkpoints/model.pt", "step": 50}   # the periodic one
     tail._absorb(events[11:])
     assert tail.stopped is None and tail.failed_reason is None and tail.completed
 

@@ -49,7 +49,7 @@ class BalrogDescriptor(WorkerDescriptor):
             "llm_backends": ["local", "openai", "anthropic"],
             "max_agents": 1,
             "self_play": False,
-            "pause": True,
+            "pause": True, "stop": True,   # mosaic stop / continue: the episodes not yet played
             "checkpoints": False,
             "gpu": False,
             "frames": True,

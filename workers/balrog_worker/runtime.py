@@ -25,10 +25,17 @@ from workers.sdk.llm.history import HistoryPromptBuilder
 from workers.sdk.llm.parse import match_choice
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.textenv import TextEnv, as_text, make_text_env
+from workers.sdk.llm.parse import ActionStats
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage
+from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import Emitter, LLM_STEP
 
 RESULTS_FILE = "results.json"
+STOP_STATE = "checkpoints/stop_state.json"   # a stop's state: the episodes played, the counters, the next one
+
+
+class _EpisodeCut(Exception):
+    """A stop came in the middle of an episode: it is not reported, and is played again on continue."""
 
 
 class LLMFailed(RunFailed):
@@ -134,11 +141,17 @@ class BalrogRun:
         self.emitter.run_started(worker="balrog", algo=config["algo"], env=config["env"],
                                  total_steps=config.get("steps"), upstream="BALROG (rebuilt)",
                                  model=getattr(self, "model", None), family=self.family)
+        first = self.restore(config["continue_from"]) if config.get("continue_from") else 0
         try:
-            for episode in range(self.params["episodes"]):
+            for episode in range(first, self.params["episodes"]):
                 if config.get("steps") is not None and self.step >= config["steps"]:
                     break
-                self.play_episode(env, agent, episode)
+                if SIGNALS.stop_requested:   # mosaic stop, between two episodes
+                    raise Stopped.after(lambda: self.save(episode), self.step)
+                try:
+                    self.play_episode(env, agent, episode)
+                except _EpisodeCut:          # mosaic stop, inside one: it is played again on continue
+                    raise Stopped.after(lambda: self.save(episode), self.step) from None
         except BudgetReached as exc:
             self.budget_note = str(exc)
             sys.stderr.write(f"mosaic balrog: {exc}; stopping\n")
@@ -159,9 +172,13 @@ class BalrogRun:
         prev_action: str | None = None
         episode_return, length, started = 0.0, 0, time.monotonic()
         record: dict[str, Any] = {"episode": episode, "seed": seed}
+        cut = False
         try:
             for _ in range(limit):
                 if config.get("steps") is not None and self.step >= config["steps"]:
+                    break
+                if SIGNALS.stop_requested:
+                    cut = True
                     break
                 legal = list(env.actions)
                 decision = agent.act(observation, prev_action, legal,
@@ -189,16 +206,55 @@ class BalrogRun:
                 if not isinstance(agent, RandomAgent):
                     self.budget.check(self.total.tokens, self.total.cost)
         finally:
-            # an episode cut by the budget still reports what it did
-            record.update(steps=length, episode_return=episode_return, progression=env.progression(),
-                          success=bool(env.success()), seconds=round(time.monotonic() - started, 3),
-                          **usage.metrics())
-            self.episodes.append(record)
-            self.emitter.episode(step=self.step, episode_return=episode_return, length=length,
-                                 success=record["success"], progression=record["progression"])
-            scalars = {"episode/success": float(record["success"]), "episode/progression": record["progression"]}
-            scalars.update({f"llm/{key}": value for key, value in usage.metrics().items() if value is not None})
-            self.emitter.scalars(scalars, step=self.step)
+            # an episode cut by the budget still reports what it did; one cut by a stop does not
+            # (it is played again on continue; its steps stay in the transcript)
+            if not cut:
+                self._record(record, usage, episode_return, length, started, env)
+        if cut:
+            raise _EpisodeCut()
+
+    def _record(self, record: dict[str, Any], usage: Usage, episode_return: float, length: int,
+                started: float, env: TextEnv) -> None:
+        """The episode's record (results.json), its episode event and its scalars."""
+        record.update(steps=length, episode_return=episode_return, progression=env.progression(),
+                      success=bool(env.success()), seconds=round(time.monotonic() - started, 3),
+                      **usage.metrics())
+        self.episodes.append(record)
+        self.emitter.episode(step=self.step, episode_return=episode_return, length=length,
+                             success=record["success"], progression=record["progression"])
+        scalars = {"episode/success": float(record["success"]), "episode/progression": record["progression"]}
+        scalars.update({f"llm/{key}": value for key, value in usage.metrics().items() if value is not None})
+        self.emitter.scalars(scalars, step=self.step)
+
+    # -- stop and continue ------------------------------------------------------------
+    def save(self, next_episode: int) -> str:
+        """The run's state at a stop: the episodes played (results.json's records), the step, the
+        LLM use so far (the budget goes on counting from it) and the episode to play next."""
+        total = self.total
+        state = {"next_episode": next_episode, "step": self.step, "episodes": self.episodes,
+                 "budget_note": self.budget_note,
+                 "total": {"calls": total.stats.calls, "invalid": total.stats.invalid, "errors": total.errors,
+                           "tokens_in": total.tokens_in, "tokens_out": total.tokens_out, "cost": total.cost,
+                           "latencies": total.latencies}}
+        os.makedirs(os.path.dirname(STOP_STATE), exist_ok=True)
+        with open(STOP_STATE + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(STOP_STATE + ".tmp", STOP_STATE)
+        return os.path.abspath(STOP_STATE)
+
+    def restore(self, path: str) -> int:
+        """A stop's state back (``save``); the episode to play next."""
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        self.step, self.episodes, self.budget_note = state["step"], state["episodes"], state["budget_note"]
+        t = state["total"]
+        stats = ActionStats()
+        stats.calls, stats.invalid = t["calls"], t["invalid"]
+        self.total = Usage(stats=stats, errors=t["errors"], tokens_in=t["tokens_in"], tokens_out=t["tokens_out"],
+                           cost=t["cost"], latencies=list(t["latencies"]))
+        sys.stderr.write(f"mosaic balrog: continuing from {path} at episode {state['next_episode']}, "
+                         f"step {self.step}\n")
+        return int(state["next_episode"])
 
     def _frame(self, env: TextEnv) -> None:
         if self.frames is not None:

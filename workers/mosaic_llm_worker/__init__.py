@@ -42,7 +42,7 @@ class MosaicLLMDescriptor(WorkerDescriptor):
             "llm_backends": ["local", "openai", "anthropic"],
             "stockfish": catalog.stockfish_path() is not None,
             "max_agents": max((len(catalog.seat_ids(e)) for e in envs), default=0),
-            "pause": True,
+            "pause": True, "stop": True,   # mosaic stop / continue: the episodes not yet played
             "checkpoints": False,
             "gpu": False,
             "frames": True,

@@ -34,10 +34,17 @@ from workers.sdk.guard import RunFailed
 from workers.sdk.llm import classic, multigrid
 from workers.sdk.llm.client import make_client
 from workers.sdk.llm.stream import StepStream
+from workers.sdk.llm.parse import ActionStats
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage, percentile
+from workers.sdk.stop import SIGNALS, Stopped
 
 ELO_START = 1500.0
 MOVES_FILE = "moves.jsonl"   # in the run directory: every seat's move, step by step
+STOP_STATE = "checkpoints/stop_state.json"   # a stop's state: standings, LLM use, the next episode
+
+
+class _EpisodeCut(Exception):
+    """A stop came in the middle of an episode: it has no result, and is played again on continue."""
 
 
 def play(config: dict[str, Any], emitter) -> int:
@@ -366,19 +373,64 @@ class Match:
 
     def play(self) -> None:
         family = "classic" if self.env_id in classic.GAMES else "multigrid"
-        for episode in range(self.params["episodes"]):
+        first = self.restore(self.config["continue_from"]) if self.config.get("continue_from") else 0
+        for episode in range(first, self.params["episodes"]):
             seed = int(self.config["seed"]) + episode
+            if SIGNALS.stop_requested:   # mosaic stop, between two episodes
+                raise Stopped.after(lambda: self.save(episode), self.steps)
             try:
                 if family == "classic":
                     returns, length, teams, points = self.classic_episode(episode, seed)
                 else:
                     returns, length, teams, points = self.multigrid_episode(episode, seed)
+            except _EpisodeCut:          # mosaic stop, inside one: no result; it is played again on continue
+                raise Stopped.after(lambda: self.save(episode), self.steps) from None
             except BudgetReached as exc:
                 # a planned end: the episode it cuts has no result; the run completes
                 sys.stderr.write(f"mosaic_llm: {exc}; stopping\n")
                 self.emitter.phase(str(exc), step=self.steps)
                 return
             self.finish_episode(returns, length, teams, points)
+
+    def check_stop(self) -> None:
+        """Before a step: a stop cuts the episode here (its moves so far stay in the transcript)."""
+        if SIGNALS.stop_requested:
+            raise _EpisodeCut()
+
+    # -- stop and continue ---------------------------------------------------------------------
+    def save(self, next_episode: int) -> str:
+        """The series' state at a stop: the standings (win/draw/loss, Elo), each LLM seat's use (the
+        budget goes on counting from it), the step and the episode to play next."""
+        s = self.standings
+        usage = {seat.seat_id: {"calls": seat.usage.stats.calls, "invalid": seat.usage.stats.invalid,
+                                "errors": seat.usage.errors, "tokens_in": seat.usage.tokens_in,
+                                "tokens_out": seat.usage.tokens_out, "cost": seat.usage.cost,
+                                "latencies": seat.usage.latencies} for seat in self.llm_seats}
+        state = {"next_episode": next_episode, "steps": self.steps, "usage": usage,
+                 "standings": {"rating": s.rating, "wins": s.wins, "draws": s.draws, "losses": s.losses}}
+        os.makedirs(os.path.dirname(STOP_STATE), exist_ok=True)
+        with open(STOP_STATE + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(STOP_STATE + ".tmp", STOP_STATE)
+        return os.path.abspath(STOP_STATE)
+
+    def restore(self, path: str) -> int:
+        """A stop's state back (``save``); the episode to play next."""
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        self.steps = int(state["steps"])
+        for key, values in state["standings"].items():
+            getattr(self.standings, key).update(values)
+        for seat in self.llm_seats:
+            u = state["usage"].get(seat.seat_id)
+            if u is not None:
+                stats = ActionStats()
+                stats.calls, stats.invalid = u["calls"], u["invalid"]
+                seat.usage = Usage(stats=stats, errors=u["errors"], tokens_in=u["tokens_in"],
+                                   tokens_out=u["tokens_out"], cost=u["cost"], latencies=list(u["latencies"]))
+        sys.stderr.write(f"mosaic_llm: continuing from {path} at episode {state['next_episode']}, "
+                         f"step {self.steps}\n")
+        return int(state["next_episode"])
 
     def check_budget(self) -> None:
         """Before a step: BudgetReached once the LLM seats together used the run's tokens or money."""
@@ -416,6 +468,7 @@ class Match:
             limit = self.params["max_steps"]
             length = 0
             while True:
+                self.check_stop()
                 self.check_budget()  # every step asks the LLM seats (if any)
                 self.publish(env)
                 step = self.steps
@@ -480,6 +533,7 @@ class Match:
                     continue
                 if limit is not None and length >= limit:
                     break  # a draw by the run's move limit
+                self.check_stop()
                 self.publish(env)
                 seat = self.by_id[agent]
                 legal = classic.legal_moves(self.env_id, env, agent)

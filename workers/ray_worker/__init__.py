@@ -45,7 +45,7 @@ class RayDescriptor(WorkerDescriptor):
             "self_play": True,
             "centralised_critic": ["PPO"],
             "distributed": True,
-            "pause": True,
+            "pause": True, "stop": ["train"],   # mosaic stop / continue: training runs, between iterations
             "checkpoints": True,
             "resume": True,
             "gpu": torch_has_gpu_build(),

@@ -25,7 +25,7 @@ from pathlib import Path
 from workers.sdk import registration
 from workers.sdk.frames import frames_request
 from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule
-from workers.sdk.stop import SIGNALS
+from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
 
@@ -116,14 +116,16 @@ def train(config: dict, emitter: Emitter) -> int:
         setup = rllib.Setup(config)
         emitter.phase("build", step=0)
         algo = setup.config.build_algo()
-        if config.get("checkpoint"):
-            source = rllib.checkpoint_root(config["checkpoint"])
+        # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
+        source = config.get("continue_from") or config.get("checkpoint")
+        if source:
+            source = rllib.checkpoint_root(source)
             algo.restore_from_path(str(source))
             sys.stderr.write(f"mosaic ray worker: resumed from {source}\n")
         league = None
         if setup.policy == "self_play":
             league = rllib.League(algo, params["league_size"], params["snapshot_every"])
-            if not config.get("checkpoint"):
+            if not source:
                 league.fill()
         placement = rllib.runner_placement(algo)
         (run_dir / rllib.PLACEMENT_FILE).write_text(json.dumps(placement, indent=1))
@@ -160,6 +162,9 @@ def train(config: dict, emitter: Emitter) -> int:
             emitter.heartbeat(steps)
             if done:
                 break
+            if SIGNALS.stop_requested:   # mosaic stop: the algorithm's whole state, between two iterations
+                stop_path = checkpoints / f"stop_{iteration:06d}"
+                raise Stopped.after(lambda: rllib.save_checkpoint(algo, setup, stop_path, iteration, steps), steps)
         if schedule.final_due(iteration):
             path = rllib.save_checkpoint(algo, setup, checkpoints / "final", iteration, steps)
             emitter.checkpoint_saved(path, steps)

@@ -20,6 +20,71 @@ DATASET_FILE = "dataset.hdf5"
 DATASET_META = "dataset.json"
 
 
+# Beside a checkpoint a stop saved: its manifest (``<checkpoint>.manifest.json``): the run, the
+# step, the bytes and their sha256, checked before the run continues from it (daemon/runs.py).
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def _files_of(path: str) -> list[str]:
+    if os.path.isfile(path):
+        return [path]
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
+
+
+def _digest(path: str) -> tuple[str, int]:
+    """sha256 over a checkpoint's files (names relative to it, then bytes) and their total size."""
+    import hashlib
+    digest, size = hashlib.sha256(), 0
+    for name in _files_of(path):
+        digest.update(os.path.relpath(name, path).encode() + b"\0")
+        with open(name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+                size += len(block)
+    return digest.hexdigest(), size
+
+
+def write_manifest(path: str, step: int) -> str:
+    """The manifest of a checkpoint (a file or a directory) just saved: which run and worker it is
+    of (the run's config.json in the cwd), its step, its size and sha256; written atomically."""
+    path = os.path.abspath(path)
+    try:
+        with open("config.json", encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        config = {}
+    digest, size = _digest(path)
+    manifest = {"checkpoint": path, "step": int(step), "bytes": size, "sha256": digest,
+                **{k: config.get(k) for k in ("run_id", "worker", "algo", "env")}}
+    target = path.rstrip(os.sep) + MANIFEST_SUFFIX
+    with open(target + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(target + ".tmp", target)
+    return target
+
+
+def check_manifest(path: str, run: dict[str, Any]) -> str | None:
+    """None when the checkpoint at ``path`` is whole and the run's own; else the problem, in words."""
+    target = path.rstrip(os.sep) + MANIFEST_SUFFIX
+    try:
+        with open(target, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        return f"{path} has no manifest ({os.path.basename(target)})"
+    except (OSError, ValueError) as exc:
+        return f"{os.path.basename(target)} cannot be read: {exc}"
+    for key in ("run_id", "worker", "algo", "env"):
+        if manifest.get(key) != run.get(key if key != "run_id" else "id"):
+            return f"{path} is a checkpoint of another run ({key} {manifest.get(key)!r}, not {run.get(key if key != 'run_id' else 'id')!r})"
+    if not os.path.exists(path):
+        return f"{path} is gone"
+    digest, size = _digest(path)
+    if size != manifest.get("bytes") or digest != manifest.get("sha256"):
+        return (f"{path} is torn: {size} bytes where {manifest.get('bytes')} were saved"
+                if size != manifest.get("bytes") else f"{path} changed since it was saved (sha256 differs)")
+    return None
+
+
 def checkpoint_dir(path: str) -> str:
     """A checkpoint's directory: the path itself, or the directory of the file users pointed at inside it."""
     path = os.path.expanduser(path)

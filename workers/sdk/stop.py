@@ -43,9 +43,12 @@ class Stopped(BaseException):
 
     @classmethod
     def after(cls, save: Callable[[], str], step: int) -> "Stopped":
-        """Save (``save()`` returns the checkpoint's path) and the Stopped to raise, timed."""
+        """Save (``save()`` returns the checkpoint's path), write its manifest (run, step, sha256:
+        workers.sdk.rundir) and the Stopped to raise, timed."""
+        from workers.sdk.rundir import write_manifest
         started = time.monotonic()
         path = save()
+        write_manifest(path, step)   # checked before the run continues from it
         return cls(step, path, time.monotonic() - started)
 
 

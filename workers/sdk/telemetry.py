@@ -117,6 +117,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "step": ((int,), True),
         "checkpoint": ((str,), True),
         "restarts": ((int,), True),
+        "skipped": ((list,), False),
     },
     LLM_STEP: {
         "step": ((int,), True),

@@ -9,10 +9,10 @@ import subprocess
 import sys
 import time
 
-from workers.sdk.stop import SIGNALS, STOPPED_EXIT
+from workers.sdk.stop import SIGNALS, STOPPED_EXIT, Stopped
 from workers.sdk.telemetry import take_stdout
 
-STOP_CHECKPOINT = "checkpoints/stop.json"   # a stop's checkpoint: the step it stopped at
+STOP_CHECKPOINT = "checkpoints/stop_{step}.json"   # a stop's checkpoint: the step it stopped at
 
 
 def main() -> int:
@@ -54,12 +54,16 @@ def main() -> int:
     start = time.monotonic()
     for step in range(first, config["steps"] + 1):
         if SIGNALS.stop_requested:
-            time.sleep(p["stop_save_seconds"])
-            os.makedirs(os.path.dirname(STOP_CHECKPOINT), exist_ok=True)
-            with open(STOP_CHECKPOINT + ".tmp", "w") as f:
-                json.dump({"step": step - 1}, f)
-            os.replace(STOP_CHECKPOINT + ".tmp", STOP_CHECKPOINT)
-            emitter.run_stopped(step - 1, os.path.abspath(STOP_CHECKPOINT))
+            def save() -> str:
+                time.sleep(p["stop_save_seconds"])
+                path = STOP_CHECKPOINT.format(step=step - 1)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path + ".tmp", "w") as f:
+                    json.dump({"step": step - 1}, f)
+                os.replace(path + ".tmp", path)
+                return os.path.abspath(path)
+            stopped = Stopped.after(save, step - 1)   # with its manifest, as every worker's stop
+            emitter.run_stopped(stopped.step, stopped.checkpoint, stopped.save_s)
             emitter.close()
             return STOPPED_EXIT
         if pad:
