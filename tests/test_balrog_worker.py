@@ -205,7 +205,7 @@ def test_a_stopped_evaluation_continues_with_the_episodes_not_yet_played(daemon,
     the step counter and the LLM's token counts going on (the budget counts them)."""
     home = mosaic.home
     keys.write_key("MOSAIC_TEST_KEY", KEY, home=str(home.root))
-    episodes, per_episode = 12, 5
+    episodes, per_episode = 40, 5   # 0.25 s an episode: room for the stop to land mid-run
     with FaultServer(["slow"] * 1000, slow_s=0.05, usage=(10, 1)) as server:
         run_id = submit(mosaic, "naive", BABYAI, *endpoint(server.base_url, f"episodes={episodes}",
                                                            f"max_steps_per_episode={per_episode}"))

@@ -410,7 +410,7 @@ def test_a_stopped_series_continues_with_its_standings_and_the_games_not_yet_pla
     standings are kept; mosaic continue plays the rest: every game once, win + draw + loss adding
     up to the series for each seat, the step counter going on."""
     from tests.helpers import wait_for
-    games = 300
+    games = 2000   # random games are fast: room for the stop to land mid-series
     run_id = submit(mosaic, "tictactoe_v3", f"episodes={games}", 'seats=["random", "random"]')
     wait_for(lambda: sum(e["type"] == "episode" for e in events_of(mosaic.home, run_id)) >= 20, 120, 0.02,
              what="twenty games")

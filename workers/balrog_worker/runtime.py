@@ -25,8 +25,8 @@ from workers.sdk.llm.history import HistoryPromptBuilder
 from workers.sdk.llm.parse import match_choice
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.textenv import TextEnv, as_text, make_text_env
-from workers.sdk.llm.parse import ActionStats
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage
+from workers.sdk.rundir import write_state
 from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import Emitter, LLM_STEP
 
@@ -230,28 +230,15 @@ class BalrogRun:
     def save(self, next_episode: int) -> str:
         """The run's state at a stop: the episodes played (results.json's records), the step, the
         LLM use so far (the budget goes on counting from it) and the episode to play next."""
-        total = self.total
-        state = {"next_episode": next_episode, "step": self.step, "episodes": self.episodes,
-                 "budget_note": self.budget_note,
-                 "total": {"calls": total.stats.calls, "invalid": total.stats.invalid, "errors": total.errors,
-                           "tokens_in": total.tokens_in, "tokens_out": total.tokens_out, "cost": total.cost,
-                           "latencies": total.latencies}}
-        os.makedirs(os.path.dirname(STOP_STATE), exist_ok=True)
-        with open(STOP_STATE + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(state, f)
-        os.replace(STOP_STATE + ".tmp", STOP_STATE)
-        return os.path.abspath(STOP_STATE)
+        return write_state(STOP_STATE, {"next_episode": next_episode, "step": self.step, "episodes": self.episodes,
+                                        "budget_note": self.budget_note, "total": self.total.state()})
 
     def restore(self, path: str) -> int:
         """A stop's state back (``save``); the episode to play next."""
         with open(path, encoding="utf-8") as f:
             state = json.load(f)
         self.step, self.episodes, self.budget_note = state["step"], state["episodes"], state["budget_note"]
-        t = state["total"]
-        stats = ActionStats()
-        stats.calls, stats.invalid = t["calls"], t["invalid"]
-        self.total = Usage(stats=stats, errors=t["errors"], tokens_in=t["tokens_in"], tokens_out=t["tokens_out"],
-                           cost=t["cost"], latencies=list(t["latencies"]))
+        self.total = Usage.from_state(state["total"])
         sys.stderr.write(f"mosaic balrog: continuing from {path} at episode {state['next_episode']}, "
                          f"step {self.step}\n")
         return int(state["next_episode"])

@@ -34,8 +34,8 @@ from workers.sdk.guard import RunFailed
 from workers.sdk.llm import classic, multigrid
 from workers.sdk.llm.client import make_client
 from workers.sdk.llm.stream import StepStream
-from workers.sdk.llm.parse import ActionStats
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage, percentile
+from workers.sdk.rundir import write_state
 from workers.sdk.stop import SIGNALS, Stopped
 
 ELO_START = 1500.0
@@ -402,17 +402,10 @@ class Match:
         """The series' state at a stop: the standings (win/draw/loss, Elo), each LLM seat's use (the
         budget goes on counting from it), the step and the episode to play next."""
         s = self.standings
-        usage = {seat.seat_id: {"calls": seat.usage.stats.calls, "invalid": seat.usage.stats.invalid,
-                                "errors": seat.usage.errors, "tokens_in": seat.usage.tokens_in,
-                                "tokens_out": seat.usage.tokens_out, "cost": seat.usage.cost,
-                                "latencies": seat.usage.latencies} for seat in self.llm_seats}
-        state = {"next_episode": next_episode, "steps": self.steps, "usage": usage,
-                 "standings": {"rating": s.rating, "wins": s.wins, "draws": s.draws, "losses": s.losses}}
-        os.makedirs(os.path.dirname(STOP_STATE), exist_ok=True)
-        with open(STOP_STATE + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(state, f)
-        os.replace(STOP_STATE + ".tmp", STOP_STATE)
-        return os.path.abspath(STOP_STATE)
+        return write_state(STOP_STATE, {
+            "next_episode": next_episode, "steps": self.steps,
+            "usage": {seat.seat_id: seat.usage.state() for seat in self.llm_seats},
+            "standings": {"rating": s.rating, "wins": s.wins, "draws": s.draws, "losses": s.losses}})
 
     def restore(self, path: str) -> int:
         """A stop's state back (``save``); the episode to play next."""
@@ -422,12 +415,8 @@ class Match:
         for key, values in state["standings"].items():
             getattr(self.standings, key).update(values)
         for seat in self.llm_seats:
-            u = state["usage"].get(seat.seat_id)
-            if u is not None:
-                stats = ActionStats()
-                stats.calls, stats.invalid = u["calls"], u["invalid"]
-                seat.usage = Usage(stats=stats, errors=u["errors"], tokens_in=u["tokens_in"],
-                                   tokens_out=u["tokens_out"], cost=u["cost"], latencies=list(u["latencies"]))
+            if seat.seat_id in state["usage"]:
+                seat.usage = Usage.from_state(state["usage"][seat.seat_id])
         sys.stderr.write(f"mosaic_llm: continuing from {path} at episode {state['next_episode']}, "
                          f"step {self.steps}\n")
         return int(state["next_episode"])

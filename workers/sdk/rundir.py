@@ -44,6 +44,16 @@ def _digest(path: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def write_state(path: str, state: dict[str, Any]) -> str:
+    """A stop's state as JSON at ``path`` (relative to the run directory), written to a temporary
+    name and renamed (a crash mid-save leaves the old one); its absolute path."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(state, f)
+    os.replace(path + ".tmp", path)
+    return os.path.abspath(path)
+
+
 def write_manifest(path: str, step: int) -> str:
     """The manifest of a checkpoint (a file or a directory) just saved: which run and worker it is
     of (the run's config.json in the cwd), its step, its size and sha256; written atomically."""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from workers.sdk.rundir import write_state
 from workers.sdk.stop import SIGNALS, STOPPED_EXIT, Stopped
 from workers.sdk.telemetry import take_stdout
 
@@ -56,12 +57,7 @@ def main() -> int:
         if SIGNALS.stop_requested:
             def save() -> str:
                 time.sleep(p["stop_save_seconds"])
-                path = STOP_CHECKPOINT.format(step=step - 1)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path + ".tmp", "w") as f:
-                    json.dump({"step": step - 1}, f)
-                os.replace(path + ".tmp", path)
-                return os.path.abspath(path)
+                return write_state(STOP_CHECKPOINT.format(step=step - 1), {"step": step - 1})
             stopped = Stopped.after(save, step - 1)   # with its manifest, as every worker's stop
             emitter.run_stopped(stopped.step, stopped.checkpoint, stopped.save_s)
             emitter.close()

@@ -60,6 +60,19 @@ class Usage:
         if reply.cost is not None:
             self.cost = (self.cost or 0.0) + reply.cost
 
+    def state(self) -> dict[str, Any]:
+        """As JSON (a stop's state: the budget counts on from it when the run continues)."""
+        return {"calls": self.stats.calls, "invalid": self.stats.invalid, "errors": self.errors,
+                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "cost": self.cost,
+                "latencies": list(self.latencies)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Usage":
+        stats = ActionStats()
+        stats.calls, stats.invalid = state["calls"], state["invalid"]
+        return cls(stats=stats, errors=state["errors"], tokens_in=state["tokens_in"],
+                   tokens_out=state["tokens_out"], cost=state["cost"], latencies=list(state["latencies"]))
+
     @property
     def calls(self) -> int:
         return self.stats.calls
