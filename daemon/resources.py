@@ -98,10 +98,12 @@ class ResourceSampler:
             current[proc.pid] = tree.procs.get(proc.pid, proc)
         cpu = rss = 0.0
         threads = 0
-        fresh = 0
+        fresh = measured = 0
         for pid, proc in current.items():
             try:
                 with proc.oneshot():
+                    if proc.status() == psutil.STATUS_ZOMBIE:   # exited, not reaped: nothing left to count
+                        continue
                     if pid in tree.procs:
                         cpu += proc.cpu_percent(None)
                     else:
@@ -109,11 +111,15 @@ class ResourceSampler:
                         fresh += 1
                     rss += proc.memory_info().rss
                     threads += proc.num_threads()
+                    measured += 1
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         tree.procs = current
         if not current or fresh == len(current):
             return None  # nothing to measure CPU from yet: the first sample of a run comes one interval later
+        if measured == 0:
+            # the worker has exited and is not reaped yet (a zombie): no sample, not one of 0 MB
+            return None
         figures = {"cpu_percent": round(cpu, 1), "rss_mb": round(rss / 1e6, 1), "threads": threads}
         if gpu:
             figures["gpu_mem_mb"] = round(sum(gpu.get(pid, 0.0) for pid in current), 1)

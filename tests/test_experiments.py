@@ -130,3 +130,31 @@ def test_tensorboard_writes_event_files_from_the_store_and_serves_the_runs_by_na
         import os
         import signal
         os.killpg(pid, signal.SIGTERM)
+
+
+def test_a_run_whose_worker_has_exited_but_is_not_reaped_gets_no_sample():
+    """Between a worker's exit and its supervisor's wait it is a zombie: no memory, no threads. A
+    sample then would be a 0 MB point at the run's end: there is none."""
+    import subprocess
+    import sys
+
+    from daemon.resources import ResourceSampler, _Tree
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        wait_for(lambda: open(f"/proc/{child}/stat").read().split(")")[1].split()[0] == "Z", 10,
+                 what="the child to be a zombie")
+        sampler = ResourceSampler(1.0, lambda: [])
+        sampler.load()
+        tree = _Tree()
+        import psutil
+        tree.procs = {child: psutil.Process(child)}   # seen before: not a first sample
+        assert sampler._measure(tree, parent.pid, {}) is None
+    finally:
+        parent.kill()
+        parent.wait()
