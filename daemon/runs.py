@@ -272,7 +272,9 @@ class RunManager:
         else:
             name = self._unique_name(f"{config['algo']}-{config['env']}")
         run_id = new_ulid()
-        config.update(run_id=run_id, name=name)
+        # continue_from is the daemon's (mosaic continue): a submitted config is always a new run,
+        # even one copied from a continued run's record (a checkpoint to start from is ``checkpoint``)
+        config.update(run_id=run_id, name=name, continue_from=None)
         run_dir = self.home.run_dir(run_id)
         try:
             run_dir.mkdir(parents=True)

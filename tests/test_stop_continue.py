@@ -186,3 +186,19 @@ def test_a_torn_or_foreign_checkpoint_is_refused_and_the_last_good_one_used(daem
         json.dump(other, f)
     refused = mosaic.run("continue", run_id)
     assert refused.returncode != 0 and "is a checkpoint of another run (algo 'ppo', not 'emit')" in refused.stderr
+
+
+def test_a_submitted_config_never_continues_another_run(daemon, mosaic, tmp_path):
+    """continue_from is set by the daemon alone: a config copied from a continued run's record is a
+    new run, from its first step."""
+    first = mosaic.synthetic(30000, "rate=5000", name="source")
+    at = _stop_when_under_way(daemon, mosaic, first, steps=1000)["summary"]["stopped"]
+    config = {**mosaic.show(first)["config"], "name": "copy", "steps": 200, "continue_from": at["checkpoint"]}
+    config.pop("run_id")
+    path = tmp_path / "copy.json"
+    path.write_text(json.dumps(config))
+    copy = mosaic.submit(str(path))
+    run = wait_state(daemon, copy, [P.SUCCEEDED, P.FAILED])
+    assert run["state"] == P.SUCCEEDED and run["config"]["continue_from"] is None
+    steps = [e["step"] for e in _events(daemon, copy) if worker_scalar(e)]
+    assert steps == list(range(1, 201))

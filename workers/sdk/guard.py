@@ -79,7 +79,7 @@ def guarded(emitter: Emitter, stop: StopSignals, call: Callable[[], int | None],
         if isinstance(exc, ConfigError):
             emitter.run_failed(f"invalid config: {exc}", step=emitter.step)
             return 2
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)) and not isinstance(exc, Cancelled):
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         traceback.print_exc()
         emitter.run_failed(failure_reason(exc), step=emitter.step)

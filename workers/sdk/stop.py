@@ -65,6 +65,10 @@ class StopSignals:
     def install(self) -> "StopSignals":
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        return self.listen_for_stop()
+
+    def listen_for_stop(self) -> "StopSignals":
+        """STOP_SIGNAL sets ``stop_requested`` (alone: for a worker with its own SIGTERM handling)."""
         signal.signal(STOP_SIGNAL, self._on_stop)
         return self
 

@@ -23,7 +23,7 @@ def main() -> int:
     p = config["params"]
     time.sleep(p["startup_seconds"])
     emitter = take_stdout()
-    signal.signal(signal.SIGUSR1, SIGNALS._on_stop)   # mosaic stop: checkpoint at the next step, then end
+    SIGNALS.listen_for_stop()   # mosaic stop: checkpoint at the next step, then end
     first = 1
     if config.get("continue_from"):   # mosaic continue: the same run, on from the stop's step
         with open(config["continue_from"]) as f:
