@@ -251,6 +251,11 @@ class RunsScreen(Screen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
+            # the filter reads the records: the changes held for the once-a-second repaint first
+            # (a run tagged a moment ago is found by the tag typed now)
+            pending, self._pending = self._pending, set()
+            if pending:
+                self.refresh_runs(pending)
             self.table.set_query(event.value)
             self._update_title()
             self._update_detail()
