@@ -658,10 +658,9 @@ class RunManager:
         run_id = run["id"]
         if run["state"] not in P.ACTIVE_STATES:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not active")
-        if not self._can_stop(run):
-            what = "an evaluation" if run["config"].get("mode") == "eval" else "a run"
-            raise P.RPCError(P.BAD_STATE, f"the {run['worker']} worker cannot stop {what} and continue it yet: "
-                                          f"cancel it (mosaic cancel {run['name']}) or let it finish")
+        refusal = self._stop_refusal(run)
+        if refusal is not None:
+            raise P.RPCError(P.BAD_STATE, f"{refusal}: cancel it (mosaic cancel {run['name']}) or let it finish")
         if run["cancel_requested"]:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is being cancelled")
         if run["stop_requested"]:
@@ -713,11 +712,18 @@ class RunManager:
             log.info("continued %d run(s) stopped by the last shutdown", len(continued))
         return continued
 
-    def _can_stop(self, run: dict[str, Any]) -> bool:
-        """The worker's capabilities say ``stop``: true for every mode, or the modes it stops in."""
+    def _stop_refusal(self, run: dict[str, Any]) -> str | None:
+        """Why the run cannot stop and continue (its worker says: WorkerDescriptor.stop_refusal); None if it can."""
         desc = self.workers.get(run["worker"])
-        modes = (desc.capabilities() or {}).get("stop") if desc is not None else None
-        return modes is True or (isinstance(modes, list) and run["config"].get("mode", "train") in modes)
+        if desc is None:
+            return f"worker {run['worker']!r} is no longer installed"
+        try:
+            return desc.stop_refusal(run["config"])
+        except Exception as exc:  # noqa: BLE001 -- a worker's bug must not take the daemon's request down
+            return f"the {run['worker']} worker cannot tell whether it can stop this run ({type(exc).__name__}: {exc})"
+
+    def _can_stop(self, run: dict[str, Any]) -> bool:
+        return self._stop_refusal(run) is None
 
     def _send_stop(self, run_id: str) -> None:
         active = self.active.get(run_id)
@@ -745,8 +751,9 @@ class RunManager:
         if run["state"] not in P.CONTINUABLE_STATES:
             raise P.RPCError(P.BAD_STATE, f"run {name} is {run['state']}: only a stopped run, or one that ended "
                                           f"after a checkpoint, continues")
-        if not self._can_stop(run):
-            raise P.RPCError(P.BAD_STATE, f"the {run['worker']} worker cannot continue a run yet")
+        refusal = self._stop_refusal(run)
+        if refusal is not None:
+            raise P.RPCError(P.BAD_STATE, refusal)
         point, skipped = self._continue_point(run)
         if point is None:
             raise P.RPCError(P.BAD_STATE, f"run {name} cannot continue: {'; '.join(skipped)}")

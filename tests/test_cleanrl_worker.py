@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import wait_for
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
 from workers.cleanrl_worker import WORKER, catalog
@@ -674,3 +675,79 @@ def test_user_script_trains_and_evaluates(user_script, tmp_path):
     returncode, events = run_worker(tmp_path / "eval", eval_config)
     assert returncode == 0, stderr_of(tmp_path / "eval")
     assert len([e for e in events if e["type"] == "episode"]) == 2
+
+
+# -- stop and continue (resume.py) ---------------------------------------------------------
+def _events_of(home, run_id: str) -> list[dict]:
+    return [check_event(json.loads(line)) for line in (home.run_dir(run_id) / "events.jsonl").read_text().splitlines()]
+
+
+def _scalar_steps(events: list[dict], tag: str) -> list[int]:
+    return [e["step"] for e in events if e["type"] == "scalar" and e["tag"] == tag]
+
+
+def _finish(mosaic, run_id: str) -> dict:
+    mosaic.run("wait", run_id, "--timeout", "600")
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded", (run.get("reason"), stderr_of(mosaic.home.run_dir(run_id)))
+    return run
+
+
+STOPPABLE = {
+    # PPO: 64 updates of 128 steps in each of 4 envs; the loop is `for update in range(1, num_updates + 1)`
+    "ppo": (32768, ["--set", "num-steps=128", "--set", "update-epochs=1"], "losses/value_loss", "charts/SPS"),
+    # DQN: the loop is `for global_step in range(args.total_timesteps)`, its buffer restored
+    "dqn": (6000, ["--set", "learning-starts=300", "--set", "buffer-size=5000", "--set", "batch-size=32",
+                   "--set", "train-frequency=2"], "losses/td_loss", "losses/td_loss"),
+}
+
+
+@pytest.mark.parametrize("algo", sorted(STOPPABLE))
+def test_a_stopped_script_continues_as_the_same_run(algo, daemon, mosaic):
+    """mosaic stop: the script, unmodified, saves everything it holds between two passes of its main
+    loop and exits "stopped"; mosaic continue loads it into the same run, which trains only the
+    passes left: every logged step once and in order across the seam, the full step count."""
+    from workers.cleanrl_worker import resume
+
+    steps, params, tag, every_pass = STOPPABLE[algo]
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", algo, "--env", "CartPole-v1", "--steps", str(steps),
+                           *params, "--set", "save-model=true", "--name", f"{algo}-stop")
+    home = mosaic.home
+    wait_for(lambda: len(_scalar_steps(_events_of(home, run_id), tag)) >= 3, 300, 0.05, what="three updates")
+    assert mosaic.run("stop", run_id, "--timeout", "300").returncode == 0
+    run = mosaic.show(run_id)
+    assert run["state"] == "stopped", (run, stderr_of(home.run_dir(run_id)))
+    at = run["summary"]["stopped"]
+    checkpoint = Path(at["checkpoint"])
+    assert checkpoint.name == f"resume-{at['step']}" and 0 < at["step"] < steps
+    assert (checkpoint.parent / (checkpoint.name + ".manifest.json")).exists()
+    held = resume.describe(str(checkpoint))
+    networks = {"ppo": ["agent"], "dqn": ["q_network", "target_network"]}[algo]
+    assert held["modules"] == networks and held["optimizers"] == ["optimizer"] and not held["buffers_dropped"]
+    assert held["buffers"] == (["rb"] if algo == "dqn" else [])
+    before = _events_of(home, run_id)
+    assert not [e for e in before if e["type"] == "checkpoint_saved" and e["path"].endswith(".cleanrl_model")]
+
+    assert mosaic.run("continue", run_id, "--wait").returncode == 0
+    run = _finish(mosaic, run_id)
+    assert run["restarts"] == 1
+    events = _events_of(home, run_id)
+    assert len([e for e in events if e["type"] == "restarted"]) == 1
+    logged = _scalar_steps(events, every_pass)
+    assert logged == sorted(set(logged)), logged            # every step once, in order, across the seam
+    assert max(logged) >= steps - 130 and any(s > at["step"] for s in logged)
+    if algo == "ppo":   # one SPS per update: all 64, and the learning rate annealed as in one run
+        assert logged == list(range(512, steps + 1, 512))
+        rates = [e["value"] for e in events if e["type"] == "scalar" and e["tag"] == "charts/learning_rate"]
+        assert len(rates) == 64 and rates == sorted(rates, reverse=True) and rates[-1] < 2.5e-4 / 63
+    else:               # learning went on at once: the buffer came back with the run, all of it
+        assert f"replay buffer rb with {held['transitions']['rb']} transitions" in stderr_of(home.run_dir(run_id))
+        assert held["transitions"]["rb"] == min(at["step"] + 1, 5000)
+        first_after = min(s for s in _scalar_steps(events, "losses/td_loss") if s > at["step"])
+        assert first_after <= at["step"] + 300
+    episodes = [e["step"] for e in events if e["type"] == "episode"]
+    assert episodes == sorted(episodes)
+    stderr = (home.run_dir(run_id) / "stderr.log").read_text()
+    assert f"resumed from {at['checkpoint']}" in stderr
+    # the continued run ends with its model, which mosaic eval plays
+    assert [e for e in events if e["type"] == "checkpoint_saved" and e["path"].endswith(f"{algo}.cleanrl_model")]

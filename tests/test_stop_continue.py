@@ -10,6 +10,7 @@ import json
 
 from daemon import protocol as P
 from tests.helpers import connect, wait_for, wait_state, worker_scalar
+from tests.test_cleanrl_worker import USER_SCRIPT
 
 
 def _events(home, run_id: str) -> list[dict]:
@@ -84,12 +85,17 @@ def test_stop_and_continue_refuse_what_they_cannot_do_in_one_line(daemon, mosaic
     refused = mosaic.run("continue", done)
     assert refused.returncode != 0 and "only a stopped run" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    # a worker that cannot stop yet (CleanRL) says so and names cancel
-    run_id = mosaic.submit("--worker", "cleanrl", "--algo", "dqn", "--env", "CartPole-v1", "--steps", "1000000")
+    # a run that cannot stop says why and names cancel: a CleanRL-style script of one's own
+    # without a main loop mosaic finds (it trains in a while loop)
+    script = tmp_path / "my_agent.py"
+    script.write_text(USER_SCRIPT)
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", str(script), "--env", "CartPole-v1",
+                           "--steps", "100000000")
     wait_state(daemon, run_id, [P.RUNNING], timeout=120)
     refused = mosaic.run("stop", run_id)
-    assert refused.returncode != 0 and "cannot stop a run and continue it yet" in refused.stderr
+    assert refused.returncode != 0 and "has no training loop mosaic can find" in refused.stderr
     assert f"mosaic cancel {mosaic.show(run_id)['name']}" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
     mosaic.run("cancel", run_id, check=True)
 
 

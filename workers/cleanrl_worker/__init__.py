@@ -41,6 +41,8 @@ class CleanRLDescriptor(WorkerDescriptor):
             "max_agents": 1,
             "self_play": False,
             "pause": True,
+            # mosaic stop / continue: training runs, between two passes of the script's main loop
+            "stop": ["train"],
             "checkpoints": True,
             "gpu": torch_has_gpu_build(),
             "frames": True,
@@ -48,6 +50,15 @@ class CleanRLDescriptor(WorkerDescriptor):
             # algo may also be the absolute path of a CleanRL-style script
             "user_scripts": True,
         }
+
+    def stop_refusal(self, config: dict[str, Any]) -> str | None:
+        refusal = super().stop_refusal(config)
+        if refusal is None and catalog.is_script_path(config.get("algo", "")):
+            from workers.cleanrl_worker.resume import find_main_loop
+            if find_main_loop(self.script_for(config["algo"])) is None:
+                return (f"{config['algo']} has no training loop mosaic can find (a module-level "
+                        f"'for NAME in range(...)' that steps the envs), so it cannot stop and continue")
+        return refusal
 
     def accepts_algo(self, algo: str) -> bool:
         return algo in self.algorithms() or catalog.is_script_path(algo)

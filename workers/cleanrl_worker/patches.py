@@ -42,6 +42,7 @@ done flags; everything else runs once per episode or per logged scalar.
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import sys
@@ -66,6 +67,9 @@ TRAINING_ENV: Any = None
 env_steps = 0  # env steps taken in TRAINING_ENV (all its sub-envs)
 
 _uncaught_exception = False
+STOPPING = False  # set by resume.TrainingLoop at a stop: the exit that follows saves no "final model"
+# the last 20 episode returns: the objective a resume checkpoint is kept by (workers/sdk/rundir.py)
+RECENT_RETURNS: "collections.deque[float]" = collections.deque(maxlen=20)
 _original_torch_save: Callable | None = None
 FRAMES: "EnvFrames | None" = None  # set by install() when frames are on
 RECORDER: Any = None  # a workers.sdk.dataset.Recorder when the run records a dataset
@@ -100,6 +104,7 @@ def patch_tensorboard(module) -> None:
 
 # -- episode events -----------------------------------------------------------
 def _emit_episode(episode_return, length, env_index: int) -> None:
+    RECENT_RETURNS.append(float(episode_return))
     _emitter.episode(script_step(), float(episode_return), int(length), env_index=int(env_index))
 
 
@@ -409,30 +414,35 @@ def find_obs_normalizers(vector_env) -> list[list[Any]]:
     return found
 
 
+def networks_file(networks: dict[str, Any], args: Any, step: int) -> dict[str, Any]:
+    """mosaic's --save-model format (evaluate.py reads it): the networks' state dicts, the script's
+    args and its observation statistics; plain lists and floats, so that the file loads with
+    torch.load(weights_only=True)."""
+    obs_rms = [[{"mean": w.obs_rms.mean.tolist(), "var": w.obs_rms.var.tolist(), "count": float(w.obs_rms.count)}
+                for w in chain]
+               for chain in find_obs_normalizers(TRAINING_ENV)]
+    return {"mosaic_format": 1, "algo": ALGO, "args": dict(vars(args)) if args is not None else {},
+            "networks": {name: net.state_dict() for name, net in networks.items()}, "obs_rms": obs_rms,
+            "env_steps": int(step)}
+
+
 def save_networks_at_exit() -> None:
     """mosaic's --save-model: save every torch network the script left in its
     globals (agent, actor, q_network, ...) with its args and observation
-    statistics, unless the script died of an exception."""
-    if _uncaught_exception:
+    statistics, unless the script died of an exception or stopped (mosaic stop)."""
+    if _uncaught_exception or STOPPING:
         return
     torch = sys.modules.get("torch")
     main = sys.modules.get("__main__")
     if torch is None or main is None:
         return
-    networks = {name: obj.state_dict() for name, obj in vars(main).items()
-                if isinstance(obj, torch.nn.Module)}
+    networks = {name: obj for name, obj in vars(main).items() if isinstance(obj, torch.nn.Module)}
     if not networks:
         return
-    args = getattr(main, "args", None)
-    # plain lists and floats: the file then loads with torch.load(weights_only=True)
-    obs_rms = [[{"mean": w.obs_rms.mean.tolist(), "var": w.obs_rms.var.tolist(), "count": float(w.obs_rms.count)}
-                for w in chain]
-               for chain in find_obs_normalizers(TRAINING_ENV)]
     path = os.path.abspath(os.path.join(CHECKPOINT_DIR, f"{ALGO}.cleanrl_model"))
     os.makedirs(CHECKPOINT_DIR, exist_ok=True)
     save = _original_torch_save or torch.save
-    save({"mosaic_format": 1, "algo": ALGO, "args": dict(vars(args)) if args is not None else {},
-          "networks": networks, "obs_rms": obs_rms, "env_steps": env_steps}, path)
+    save(networks_file(networks, getattr(main, "args", None), env_steps), path)
     _emitter.checkpoint_saved(_as_reported(path), env_steps)
 
 
@@ -457,12 +467,15 @@ _installed = False
 
 def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
             tensorboard_dir: str = rundir.TENSORBOARD_DIR, save_model_at_exit: bool = False,
-            frames: dict[str, Any] | None = None, record: dict[str, Any] | None = None) -> None:
+            frames: dict[str, Any] | None = None, record: dict[str, Any] | None = None,
+            resume: dict[str, Any] | None = None) -> None:
     """Arm the patches in this process (once). Modules imported already are patched now.
 
     ``frames``: {"run_id", "fps", "max_dim", "grid"} to publish frames to FastLane.
     ``record``: {"record": {"episodes": N} | {"steps": N}, "env", "directory"}: the training
     env's transitions become the run's dataset, saved at exit (workers/sdk/dataset.py).
+    ``resume``: stop and continue (resume.py): the script's main loop, the checkpoint to continue
+    from, the periodic interval and how many checkpoints to keep (resume.as_environ).
     """
     global _installed, _emitter, ALGO, CHECKPOINT_DIR, TENSORBOARD_DIR, FRAMES, RECORDER
     if _installed:
@@ -491,6 +504,9 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
     if save_model_at_exit:
         sys.excepthook = _mark_uncaught
         atexit.register(save_networks_at_exit)
+    if resume:
+        from workers.cleanrl_worker import resume as resume_module
+        resume_module.arm(resume_module.Resume.from_json(resume, checkpoint_dir))
 
 
 def install_from_environ() -> bool:
@@ -502,5 +518,6 @@ def install_from_environ() -> bool:
             tensorboard_dir=os.environ.get("MOSAIC_CLEANRL_TENSORBOARD_DIR", rundir.TENSORBOARD_DIR),
             save_model_at_exit=os.environ.get("MOSAIC_CLEANRL_SAVE_MODEL") == "1",
             frames=json.loads(os.environ.get("MOSAIC_CLEANRL_FRAMES") or "null"),
-            record=json.loads(os.environ.get("MOSAIC_CLEANRL_RECORD") or "null"))
+            record=json.loads(os.environ.get("MOSAIC_CLEANRL_RECORD") or "null"),
+            resume=json.loads(os.environ.get("MOSAIC_CLEANRL_RESUME") or "null"))
     return True

@@ -5,8 +5,10 @@ In train mode the CleanRL script runs as a child,
 ``sitedir/`` first on its PYTHONPATH so ``patches`` are armed before the
 script's first line; the child writes telemetry to the same events file
 through the inherited descriptor (MOSAIC_TELEMETRY_FD). This process adds the
-lifecycle events around it, forwards SIGTERM/SIGINT, and ends as the child
-ended. In eval mode it plays a checkpoint itself (``evaluate.py``).
+lifecycle events around it, forwards SIGTERM/SIGINT (a cancel) and SIGUSR1 (a
+stop: the script saves a checkpoint between two passes of its main loop and
+exits, resume.py), and ends as the child ended. In eval mode it plays a
+checkpoint itself (``evaluate.py``).
 """
 from __future__ import annotations
 
@@ -17,13 +19,28 @@ import stat
 import subprocess
 import sys
 
-from workers.cleanrl_worker import WORKER, catalog
+from workers.cleanrl_worker import WORKER, catalog, resume
 from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
 from workers.sdk.guard import RunFailed
-from workers.sdk.stop import Cancelled
+from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT, Cancelled, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
+# Set by the daemon from settings.json: how often a script saves a resume checkpoint on the way
+# (minutes; 0: only when stopped), and how many of them a run keeps (plus the best).
+CHECKPOINT_MINUTES_DEFAULT = 10.0
+KEEP_CHECKPOINTS_DEFAULT = 3
+
+
+def resume_request(config: dict, path: str) -> str | None:
+    """MOSAIC_CLEANRL_RESUME for the script (resume.as_environ), or None when the script has no main
+    loop mosaic can find (it then trains as it is, and cannot be stopped to continue)."""
+    loop = resume.find_main_loop(path)
+    if loop is None:
+        return None
+    minutes = float(os.environ.get("MOSAIC_CHECKPOINT_MINUTES", CHECKPOINT_MINUTES_DEFAULT))
+    keep = int(os.environ.get("MOSAIC_KEEP_CHECKPOINTS", KEEP_CHECKPOINTS_DEFAULT))
+    return resume.as_environ(loop, config.get("continue_from"), minutes, keep)
 
 
 def script_argv(config: dict, path: str) -> list[str]:
@@ -61,6 +78,9 @@ def child_environment(config: dict, path: str) -> dict[str, str]:
     frames = frames_request(config)
     if frames is not None:
         env["MOSAIC_CLEANRL_FRAMES"] = json.dumps(frames)
+    request = resume_request(config, path)
+    if request is not None:
+        env["MOSAIC_CLEANRL_RESUME"] = request
     # CUDA_VISIBLE_DEVICES is the daemon's (it hands out GPUs): left as it is
     return env
 
@@ -118,6 +138,7 @@ def train(config: dict, emitter: Emitter) -> int:
 
     child: subprocess.Popen | None = None
     received: int | None = None
+    stop_asked = False
 
     def forward(signum, frame):
         nonlocal received
@@ -125,14 +146,26 @@ def train(config: dict, emitter: Emitter) -> int:
         if child is not None and child.returncode is None:
             child.send_signal(signum)
 
+    def forward_stop(signum, frame):
+        nonlocal stop_asked
+        stop_asked = True
+        if child is not None and child.returncode is None:
+            child.send_signal(STOP_SIGNAL)
+
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    signal.signal(STOP_SIGNAL, forward_stop)
+    if os.path.exists(resume.STOP_NOTE):    # the last stop's, read when that stop ended
+        os.remove(resume.STOP_NOTE)
 
     offset = stderr_offset()
     telemetry_fd = int(os.environ["MOSAIC_TELEMETRY_FD"])
     try:
+        # The script starts with the stop signal ignored (its default would kill it) until the
+        # patches install its handler; a stop that came meanwhile is sent again below.
         child = subprocess.Popen(argv, env=child_environment(config, path), stdin=subprocess.DEVNULL,
-                                 pass_fds=(telemetry_fd,))
+                                 pass_fds=(telemetry_fd,),
+                                 preexec_fn=lambda: signal.signal(STOP_SIGNAL, signal.SIG_IGN))
     except OSError as exc:
         raise RunFailed(f"cannot start {name}: {exc}", code=127) from exc
     if received is not None:  # a signal came while starting the child
@@ -140,13 +173,19 @@ def train(config: dict, emitter: Emitter) -> int:
 
     while True:
         try:
-            returncode = child.wait(timeout=HEARTBEAT_SECONDS)
+            returncode = child.wait(timeout=1.0 if stop_asked else HEARTBEAT_SECONDS)
             break
         except subprocess.TimeoutExpired:
-            emitter.heartbeat()
+            emitter.heartbeat(every=HEARTBEAT_SECONDS)
+            if stop_asked:   # the script may have been starting when it came: idempotent
+                child.send_signal(STOP_SIGNAL)
 
     if received is not None:  # the script has ended on the forwarded signal: the run was cancelled
         raise Cancelled(received)
+    if returncode == STOPPED_EXIT and os.path.exists(resume.STOP_NOTE):
+        with open(resume.STOP_NOTE, encoding="utf-8") as f:
+            note = json.load(f)
+        raise Stopped(note["step"], note["checkpoint"], note.get("save_s"))
     if returncode != 0:
         raise script_failure(name, returncode, stderr_tail(offset))
     emitter.run_completed()

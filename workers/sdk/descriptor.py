@@ -75,6 +75,15 @@ class WorkerDescriptor:
     def algorithms(self) -> list[str]:
         return list(self.capabilities()["algorithms"])
 
+    def stop_refusal(self, config: dict[str, Any]) -> str | None:
+        """Why a run of this config cannot stop and continue (mosaic stop), in words; None when it
+        can: the capabilities' ``stop`` is true for every mode, or lists the modes it stops in."""
+        modes = (self.capabilities() or {}).get("stop")
+        if modes is True or (isinstance(modes, list) and config.get("mode", "train") in modes):
+            return None
+        what = "an evaluation" if config.get("mode") == "eval" else "a run"
+        return f"the {self.name} worker cannot stop {what} and continue it yet"
+
     def accepts_algo(self, algo: str) -> bool:
         """Does ``algo`` name something this worker runs? The listed algorithms;
         a worker may accept more (CleanRL: the path of a user's own script)."""

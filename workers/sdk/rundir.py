@@ -54,9 +54,10 @@ def write_state(path: str, state: dict[str, Any]) -> str:
     return os.path.abspath(path)
 
 
-def write_manifest(path: str, step: int) -> str:
+def write_manifest(path: str, step: int, objective: float | None = None) -> str:
     """The manifest of a checkpoint (a file or a directory) just saved: which run and worker it is
-    of (the run's config.json in the cwd), its step, its size and sha256; written atomically."""
+    of (the run's config.json in the cwd), its step, its size and sha256, and the objective it is
+    kept by (``prune_checkpoints``: the mean return when it was saved); written atomically."""
     path = os.path.abspath(path)
     try:
         with open("config.json", encoding="utf-8") as f:
@@ -66,11 +67,47 @@ def write_manifest(path: str, step: int) -> str:
     digest, size = _digest(path)
     manifest = {"checkpoint": path, "step": int(step), "bytes": size, "sha256": digest,
                 **{k: config.get(k) for k in ("run_id", "worker", "algo", "env")}}
+    if objective is not None:
+        manifest["objective"] = float(objective)
     target = path.rstrip(os.sep) + MANIFEST_SUFFIX
     with open(target + ".tmp", "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)
     os.replace(target + ".tmp", target)
     return target
+
+
+def prune_checkpoints(folder: str, prefix: str, keep: int) -> list[str]:
+    """Retention: of the checkpoints named ``prefix*`` in ``folder`` that have a manifest, keep the
+    ``keep`` newest by step plus the best by objective, delete the others (manifest first, so a
+    half-deleted one is never taken for whole); the paths deleted. ``keep`` 0: keep all."""
+    import shutil
+    if keep <= 0:
+        return []
+    saved = []
+    for name in os.listdir(folder):
+        if name.startswith(prefix) and name.endswith(MANIFEST_SUFFIX):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    manifest = json.load(f)
+                saved.append((int(manifest["step"]), manifest.get("objective"), manifest["checkpoint"],
+                              os.path.join(folder, name)))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    saved.sort()
+    kept = {entry[2] for entry in saved[-keep:]}
+    scored = [entry for entry in saved if isinstance(entry[1], (int, float))]
+    if scored:
+        kept.add(max(scored, key=lambda entry: (entry[1], entry[0]))[2])
+    deleted = []
+    for _, _, checkpoint, manifest in saved:
+        if checkpoint not in kept:
+            os.remove(manifest)
+            if os.path.isdir(checkpoint):
+                shutil.rmtree(checkpoint, ignore_errors=True)
+            elif os.path.exists(checkpoint):
+                os.remove(checkpoint)
+            deleted.append(checkpoint)
+    return deleted
 
 
 def check_manifest(path: str, run: dict[str, Any]) -> str | None:
