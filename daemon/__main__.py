@@ -18,6 +18,7 @@ import socket
 import sys
 
 from daemon.home import Home
+from workers.sdk.rundir import CHECKPOINT_MINUTES_DEFAULT, KEEP_CHECKPOINTS_DEFAULT
 
 EXIT_ALREADY_RUNNING = 3
 
@@ -58,6 +59,8 @@ SETTINGS_TYPES = {
     "stop_grace_seconds": "a number of seconds > 0",
     "stop_runs_on_shutdown": "true or false",
     "continue_after_shutdown": "true or false",
+    "checkpoint_minutes": "a number of minutes >= 0 (0: resume checkpoints only when a run stops)",
+    "keep_checkpoints": "an integer >= 0 (0: keep every resume checkpoint)",
     "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
     "worker_nice": "an integer from 0 to 19",
@@ -87,6 +90,8 @@ def load_settings(home: Home) -> dict:
             "stop_grace_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
             "stop_runs_on_shutdown": lambda v: isinstance(v, bool),
             "continue_after_shutdown": lambda v: isinstance(v, bool),
+            "checkpoint_minutes": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+            "keep_checkpoints": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
             "gpus": lambda v: isinstance(v, list) and all(isinstance(g, (str, int)) for g in v),
             "cpu_sets": lambda v: isinstance(v, list) and all(
                 isinstance(c, list) and c and all(isinstance(i, int) and i >= 0 for i in c) for c in v),
@@ -143,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                         resource_seconds=float(settings.get("resource_sample_seconds", 5.0)),
                         stop_grace_seconds=float(settings.get("stop_grace_seconds", 120.0)),
                         stop_runs_on_shutdown=bool(settings.get("stop_runs_on_shutdown", False)),
-                        continue_after_shutdown=bool(settings.get("continue_after_shutdown", False)))
+                        continue_after_shutdown=bool(settings.get("continue_after_shutdown", False)),
+                        checkpoint_minutes=float(settings.get("checkpoint_minutes", CHECKPOINT_MINUTES_DEFAULT)),
+                        keep_checkpoints=int(settings.get("keep_checkpoints", KEEP_CHECKPOINTS_DEFAULT)))
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, daemon.terminate)   # the host shutting down, or a kill
         loop.add_signal_handler(signal.SIGINT, daemon.stopping.set)

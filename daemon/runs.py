@@ -42,7 +42,8 @@ from workers.fastlane import layout as fastlane_layout
 from workers.sdk.config import ConfigError
 from workers.sdk.descriptor import WorkerDescriptor
 from workers.sdk import telemetry as tm
-from workers.sdk.rundir import MANIFEST_SUFFIX, check_manifest
+from workers.sdk.rundir import (CHECKPOINT_MINUTES_DEFAULT, CHECKPOINT_MINUTES_ENV, KEEP_CHECKPOINTS_DEFAULT,
+                                KEEP_CHECKPOINTS_ENV, MANIFEST_SUFFIX, check_manifest)
 from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT
 from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG
 
@@ -107,7 +108,9 @@ class RunManager:
     def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
                  max_concurrent: int, grace_seconds: float = 10.0, gpus: list[str] | None = None,
                  cpu_sets: list[list[int]] | None = None, worker_nice: int = 10,
-                 resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0):
+                 resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
+                 checkpoint_minutes: float = CHECKPOINT_MINUTES_DEFAULT,
+                 keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT):
         self.home = home
         self.store = store
         self.workers = workers
@@ -115,6 +118,10 @@ class RunManager:
         self.grace_seconds = grace_seconds
         # how long a stopped run may take to save its checkpoint and end, after the stop request
         self.stop_grace_seconds = stop_grace_seconds
+        # for the workers that save resume checkpoints on a clock (CleanRL's scripts): how often, and
+        # how many a run keeps; passed in their environment (workers/sdk/rundir.py names the variables)
+        self.checkpoint_minutes = checkpoint_minutes
+        self.keep_checkpoints = keep_checkpoints
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
         self.worker_nice = worker_nice
@@ -341,6 +348,8 @@ class RunManager:
         env = dict(os.environ)
         env.update(MOSAIC_RUN_ID=run_id, MOSAIC_RUN_DIR=run_dir, MOSAIC_HOME=str(self.home.root),
                    PYTHONUNBUFFERED="1")
+        env[CHECKPOINT_MINUTES_ENV] = f"{self.checkpoint_minutes:g}"
+        env[KEEP_CHECKPOINTS_ENV] = str(self.keep_checkpoints)
         if "gpu" in resources:
             env["CUDA_VISIBLE_DEVICES"] = resources["gpu"]
         elif not str(run["config"].get("device", "cpu")).startswith("cuda"):

@@ -30,6 +30,7 @@ from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
 from daemon.sweeps import SweepController
 from workers.sdk.config import ConfigError, parse_run_config
+from workers.sdk.rundir import CHECKPOINT_MINUTES_DEFAULT, KEEP_CHECKPOINTS_DEFAULT
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon")
@@ -94,7 +95,9 @@ class Daemon:
     def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0,
                  gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None,
                  worker_nice: int = 10, resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
-                 stop_runs_on_shutdown: bool = False, continue_after_shutdown: bool = False):
+                 stop_runs_on_shutdown: bool = False, continue_after_shutdown: bool = False,
+                 checkpoint_minutes: float = CHECKPOINT_MINUTES_DEFAULT,
+                 keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT):
         self.home = home
         self.stop_runs_on_shutdown = stop_runs_on_shutdown
         self.continue_after_shutdown = continue_after_shutdown
@@ -104,7 +107,8 @@ class Daemon:
         self.workers, self.worker_errors = discovery.discover()
         self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
                                grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
-                               resource_seconds=resource_seconds, stop_grace_seconds=stop_grace_seconds)
+                               resource_seconds=resource_seconds, stop_grace_seconds=stop_grace_seconds,
+                               checkpoint_minutes=checkpoint_minutes, keep_checkpoints=keep_checkpoints)
         self.sweeps = SweepController(home, self.store, self.runs)
         self.histories = None   # daemon.history.Histories, made (numpy imported) when a client first asks
         self.runs.on_events = self._broadcast_events

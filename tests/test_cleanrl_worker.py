@@ -76,8 +76,8 @@ def start_worker(run_dir: Path, config: dict, **popen) -> subprocess.Popen:
     # O_APPEND, as the supervisor opens them
     with open(run_dir / "events.jsonl", "ab") as out, open(run_dir / "stderr.log", "ab") as err:
         return subprocess.Popen([sys.executable, "-m", "workers.cleanrl_worker.cli", "--config", "config.json"],
-                                cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=WORKER_ENV,
-                                **popen)
+                                cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=popen.pop("env", WORKER_ENV), **popen)
 
 
 def read_events(run_dir: Path) -> list[dict]:
@@ -85,9 +85,9 @@ def read_events(run_dir: Path) -> list[dict]:
     return [check_event(json.loads(line)) for line in lines]
 
 
-def run_worker(run_dir: Path, config: dict, timeout: float = 300) -> tuple[int, list[dict]]:
+def run_worker(run_dir: Path, config: dict, timeout: float = 300, env: dict | None = None) -> tuple[int, list[dict]]:
     # a session of its own, as under the supervisor: a test that times out kills the script too
-    proc = start_worker(run_dir, config, start_new_session=True)
+    proc = start_worker(run_dir, config, start_new_session=True, env=env or WORKER_ENV)
     try:
         returncode = proc.wait(timeout=timeout)
     finally:
@@ -751,3 +751,120 @@ def test_a_stopped_script_continues_as_the_same_run(algo, daemon, mosaic):
     assert f"resumed from {at['checkpoint']}" in stderr
     # the continued run ends with its model, which mosaic eval plays
     assert [e for e in events if e["type"] == "checkpoint_saved" and e["path"].endswith(f"{algo}.cleanrl_model")]
+
+
+def _stop_and_continue_directly(run_dir: Path, config: dict, after_scalars: int, env: dict | None = None
+                                ) -> tuple[dict, list[dict], str]:
+    """The worker as the supervisor runs it: SIGUSR1 once ``after_scalars`` scalars were logged, then a
+    second process with continue_from the stop's checkpoint; (the stop's note, all events, stderr)."""
+    from workers.cleanrl_worker import resume
+
+    environ = {**WORKER_ENV, **(env or {})}
+    proc = start_worker(run_dir, config, start_new_session=True, env=environ)
+    try:
+        deadline = time.monotonic() + 300
+        while sum(e["type"] == "scalar" for e in read_events(run_dir)) < after_scalars:
+            assert proc.poll() is None and time.monotonic() < deadline, stderr_of(run_dir)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.wait(timeout=120) == 75, stderr_of(run_dir)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    note = json.loads((run_dir / resume.STOP_NOTE).read_text())
+    proc = start_worker(run_dir, {**config, "continue_from": note["checkpoint"]}, start_new_session=True,
+                        env=environ)
+    try:
+        assert proc.wait(timeout=300) == 0, stderr_of(run_dir)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return note, read_events(run_dir), (run_dir / "stderr.log").read_text(errors="replace")
+
+
+def test_sac_continues_with_its_entropy_temperature_and_buffer(tmp_path):
+    """SAC trains a tensor outside its networks (log_alpha, with its own optimizer) and a float
+    (alpha): both come back, in place, with the buffer, the networks' targets and the step."""
+    from workers.cleanrl_worker import resume
+
+    config = {"worker": "cleanrl", "algo": "sac_continuous_action", "env": "Pendulum-v1", "steps": 1400,
+              "seed": 1, "device": "cpu", "params": {**REPLAY, "learning-starts": 200}}
+    note, events, stderr = _stop_and_continue_directly(tmp_path / "run", config, after_scalars=12)
+    held = resume.describe(note["checkpoint"])
+    assert held["tensors"] == ["log_alpha"] and "alpha" in held["numbers"]
+    assert held["optimizers"] == ["a_optimizer", "actor_optimizer", "q_optimizer"]
+    assert held["modules"] == ["actor", "qf1", "qf1_target", "qf2", "qf2_target"]
+    assert "tensors log_alpha" in stderr and f"replay buffer rb with {held['transitions']['rb']} transitions" in stderr
+    alphas = [(e["step"], e["value"]) for e in events if e["type"] == "scalar" and e["tag"] == "losses/alpha"]
+    steps = [s for s, _ in alphas]
+    assert steps == sorted(set(steps)) and steps[-1] >= 1300
+    seam = [value for step, value in alphas if step > note["step"]][0]
+    last = [value for step, value in alphas if step <= note["step"]][-1]
+    # the temperature goes on from where it was (it moves a little each step), not from its start, 1.0
+    assert abs(seam - last) < 0.1 and abs(seam - 1.0) > 0.15, (last, seam)
+
+
+def test_continuous_ppo_continues_with_its_normalization_statistics(tmp_path):
+    from workers.cleanrl_worker import resume
+
+    config = {"worker": "cleanrl", "algo": "ppo_continuous_action", "env": "Pendulum-v1", "steps": 6144,
+              "seed": 1, "device": "cpu", "params": {"num-steps": 256, "num-minibatches": 4, "update-epochs": 1,
+                                                       "num-envs": 2}}
+    note, events, stderr = _stop_and_continue_directly(tmp_path / "run", config, after_scalars=16)
+    state = resume.load_state(note["checkpoint"])
+    stats = state["running_stats"]
+    assert [[key for key, _ in chain] for chain in stats] == [["return_rms", "obs_rms"]] * 2
+    assert all(chain[1][1]["count"] > 512 for chain in stats)     # learned from every step so far
+    for index, chain in enumerate(stats):                         # and back in the wrappers of the envs
+        for key, saved in chain:
+            assert f"env {index} {key} over {saved['count']:.0f} steps" in stderr
+    sps = [e["step"] for e in events if e["type"] == "scalar" and e["tag"] == "charts/SPS"]
+    assert sps == list(range(512, 6145, 512))
+
+
+def test_periodic_checkpoints_keep_the_newest_and_the_best(tmp_path):
+    """checkpoint_minutes and keep_checkpoints (settings.json, passed by the daemon): resume checkpoints
+    on the way, each with its manifest; only the 2 newest and the best by mean return stay."""
+    from workers.sdk import rundir
+
+    config = {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 20480, "seed": 1,
+              "device": "cpu", "params": {"num-steps": 128, "update-epochs": 1}}
+    run_dir = tmp_path / "run"
+    returncode, events = run_worker(run_dir, config, env={**WORKER_ENV, rundir.CHECKPOINT_MINUTES_ENV: "0.004",
+                                                         rundir.KEEP_CHECKPOINTS_ENV: "2"})
+    assert returncode == 0, stderr_of(run_dir)
+    saved = [e for e in events if e["type"] == "checkpoint_saved" and "/resume-" in "/" + e["path"]]
+    assert len(saved) >= 5, saved
+    manifests = sorted((run_dir / "checkpoints").glob("resume-*.manifest.json"))
+    kept = {json.loads(m.read_text())["checkpoint"]: json.loads(m.read_text()) for m in manifests}
+    on_disk = sorted(p for p in (run_dir / "checkpoints").glob("resume-*") if p.is_dir())
+    assert sorted(kept) == [str(p) for p in on_disk] and 2 <= len(kept) <= 3
+    newest = sorted(kept.values(), key=lambda m: m["step"])[-2:]
+    assert [m["step"] for m in newest] == sorted(e["step"] for e in saved)[-2:]
+    # the objective of every checkpoint saved: the mean of the last 20 returns before it
+    returns, objective = [], {}
+    for e in events:
+        if e["type"] == "episode":
+            returns.append(e["return"])
+        elif e in saved:
+            objective[str(run_dir / e["path"])] = sum(returns[-20:]) / len(returns[-20:])
+    best = max(objective, key=lambda path: (objective[path], kept.get(path, {}).get("step", 0)))
+    assert best in kept and kept[best]["objective"] == pytest.approx(objective[best])
+    run = {"id": None, "worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1"}
+    assert all(rundir.check_manifest(path, run) is None for path in kept)   # whole, and this run's
+
+
+def test_every_script_has_a_main_loop_to_stop_in(user_script, tmp_path):
+    """Each of CleanRL's scripts here has the loop resume.py stops and continues in; a user's script
+    that trains in a while loop has none, and the descriptor refuses to stop it, saying why."""
+    from workers.cleanrl_worker.resume import find_main_loop
+
+    targets = {algo: find_main_loop(catalog.script_path(algo)) for algo in catalog.installed_scripts()}
+    assert {algo: loop.target for algo, loop in targets.items()} == {
+        algo: "update" if algo.startswith(("ppo", "rpo")) else "global_step" for algo in catalog.installed_scripts()}
+    source = Path(catalog.script_path("ppo")).read_text().splitlines()
+    assert source[targets["ppo"].first_line - 1].strip() == "for update in range(1, num_updates + 1):"
+    assert find_main_loop(user_script) is None
+    assert "has no training loop mosaic can find" in WORKER.stop_refusal({"algo": user_script, "mode": "train"})
+    assert WORKER.stop_refusal({"algo": "dqn", "mode": "train"}) is None
+    assert "cannot stop an evaluation" in WORKER.stop_refusal({"algo": "dqn", "mode": "eval"})

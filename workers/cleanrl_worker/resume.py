@@ -430,6 +430,10 @@ def restored_summary(script: dict[str, Any]) -> str:
     for name, buffer in sorted(replay_buffers(script).items()):
         held = buffer.buffer_size if buffer.full else buffer.pos
         parts.append(f"replay buffer {name} with {held} transitions")
+    from workers.cleanrl_worker import patches
+    for index, chain in enumerate(running_stats(patches.TRAINING_ENV)):
+        for wrapper, key in chain:
+            parts.append(f"env {index} {key} over {float(wrapper.__dict__[key].count):.0f} steps")
     return "; ".join(parts)
 
 

@@ -21,15 +21,12 @@ import sys
 
 from workers.cleanrl_worker import WORKER, catalog, resume
 from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
+from workers.sdk import rundir
 from workers.sdk.guard import RunFailed
 from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT, Cancelled, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
-# Set by the daemon from settings.json: how often a script saves a resume checkpoint on the way
-# (minutes; 0: only when stopped), and how many of them a run keeps (plus the best).
-CHECKPOINT_MINUTES_DEFAULT = 10.0
-KEEP_CHECKPOINTS_DEFAULT = 3
 
 
 def resume_request(config: dict, path: str) -> str | None:
@@ -38,8 +35,9 @@ def resume_request(config: dict, path: str) -> str | None:
     loop = resume.find_main_loop(path)
     if loop is None:
         return None
-    minutes = float(os.environ.get("MOSAIC_CHECKPOINT_MINUTES", CHECKPOINT_MINUTES_DEFAULT))
-    keep = int(os.environ.get("MOSAIC_KEEP_CHECKPOINTS", KEEP_CHECKPOINTS_DEFAULT))
+    # the daemon's settings (checkpoint_minutes, keep_checkpoints), as rundir names them
+    minutes = float(os.environ.get(rundir.CHECKPOINT_MINUTES_ENV, rundir.CHECKPOINT_MINUTES_DEFAULT))
+    keep = int(os.environ.get(rundir.KEEP_CHECKPOINTS_ENV, rundir.KEEP_CHECKPOINTS_DEFAULT))
     return resume.as_environ(loop, config.get("continue_from"), minutes, keep)
 
 

@@ -20,6 +20,14 @@ DATASET_FILE = "dataset.hdf5"
 DATASET_META = "dataset.json"
 
 
+# Set by the daemon for every worker, from settings.json: how often a worker that saves on a clock
+# (CleanRL's scripts) saves a resume checkpoint on the way, in minutes (0: only when stopped), and
+# how many resume checkpoints a run keeps (the newest N, plus the best: prune_checkpoints).
+CHECKPOINT_MINUTES_ENV = "MOSAIC_CHECKPOINT_MINUTES"
+KEEP_CHECKPOINTS_ENV = "MOSAIC_KEEP_CHECKPOINTS"
+CHECKPOINT_MINUTES_DEFAULT = 10.0
+KEEP_CHECKPOINTS_DEFAULT = 3
+
 # Beside a checkpoint a stop saved: its manifest (``<checkpoint>.manifest.json``): the run, the
 # step, the bytes and their sha256, checked before the run continues from it (daemon/runs.py).
 MANIFEST_SUFFIX = ".manifest.json"
