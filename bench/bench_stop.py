@@ -29,6 +29,11 @@ RUNS = {
     "ray PPO CartPole (between iterations)": {
         "worker": "ray", "algo": "PPO", "env": "CartPole-v1", "steps": 10**6,
         "params": {"train_batch_size_per_learner": 1000, "minibatch_size": 250, "num_epochs": 2}},
+    "cleanrl PPO CartPole (between two updates)": {
+        "worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 10**7, "params": {}},
+    "cleanrl DQN CartPole, 10,000-step buffer (between two steps)": {
+        "worker": "cleanrl", "algo": "dqn", "env": "CartPole-v1", "steps": 10**7,
+        "params": {"learning-starts": 1000, "buffer-size": 10000}},
     "balrog random BabyAI (before the next step)": {
         "worker": "balrog", "algo": "random", "env": "BabyAI-GoToRedBallGrey-v0", "params": {"episodes": 100000}},
     "mosaic_llm tic-tac-toe, random seats (before the next move)": {

@@ -80,9 +80,12 @@ def start_worker(run_dir: Path, config: dict, **popen) -> subprocess.Popen:
                                 env=popen.pop("env", WORKER_ENV), **popen)
 
 
-def read_events(run_dir: Path) -> list[dict]:
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    return [check_event(json.loads(line)) for line in lines]
+def read_events(run_dir: Path, complete_lines_only: bool = False) -> list[dict]:
+    """The run's events; ``complete_lines_only``: while the run writes, its last line may be partial."""
+    text = (run_dir / "events.jsonl").read_text()
+    if complete_lines_only:
+        text = text[:text.rfind("\n") + 1]
+    return [check_event(json.loads(line)) for line in text.splitlines()]
 
 
 def run_worker(run_dir: Path, config: dict, timeout: float = 300, env: dict | None = None) -> tuple[int, list[dict]]:
@@ -751,10 +754,15 @@ def test_a_stopped_script_continues_as_the_same_run(algo, daemon, mosaic):
     assert f"resumed from {at['checkpoint']}" in stderr
     # the continued run ends with its model, which mosaic eval plays
     assert [e for e in events if e["type"] == "checkpoint_saved" and e["path"].endswith(f"{algo}.cleanrl_model")]
+    if algo == "ppo":   # and so does a resume checkpoint's directory
+        played = mosaic.submit("--worker", "cleanrl", "--algo", algo, "--env", "CartPole-v1", "--mode", "eval",
+                               "--checkpoint", at["checkpoint"], "--episodes", "2")
+        _finish(mosaic, played)
+        assert len([e for e in _events_of(home, played) if e["type"] == "episode"]) == 2
 
 
-def _stop_and_continue_directly(run_dir: Path, config: dict, after_scalars: int, env: dict | None = None
-                                ) -> tuple[dict, list[dict], str]:
+def _stop_and_continue_directly(run_dir: Path, config: dict, after_scalars: int, env: dict | None = None,
+                                stop_when=None) -> tuple[dict, list[dict], str]:
     """The worker as the supervisor runs it: SIGUSR1 once ``after_scalars`` scalars were logged, then a
     second process with continue_from the stop's checkpoint; (the stop's note, all events, stderr)."""
     from workers.cleanrl_worker import resume
@@ -763,7 +771,10 @@ def _stop_and_continue_directly(run_dir: Path, config: dict, after_scalars: int,
     proc = start_worker(run_dir, config, start_new_session=True, env=environ)
     try:
         deadline = time.monotonic() + 300
-        while sum(e["type"] == "scalar" for e in read_events(run_dir)) < after_scalars:
+        if stop_when is None:
+            def stop_when(events):
+                return sum(e["type"] == "scalar" for e in events) >= after_scalars
+        while not stop_when(read_events(run_dir, complete_lines_only=True)):
             assert proc.poll() is None and time.monotonic() < deadline, stderr_of(run_dir)
             time.sleep(0.05)
         proc.send_signal(signal.SIGUSR1)
@@ -775,7 +786,7 @@ def _stop_and_continue_directly(run_dir: Path, config: dict, after_scalars: int,
     proc = start_worker(run_dir, {**config, "continue_from": note["checkpoint"]}, start_new_session=True,
                         env=environ)
     try:
-        assert proc.wait(timeout=300) == 0, stderr_of(run_dir)
+        assert proc.wait(timeout=900) == 0, stderr_of(run_dir)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -868,3 +879,54 @@ def test_every_script_has_a_main_loop_to_stop_in(user_script, tmp_path):
     assert "has no training loop mosaic can find" in WORKER.stop_refusal({"algo": user_script, "mode": "train"})
     assert WORKER.stop_refusal({"algo": "dqn", "mode": "train"}) is None
     assert "cannot stop an evaluation" in WORKER.stop_refusal({"algo": "dqn", "mode": "eval"})
+
+
+# The learning of a stopped and continued run against runs never stopped: real learning, so long runs
+# (MOSAIC_LONG=1; docs/workers/cleanrl.md has the figures of the last time).
+LEARNING = {
+    "ppo": dict(env="CartPole-v1", steps=60000, params={}),
+    "dqn": dict(env="CartPole-v1", steps=20000,
+                params={"learning-starts": 1000, "buffer-size": 10000, "train-frequency": 4,
+                        "exploration-fraction": 0.5, "target-network-frequency": 500}),
+}
+
+
+def _last_20(events: list[dict]) -> float:
+    returns = [e["return"] for e in events if e["type"] == "episode"]
+    return sum(returns[-20:]) / len(returns[-20:])
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("algo", sorted(LEARNING))
+def test_a_continued_run_learns_as_one_never_stopped(algo, tmp_path):
+    """Seed 1, stopped half-way and continued, learns as seeds 1, 2 and 3 trained without a stop: the
+    mean return of its last 20 episodes lies in their band (their range widened by their standard
+    deviation each side: one run's noise). A continue that lost the training would be a run of half
+    the steps: the test first checks that such a run falls below the band, so that it can tell."""
+    import statistics
+
+    spec = LEARNING[algo]
+    base = {"worker": "cleanrl", "algo": algo, "env": spec["env"], "steps": spec["steps"], "device": "cpu",
+            "params": spec["params"]}
+    whole = {}
+    for seed in (1, 2, 3):
+        returncode, events = run_worker(tmp_path / f"seed{seed}", {**base, "seed": seed}, timeout=900)
+        assert returncode == 0, stderr_of(tmp_path / f"seed{seed}")
+        whole[seed] = _last_20(events)
+    returncode, events = run_worker(tmp_path / "half", {**base, "seed": 1, "steps": spec["steps"] // 2}, timeout=900)
+    half = _last_20(events)
+    updates = sum(1 for e in events if e["type"] == "scalar" and e["tag"] == "charts/SPS")
+    note, events, _ = _stop_and_continue_directly(
+        tmp_path / "stopped", {**base, "seed": 1}, after_scalars=0,
+        stop_when=lambda evs: sum(e["type"] == "scalar" and e["tag"] == "charts/SPS" for e in evs) >= updates)
+    continued = _last_20(events)
+    spread = statistics.stdev(whole.values())
+    band = (min(whole.values()) - spread, max(whole.values()) + spread)
+    figures = (f"cleanrl {algo} {spec['env']} {spec['steps']} steps, mean return of the last 20 episodes: "
+               f"seeds 1, 2, 3 never stopped {', '.join(f'{whole[s]:.1f}' for s in (1, 2, 3))} "
+               f"(band {band[0]:.1f}..{band[1]:.1f}); seed 1 stopped at step {note['step']} and continued "
+               f"{continued:.1f}; seed 1 trained half the steps {half:.1f}")
+    print(figures)
+    (Path(os.environ.get("MOSAIC_FIGURES_DIR", tmp_path)) / f"cleanrl-{algo}-learning.txt").write_text(figures + "\n")
+    assert half < band[0], f"the test cannot tell a lost training from a kept one: {figures}"
+    assert band[0] <= continued <= band[1], figures

@@ -98,7 +98,7 @@ class MetricsPane(Vertical):
         Binding("t", "xaxis", "Step/time", id="metrics.xaxis"),
         Binding("slash", "filter", "Tag filter", id="metrics.filter"),
         Binding("m", "pin", "Pin tag", id="metrics.pin"),
-        Binding("z", "fold", "Timings", show=False, id="metrics.fold"),
+        Binding("f", "fold", "Timings", show=False, id="metrics.fold"),
         Binding("j", "scroll(1)", "Down", show=False, id="metrics.down"),
         Binding("k", "scroll(-1)", "Up", show=False, id="metrics.up"),
     ]

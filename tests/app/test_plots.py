@@ -114,7 +114,7 @@ async def test_returns_and_losses_first_timings_folded_pins_remembered(home):
         folder = pane.query_one("#timings", Collapsible)
         assert folder.collapsed and "timings and throughput: 4 tags" in screen_text(app) + str(folder.title)
         assert "timers/training_iteration" not in screen_text(app)
-        await pilot.press("z")
+        await pilot.press("f")
         await pilot.pause(0.2)
         assert not folder.collapsed
         # pin the entropy plot, then a timing: both go to the top, in pin order

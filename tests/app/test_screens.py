@@ -465,3 +465,27 @@ async def test_key_bar_renders_in_every_theme(home):
             app.theme = theme
             await pilot.pause()
             assert " n New " in app.screen.query_one("KeyBar").render().plain, theme
+
+
+def test_a_run_screens_keys_are_not_taken_by_its_panes():
+    """A pane that binds a key of its screen takes it while focused: the screen's action is then out
+    of reach from the keyboard (z folded the metrics' timings instead of stopping the run). Only the
+    transcript's own p (prompts) and e (export) are meant: an LLM run's transcript reads them."""
+    from mosaic_tui.screens.run import RunScreen
+    from mosaic_tui.screens.runs import RunsScreen
+    from mosaic_tui.widgets.artifacts_view import ArtifactsView
+    from mosaic_tui.widgets.config_view import ConfigView
+    from mosaic_tui.widgets.frames_view import FramesView
+    from mosaic_tui.widgets.logs_pane import LogsPane
+    from mosaic_tui.widgets.metrics_pane import MetricsPane
+    from mosaic_tui.widgets.runs_table import RunsTable
+    from mosaic_tui.widgets.transcript_view import TranscriptView
+
+    def keys(cls) -> set[str]:
+        return {key for binding in cls.BINDINGS for key in binding.key.split(",")}
+
+    taken = {pane.__name__: sorted(keys(RunScreen) & keys(pane))
+             for pane in (MetricsPane, LogsPane, ConfigView, FramesView, ArtifactsView, TranscriptView)}
+    assert taken == {"MetricsPane": [], "LogsPane": [], "ConfigView": [], "FramesView": [], "ArtifactsView": [],
+                     "TranscriptView": ["e", "p"]}
+    assert keys(RunsScreen) & keys(RunsTable) == {"enter"}   # the table's enter is the screen's open

@@ -162,7 +162,7 @@ class CleanRLDescriptor(WorkerDescriptor):
         # eval: parse_run_config requires a checkpoint; the daemon resolves
         # "run:NAME" and home-relative references after this, and checks them
         if config.mode == "eval" and os.path.isabs(config.checkpoint or "") \
-                and not os.path.isfile(config.checkpoint):
+                and not os.path.exists(config.checkpoint):   # a file, or a resume checkpoint's directory
             raise ConfigError("checkpoint", f"no such file: {config.checkpoint}")
         for key in config.params:  # before the schema, which has no such key, says less
             if key in catalog.OWNED_ARGS:

@@ -45,9 +45,13 @@ def load_script(path: str):
 
 
 def read_checkpoint(path: str, name: str) -> tuple[dict[str, Any], dict[str, Any], list]:
-    """(networks by name, the script's args, observation statistics) from a checkpoint file."""
+    """(networks by name, the script's args, observation statistics) from a checkpoint file, or from
+    a resume checkpoint's directory (resume.py: its model file)."""
     import torch
 
+    from workers.cleanrl_worker.resume import MODEL_FILE
+    if os.path.isdir(path):
+        path = os.path.join(path, MODEL_FILE)
     data = torch.load(path, map_location="cpu", weights_only=True)
     if isinstance(data, dict) and data.get("mosaic_format") == 1:
         if data.get("algo") not in (None, name):

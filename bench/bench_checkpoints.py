@@ -1,0 +1,61 @@
+"""What periodic resume checkpoints cost a training run: CleanRL's scripts save one every
+``checkpoint_minutes`` (settings.json, default 10).
+
+    python -m bench.bench_checkpoints
+
+Two daemons, one with ``checkpoint_minutes: 0`` (checkpoints only at a stop) and one
+saving every 0.05 min (3 s: 200 times as often as the default), run the same CleanRL
+run one at a time, alternating A B / B A. Each run's steps/s is the script's own last
+``charts/SPS`` (start-up not counted). Figures: median with / median without at 3 s,
+and, from it, the cost at the default interval (the time a save takes, 200 times
+rarer). Goal at the default interval: >= 0.97 (issue 31).
+"""
+from __future__ import annotations
+
+import json
+
+from bench.common import alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median
+
+EVERY_MINUTES = 0.05
+DEFAULT_MINUTES = 10.0
+PAIRS = 3
+RUNS = {
+    "PPO CartPole": {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 60_000, "seed": 1},
+    "DQN CartPole, 10,000-step buffer": {
+        "worker": "cleanrl", "algo": "dqn", "env": "CartPole-v1", "steps": 25_000, "seed": 1,
+        "params": {"learning-starts": 1000, "buffer-size": 10000}},
+}
+
+
+def sps_and_saves(client, home, config: dict) -> tuple[float, int]:
+    events = finished_run_events(client, home, config)
+    sps = [e["value"] for e in events if e.get("type") == "scalar" and e.get("tag") == "charts/SPS"]
+    saves = sum(1 for e in events if e.get("type") == "checkpoint_saved" and "resume-" in e.get("path", ""))
+    return float(sps[-1]), saves
+
+
+def run() -> list[dict]:
+    from mosaic_tui.client import Client
+    alike(1)
+    rows = []
+    with daemon_home(max_runs=1, settings={"checkpoint_minutes": 0}) as (without, _), \
+            daemon_home(max_runs=1, settings={"checkpoint_minutes": EVERY_MINUTES}) as (with_, _):
+        with Client(without, timeout=60) as a, Client(with_, timeout=60) as b:
+            for label, config in RUNS.items():
+                off, on = alternate(PAIRS, lambda: sps_and_saves(a, without, config),
+                                    lambda: sps_and_saves(b, with_, config))
+                ratio = median(s for s, _ in on) / median(s for s, _ in off)
+                saves = [n for _, n in on]
+                at_default = 1 - (1 - ratio) * EVERY_MINUTES / DEFAULT_MINUTES
+                rows.append(figure(f"{label}: steps/s with a checkpoint every 3 s / without", round(ratio, 3),
+                                   "ratio", "", f"{PAIRS} pairs A B / B A; saves per run {saves}; without "
+                                   f"{', '.join(f'{s:.0f}' for s, _ in off)}, with {', '.join(f'{s:.0f}' for s, _ in on)}"))
+                rows.append(figure(f"{label}: steps/s at the default interval (10 min) / without", round(at_default, 4),
+                                   "ratio", ">= 0.97", f"from the 3 s figure, 200x rarer; {alike_settings(seed=1)}",
+                                   at_default >= 0.97))
+    return rows
+
+
+if __name__ == "__main__":
+    from bench.common import print_table
+    print_table(run())
