@@ -32,6 +32,9 @@ What is patched, and why (docs/workers/cleanrl.md has the long version):
   and a checkpoint event is emitted.
 - mosaic's own --save-model (scripts without one): at a clean exit, the
   script's networks are saved into ``checkpoints/``.
+- the script's ``range`` (stop and continue, ``resume.py``): on the line of the
+  script's main loop it returns a loop that restores, saves and stops between
+  two passes; everywhere else the builtin.
 - frames (``frames.enabled``): the training env publishes rendered frames to
   FastLane when one is due; ``gymnasium.make`` then defaults to
   ``render_mode="rgb_array"``.
