@@ -120,6 +120,9 @@ class XuanCeDescriptor(WorkerDescriptor):
             "gpu": torch_has_gpu_build(),
             "frames": True,
             "record": True,  # single-agent envs: a dataset in Tianshou's format (workers/sdk/dataset.py)
+            # mosaic stop: a resume checkpoint at the end of a training step (on-policy: after an update);
+            # mosaic continue trains the steps left (runtime.py)
+            "stop": ["train"],
         }
 
     # -- schema ----------------------------------------------------------

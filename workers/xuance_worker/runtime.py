@@ -13,7 +13,13 @@ with the agent built by ``xuance.get_runner``. mosaic adds:
   stay);
 - checkpoint metadata (``mosaic_checkpoint.json`` beside the model): agent
   count, parameter sharing, spaces and the params, so evaluation rebuilds the
-  same networks and refuses what cannot fit.
+  same networks and refuses what cannot fit;
+- stop and continue: every checkpoint a training run saves is a resume
+  checkpoint (``resume_state.pt`` beside XuanCe's model: learner state, step
+  and episode counters, exploration schedules, replay buffer, RNG states,
+  curriculum position) with a manifest. ``mosaic stop`` is taken at the end of
+  a training step (on-policy: right after an update, when the rollout buffer
+  is empty); ``continue_from`` restores it and trains the steps left.
 
 Everything heavy (xuance, torch, gymnasium) is imported inside functions,
 after ``prepare_process`` has set up the environment they read at import.
@@ -23,6 +29,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
+import sys
 import time
 from argparse import Namespace
 from typing import Any
@@ -32,7 +40,9 @@ from workers.sdk.dataset import env_recorder
 from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir, read_checkpoint_meta
+from workers.sdk.rundir import (CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir,
+                                read_checkpoint_meta, write_manifest)
+from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
 from workers.xuance_worker import agent_count_mismatch, catalog
@@ -41,6 +51,11 @@ from workers.xuance_worker import mpe_alias, multigrid, vizdoom
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
+# beside XuanCe's model in a training run's checkpoint: what XuanCe's save_model leaves out (schedulers,
+# iteration and step counters, exploration schedules, the replay buffer, RNG states, the curriculum phase)
+RESUME_STATE = "resume_state.pt"
+# a replay buffer larger than this is not saved: the continued run refills it before it learns again
+BUFFER_LIMIT_BYTES = 2 << 30
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
 
@@ -132,21 +147,32 @@ class Hooks:
       Taken here rather than from XuanCe's ``on_train_episode_info`` callback
       because not every agent calls that (CommNet, IC3Net, TarMAC do not), nor
       does any call it while testing. Frames and heartbeats come from here too.
-    - the ``agent.callback`` methods: periodic checkpoints after a training step
-      or an update. The class implements every hook of XuanCe's
+    - the ``agent.callback`` methods: periodic checkpoints and the stop, at the end
+      of a training step (or, where XuanCe trains in whole episodes -- MARL agents
+      with ``use_rnn`` -- after an update between episodes), once ``safe_point()``
+      says the agent can be saved and continued exactly (on-policy: its rollout
+      buffer was just used and cleared). The class implements every hook of XuanCe's
       ``MultiAgentBaseCallback`` (and so ``BaseCallback``), which XuanCe calls by name.
     """
 
     def __init__(self, emitter: Emitter, multi_agent: bool, agent_keys: list[str] | None = None,
-                 checkpoint_every: int = 0, last_step: int = 0, save=None, frames=None, recorder=None):
+                 checkpoint_every: int = 0, last_step: int = 0, save=None, frames=None, recorder=None,
+                 stop=None, safe_point=None, episodic: bool = False, start_step: int = 0):
         self.emitter = emitter
         self.multi_agent = multi_agent
         teams = catalog.mpe_teams(agent_keys or []) if multi_agent else {}
         self.teams = teams if len(teams) > 1 else {}
         self.checkpoint_every = checkpoint_every
-        self.next_checkpoint = checkpoint_every
+        # a continued run's next periodic checkpoint is the first one after its checkpoint's step
+        self.next_checkpoint = (start_step // checkpoint_every + 1) * checkpoint_every if checkpoint_every else 0
         self.last_step = last_step  # the final checkpoint is saved at the end anyway
         self.save = save
+        # stop(step): save the stop's checkpoint and raise Stopped; safe_point(): can the agent be
+        # saved now and continued exactly; episodic: XuanCe trains in whole episodes (MARL use_rnn)
+        # and calls on_train_step_end only once per agent.train, so the stop is taken after updates
+        self.stop = stop
+        self.safe_point = safe_point or (lambda: True)
+        self.episodic = episodic
         self.frames = frames
         # a workers.sdk.dataset.Recorder when the run records (single-agent: the descriptor refuses the rest)
         self.recorder = recorder
@@ -240,17 +266,28 @@ class Hooks:
             self.emitter.episode(step, float(score), length, env_index=env_index)
 
     # -- XuanCe's callback interface ----------------------------------------
-    def _maybe_checkpoint(self, step: int) -> None:
-        if self.checkpoint_every and self.next_checkpoint <= step < self.last_step and self.save is not None:
+    def _at_safe_point(self, step: int) -> None:
+        """A periodic checkpoint once one is due, then the stop if one was asked for. Both wait for
+        a safe point: a checkpoint taken there is one a run continues from exactly."""
+        due = self.checkpoint_every and self.next_checkpoint <= step < self.last_step and self.save is not None
+        stop = SIGNALS.stop_requested and self.stop is not None and step < self.last_step
+        if not (due or stop) or not self.safe_point():
+            return
+        if due:
             while self.next_checkpoint <= step:
                 self.next_checkpoint += self.checkpoint_every
-            self.save(f"step_{step}", f"model_step_{step}.pth")
+            self.save(f"step_{step}", f"model_step_{step}.pth", manifest=True)
+        if stop:
+            self.stop(step)
 
     def on_train_step_end(self, current_step, **kwargs):
-        self._maybe_checkpoint(int(current_step))
+        self._at_safe_point(int(current_step))
 
     def on_train_epochs_end(self, current_step, **kwargs):
-        self._maybe_checkpoint(int(current_step))
+        # elsewhere XuanCe calls it in the middle of a step: this step's transitions stored, the
+        # step counter not yet advanced; a checkpoint there would have the step trained twice
+        if self.episodic:
+            self._at_safe_point(int(current_step))
 
     def on_train_episode_info(self, **kwargs):
         return
@@ -367,7 +404,11 @@ def checkpoint_meta(config: dict[str, Any], agent, family: str, phase: dict[str,
 
 
 class Checkpoints:
-    """Saves models into checkpoints/<name>/ with their metadata, and says so on the wire."""
+    """Saves models into checkpoints/<name>/ with their metadata, and says so on the wire.
+
+    Every checkpoint of a training run is a resume checkpoint: RESUME_STATE beside the model. It is
+    written into ``checkpoints/.<name>.tmp`` and renamed into place whole, so a crash mid-save
+    leaves no half checkpoint under its name."""
 
     def __init__(self, emitter: Emitter, config: dict[str, Any], agent, family: str, multi_agent: bool):
         self.emitter = emitter
@@ -376,17 +417,202 @@ class Checkpoints:
         self.family = family
         self.multi_agent = multi_agent
         self.phase: dict[str, Any] = {}
+        self.phase_index = 0
 
-    def save(self, name: str, model_name: str) -> str:
+    def save(self, name: str, model_name: str, manifest: bool = False) -> str:
+        """Save, announce and return the model's path (relative to the run directory); ``manifest``:
+        write the checkpoint's manifest too (a periodic one, for the daemon to continue from)."""
         folder = os.path.join(CHECKPOINT_DIR, name)
+        scratch = os.path.join(CHECKPOINT_DIR, f".{name}.tmp")
+        shutil.rmtree(scratch, ignore_errors=True)
         # its own folder per checkpoint: XuanCe saves obs_rms.npy beside the model
-        self.agent.save_model(model_name=model_name, model_path=os.path.abspath(folder))
+        self.agent.save_model(model_name=model_name, model_path=os.path.abspath(scratch))
         meta = checkpoint_meta(self.config, self.agent, self.family, self.phase, self.multi_agent)
-        with open(os.path.join(folder, CHECKPOINT_META), "w", encoding="utf-8") as f:
+        with open(os.path.join(scratch, CHECKPOINT_META), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
+        save_resume_state(os.path.join(scratch, RESUME_STATE), self.agent, self.phase_index)
+        shutil.rmtree(folder, ignore_errors=True)   # a continued run saving a step again
+        os.replace(scratch, folder)
         path = os.path.join(folder, model_name)  # relative to the run directory
         self.emitter.checkpoint_saved(path, int(self.agent.current_step))
+        if manifest:
+            write_manifest(folder, int(self.agent.current_step))
         return path
+
+    def stop(self, step: int) -> None:
+        """The stop's checkpoint (its manifest: Stopped.after), then Stopped to end the run."""
+        def save() -> str:
+            return os.path.abspath(os.path.dirname(self.save(f"stop_{step}", f"model_step_{step}.pth")))
+        raise Stopped.after(save, step)
+
+
+# -- resume state (stop and continue) ---------------------------------------------
+# Attributes of XuanCe's agents and learners that are not state to carry over: the run's
+# config and what is built from it, the environments, loggers, and the networks and
+# buffer (saved on their own). ``returns`` is the discounted return of the episode in
+# progress, which the stop cuts.
+SKIPPED_AGENT_ATTRS = frozenset({"config", "train_envs", "policy", "learner", "memory", "writer", "callback",
+                                 "returns", "meta_data", "args"})
+SKIPPED_LEARNER_ATTRS = frozenset({"config", "policy", "callback"})
+VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+
+
+def is_on_policy(agent) -> bool:
+    from xuance.torch.agents.core import OnPolicyAgent, OnPolicyMARLAgents
+    return isinstance(agent, (OnPolicyAgent, OnPolicyMARLAgents))
+
+
+def _plain_state(value) -> bool:
+    """A value to save as it is: a counter, a schedule's position (epsilon, noise scale, PER beta),
+    a per-env array (episode counters) or a running mean/std of observations and returns."""
+    import numpy as np
+    import torch
+    from xuance.common import RunningMeanStd
+    if isinstance(value, (bool, int, float, np.ndarray, np.generic, torch.Tensor, RunningMeanStd)):
+        return True
+    return type(value).__name__ == "TensorRunningMeanStd"
+
+
+def _detached(value):
+    """A tensor without its graph (SAC's alpha is computed from log_alpha), anything else as it is."""
+    import torch
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def _stateful(value) -> bool:
+    """Optimizers, LR schedulers and modules outside the policy (ValueNorm), alone or in a dict or list."""
+    import torch
+    if isinstance(value, dict) and value:
+        return all(_stateful(v) for v in value.values())
+    if isinstance(value, list) and value:
+        return all(_stateful(v) for v in value)
+    return isinstance(value, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.nn.Module))
+
+
+def _state_dicts(value):
+    if isinstance(value, dict):
+        return {k: _state_dicts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_state_dicts(v) for v in value]
+    return value.state_dict()
+
+
+def _load_state_dicts(target, state) -> None:
+    if isinstance(target, dict):
+        for k, v in target.items():
+            _load_state_dicts(v, state[k])
+    elif isinstance(target, list):
+        for v, s in zip(target, state):
+            _load_state_dicts(v, s)
+    else:
+        target.load_state_dict(state)
+
+
+def _nbytes(value, depth: int = 0) -> int:
+    """The bytes of the arrays in a buffer's attributes (dicts of arrays, per agent for MARL)."""
+    import numpy as np
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict) and depth < 4:
+        return sum(_nbytes(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)) and depth < 4:
+        return sum(_nbytes(v, depth + 1) for v in value)
+    return 0
+
+
+def rng_state() -> dict[str, Any]:
+    import random
+
+    import numpy as np
+    import torch
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import random
+
+    import numpy as np
+    import torch
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"][:torch.cuda.device_count()])
+
+
+def save_resume_state(path: str, agent, phase_index: int) -> None:
+    """What the agent needs, beyond XuanCe's model file, to go on as if never stopped."""
+    import torch
+    learner = agent.learner
+    memory = None
+    buffer_bytes = 0
+    # an on-policy rollout buffer is empty at a safe point: nothing of it to keep
+    if not is_on_policy(agent) and agent.memory is not None:
+        buffer_bytes = _nbytes(vars(agent.memory))
+        if buffer_bytes <= BUFFER_LIMIT_BYTES:
+            # its arrays, pointers and sizes; views of dict keys (its agent keys) are built again with it
+            memory = {k: v for k, v in vars(agent.memory).items() if not isinstance(v, VIEWS)}
+    state = {
+        "step": int(agent.current_step),
+        "phase_index": phase_index,
+        "policy": agent.policy.state_dict(),
+        "agent": {k: _detached(v) for k, v in vars(agent).items() if k not in SKIPPED_AGENT_ATTRS and _plain_state(v)},
+        "learner": {k: _detached(v) for k, v in vars(learner).items()
+                    if k not in SKIPPED_LEARNER_ATTRS and _plain_state(v)},
+        "learner_modules": {k: _state_dicts(v) for k, v in vars(learner).items()
+                            if k not in SKIPPED_LEARNER_ATTRS and _stateful(v)},
+        "memory": memory,
+        "buffer_bytes": buffer_bytes,
+        "rng": rng_state(),
+    }
+    torch.save(state, path)
+
+
+def load_resume_state(source: str) -> dict[str, Any]:
+    """The resume state of the checkpoint ``source`` (its folder, or its model file)."""
+    import torch
+    path = os.path.join(checkpoint_dir(source), RESUME_STATE)
+    if not os.path.isfile(path):
+        raise ConfigError("continue_from", f"{source} is not a resume checkpoint (no {RESUME_STATE}): "
+                                           f"it was saved before the XuanCe worker could stop and continue")
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def restore_resume_state(agent, state: dict[str, Any]) -> None:
+    """Put a resume state into a freshly built agent: networks, optimizers, schedulers, counters,
+    the replay buffer, then the RNG states last (building the agent seeded them)."""
+    import torch
+    agent.policy.load_state_dict(state["policy"])
+    for target, values in ((agent, state["agent"]), (agent.learner, state["learner"])):
+        for key, value in values.items():
+            current = getattr(target, key, None)
+            if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) and current.shape == value.shape:
+                current.data.copy_(value)   # in place: an optimizer holds SAC's log_alpha by identity
+            elif hasattr(current, "__dict__") and hasattr(value, "__dict__") and not isinstance(value, torch.Tensor):
+                current.__dict__.update(value.__dict__)   # a running mean/std: keep the object others hold
+            else:
+                setattr(target, key, value)
+    for key, value in state["learner_modules"].items():
+        _load_state_dicts(getattr(agent.learner, key), value)
+    if state["memory"] is not None:
+        agent.memory.__dict__.update(state["memory"])
+    elif not is_on_policy(agent) and hasattr(agent, "start_training"):
+        # the buffer was too large to keep: learn again once it holds as much as at the run's start
+        agent.start_training = int(agent.current_step) + int(agent.start_training)
+    set_rng_state(state["rng"])
+
+
+def resume_position(train_steps: list[int], step: int, n_envs: int) -> tuple[int, int]:
+    """Where a run continued at ``step`` is: (the curriculum phase, its training steps left)."""
+    done = step // n_envs
+    for index, steps in enumerate(train_steps):
+        if done < steps:
+            return index, steps - done
+        done -= steps
+    return len(train_steps), 0   # nothing left to train
 
 
 # -- train ------------------------------------------------------------------------
@@ -420,33 +646,55 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     emitter.run_started("xuance", config["algo"], config["env"], total_steps=running_steps,
                         upstream=upstream(), family=family, **extra)
     set_torch_threads(params["torch_threads"])
+    # continue_from: this same run goes on from its checkpoint (mosaic continue)
+    source = config.get("continue_from")
+    resume = load_resume_state(source) if source else None
     args = parser_args(config, family, env_id, params, running_steps)
+    if resume is not None:
+        # the episodes in progress at the stop are cut, and new ones begin: not the run's first ones again
+        args.env_seed = config["seed"] + resume["step"]
     if len(phases) > 1:
         check_curriculum(args, phases, multi_agent)
     mpe_alias.set_env_kwargs(phases[0]["env_kwargs"])
     runner = build_runner(config, family, env_id, template, args)
     agent = runner.agent
+    train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
+    first, left = 0, train_steps[0]
+    if resume is not None:
+        restore_resume_state(agent, resume)
+        first, left = resume_position(train_steps, int(agent.current_step), runner.n_envs)
+        sys.stderr.write(f"mosaic xuance worker: resumed from {source} at step {int(agent.current_step)}\n")
+    start_step = int(agent.current_step)
     checkpoints = Checkpoints(emitter, config, agent, family, multi_agent)
-    checkpoints.phase = phases[0]
+    checkpoints.phase = phases[min(first, len(phases) - 1)]
+    checkpoints.phase_index = first
     frames = env_frames(config)
     recorder = env_recorder(config)
-    train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
+    on_policy = is_on_policy(agent)
     hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None,
                   checkpoint_every=params["checkpoint_interval"], last_step=sum(train_steps) * runner.n_envs,
-                  save=checkpoints.save, frames=frames, recorder=recorder)
+                  save=checkpoints.save, frames=frames, recorder=recorder, stop=checkpoints.stop,
+                  # on-policy: only once the rollout was used and cleared (a half rollout cannot be carried over)
+                  safe_point=(lambda: int(agent.memory.size) == 0) if on_policy else None,
+                  episodic=multi_agent and bool(getattr(agent, "use_rnn", False)), start_step=start_step)
     install_hooks(agent, hooks)
     hooks.watch(agent.train_envs, lambda: agent.current_step)
     training_begins()
     try:
-        for index, phase in enumerate(phases):
+        for index in range(first, len(phases)):
+            phase = phases[index]
             if index > 0:
                 switch_environment(runner, agent, phase)
                 hooks.watch(agent.train_envs, lambda: agent.current_step)
-                checkpoints.phase = phase
+                checkpoints.phase, checkpoints.phase_index = phase, index
             if len(phases) > 1:
                 emitter.phase(phase["env_id"], int(agent.current_step), index=index)
-            agent.train(train_steps[index])
-        checkpoints.save("final", FINAL_MODEL)
+            agent.train(left if index == first else train_steps[index])
+        if int(agent.current_step) > start_step:   # a run continued from its end trains nothing new
+            checkpoints.save("final", FINAL_MODEL, manifest=True)
+    except Stopped:
+        finish(runner, agent)   # the TensorBoard writer flushed, env processes closed
+        raise
     finally:
         if frames is not None:
             frames.close()
