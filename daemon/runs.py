@@ -281,7 +281,7 @@ class RunManager:
         run_id = new_ulid()
         # continue_from is the daemon's (mosaic continue): a submitted config is always a new run,
         # even one copied from a continued run's record (a checkpoint to start from is ``checkpoint``)
-        config.update(run_id=run_id, name=name, continue_from=None)
+        config.update(run_id=run_id, name=name, continue_from=None, logged_until=None)
         run_dir = self.home.run_dir(run_id)
         try:
             run_dir.mkdir(parents=True)
@@ -349,6 +349,8 @@ class RunManager:
         env.update(MOSAIC_RUN_ID=run_id, MOSAIC_RUN_DIR=run_dir, MOSAIC_HOME=str(self.home.root),
                    PYTHONUNBUFFERED="1")
         env[CHECKPOINT_MINUTES_ENV] = f"{self.checkpoint_minutes:g}"
+        if run["config"].get("logged_until") is not None:   # continued from an older checkpoint
+            env[tm.LOGGED_UNTIL_ENV] = str(run["config"]["logged_until"])
         env[KEEP_CHECKPOINTS_ENV] = str(self.keep_checkpoints)
         if "gpu" in resources:
             env["CUDA_VISIBLE_DEVICES"] = resources["gpu"]
@@ -769,16 +771,22 @@ class RunManager:
         for problem in skipped:
             log.warning("run %s: %s; continuing from %s instead", run_id, problem, point["path"])
         run_dir = self.home.run_dir(run_id)
-        config = {**run["config"], "continue_from": point["path"]}
+        # A checkpoint older than the run's last logged step (a failed run's last periodic one): the
+        # steps after it are trained again, but their scalars and episodes are not logged twice.
+        logged = int((run.get("summary") or {}).get("steps") or 0)
+        point_step = int(point.get("step") or 0)
+        logged_until = logged if logged > point_step else None
+        config = {**run["config"], "continue_from": point["path"], "logged_until": logged_until}
         restarts = (run.get("restarts") or 0) + 1
         try:
             write_json_atomic(str(run_dir / CONFIG_FILE), config)
             exit_file = run_dir / EXIT_FILE
             if exit_file.exists():  # kept beside: how each earlier process ended
                 os.replace(exit_file, run_dir / f"exit-{restarts - 1}.json")
-            seam = tm.encode(tm.make_event(tm.RESTARTED, step=int(point.get("step") or 0),
+            seam = tm.encode(tm.make_event(tm.RESTARTED, step=point_step,
                                            checkpoint=str(point["path"]), restarts=restarts,
-                                           **({"skipped": skipped} if skipped else {})))
+                                           **({"skipped": skipped} if skipped else {}),
+                                           **({"logged_until": logged_until} if logged_until else {})))
             with open(run_dir / EVENTS_FILE, "ab") as f:   # no writer is left: the line is whole
                 f.write(seam)
         except OSError as exc:

@@ -936,3 +936,47 @@ def test_a_continued_run_learns_as_one_never_stopped(algo, tmp_path):
     assert statistics.mean(before) >= 66, f"too little learned by the stop to tell a lost training: {figures}"
     assert statistics.mean(after) >= statistics.mean(before) / 2, figures
     assert band[0] <= continued <= band[1], figures
+
+
+def test_a_crashed_run_continues_from_its_last_periodic_checkpoint_logging_each_step_once(home, mosaic):
+    """A script killed (SIGKILL: a node lost, the OOM killer) after its last periodic checkpoint: the
+    run fails; mosaic continue goes on from that checkpoint, trains the steps after it again, and
+    does not log them again (logged_until): every update's steps once, in order, to the end."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    (home.root / "settings.json").write_text(json.dumps({"checkpoint_minutes": 0.03}))   # every 1.8 s
+    mosaic.run("daemon", "start", check=True)
+    try:
+        steps = 65536
+        run_id = mosaic.submit("--worker", "cleanrl", "--algo", "ppo", "--env", "CartPole-v1", "--steps", str(steps),
+                               "--set", "num-steps=128", "--set", "update-epochs=1", "--name", "crashed")
+        checkpoints = home.run_dir(run_id) / "checkpoints"
+        def newest_kept() -> int:
+            return max((json.loads(m.read_text())["step"] for m in checkpoints.glob("resume-*.manifest.json")),
+                       default=-1)
+
+        def four_updates_past_a_checkpoint() -> bool:   # steps logged that the checkpoint does not hold
+            kept = newest_kept()
+            sps = _scalar_steps(read_events(home.run_dir(run_id), complete_lines_only=True), "charts/SPS")
+            return kept > 0 and bool(sps) and sps[-1] >= kept + 4 * 512
+
+        wait_for(four_updates_past_a_checkpoint, 300, 0.02, what="four updates past a periodic checkpoint")
+        started = next(e for e in read_events(home.run_dir(run_id), complete_lines_only=True)
+                       if e["type"] == "run_started")
+        os.kill(_children(started["pid"])[0], signal.SIGKILL)   # the script, under the worker
+        mosaic.run("wait", run_id, "--timeout", "120")
+        run = mosaic.show(run_id)
+        assert run["state"] == "failed" and "SIGKILL" in run["reason"], run
+        logged = run["summary"]["steps"]
+        kept = newest_kept()
+        assert kept < logged < steps
+        assert mosaic.run("continue", run_id, "--wait").returncode == 0
+        run = _finish(mosaic, run_id)
+        events = _events_of(home, run_id)
+        seam = next(e for e in events if e["type"] == "restarted")
+        assert seam["step"] <= kept and seam["logged_until"] == logged
+        sps = _scalar_steps(events, "charts/SPS")
+        assert sps == list(range(512, steps + 1, 512))            # each update once, across the crash
+        episodes = [e["step"] for e in events if e["type"] == "episode"]
+        assert episodes == sorted(episodes)
+    finally:
+        mosaic.run("daemon", "stop")

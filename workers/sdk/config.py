@@ -96,6 +96,10 @@ class RunConfig(BaseModel):
     # set by the daemon when it continues a stopped run (mosaic continue): the checkpoint the
     # same run goes on from, its step counters included (``checkpoint`` starts a new run from one)
     continue_from: str | None = None
+    # set with continue_from when that checkpoint is older than the last step the run logged (a
+    # failed run goes on from its last periodic checkpoint): the steps up to this one are trained
+    # again but not logged again, so the history holds each step once (telemetry.Emitter)
+    logged_until: int | None = None
 
     @field_validator("name")
     @classmethod

@@ -45,6 +45,8 @@ RUN_FAILED = "run_failed"
 RUN_STOPPED = "run_stopped"
 # written by the daemon when a run is continued: the seam between the run's two processes
 RESTARTED = "restarted"
+# In a continued run's environment: the last step its history holds (see Emitter.logged_until).
+LOGGED_UNTIL_ENV = "MOSAIC_LOGGED_UNTIL"
 # One language-model call of an LLM agent: what it saw, what it was asked, what it
 # answered and the action taken from that. While a reply streams in, the worker
 # writes the same step again with ``partial: true`` and the reply so far (at most
@@ -250,6 +252,10 @@ class Emitter:
 
     def __init__(self, fd: int, flush_interval: float = 0.1, max_buffer: int = 64 * 1024):
         self.fd = fd
+        # A run continued from a checkpoint older than its last logged step trains those steps
+        # again: their scalars and episodes are in the run's history already, and are not logged
+        # twice (the daemon sets LOGGED_UNTIL_ENV from the config's logged_until; -1: none).
+        self.logged_until = int(os.environ.get(LOGGED_UNTIL_ENV) or -1)
         self.flush_interval = flush_interval
         self.max_buffer = max_buffer
         self.lines_written = 0
@@ -275,6 +281,8 @@ class Emitter:
     def scalar(self, tag: str, value: float, step: int) -> None:
         # Hot path: skip make_event's checks, the types are forced here.
         self.step = step = int(step)
+        if step <= self.logged_until:
+            return
         self.emit({"v": VERSION, "type": SCALAR, "t": time.time(), "tag": str(tag),
                    "value": _finite(value), "step": step})
 
@@ -284,6 +292,8 @@ class Emitter:
 
     def episode(self, step: int, episode_return: float, length: int, **extra: Any) -> None:
         self.step = step = int(step)
+        if step <= self.logged_until:
+            return
         self.emit(make_event(EPISODE, step=step, length=int(length),
                              **{"return": _finite(episode_return)}, **extra))
 
