@@ -12,7 +12,6 @@ rarer). Goal at the default interval: >= 0.97 (issue 31).
 """
 from __future__ import annotations
 
-
 from bench.common import alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median
 
 EVERY_MINUTES = 0.05
