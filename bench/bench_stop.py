@@ -34,6 +34,10 @@ RUNS = {
     "cleanrl DQN CartPole, 10,000-step buffer (between two steps)": {
         "worker": "cleanrl", "algo": "dqn", "env": "CartPole-v1", "steps": 10**7,
         "params": {"learning-starts": 1000, "buffer-size": 10000}},
+    "xuance PPO CartPole (after an update)": {
+        "worker": "xuance", "algo": "ppo", "env": "CartPole-v1", "steps": 10**7, "params": {}},
+    "xuance DQN CartPole (after a training step)": {
+        "worker": "xuance", "algo": "dqn", "env": "CartPole-v1", "steps": 10**7, "params": {}},
     "balrog random BabyAI (before the next step)": {
         "worker": "balrog", "algo": "random", "env": "BabyAI-GoToRedBallGrey-v0", "params": {"episodes": 100000}},
     "mosaic_llm tic-tac-toe, random seats (before the next move)": {

@@ -165,6 +165,8 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     events = check_a2c_run(mosaic, snake, epochs=6)
     saved = of_type(events, "checkpoint_saved")
     assert [e["path"].split("/")[-2] for e in saved] == ["epoch_000003", "final"]
+    manifest = json.loads((mosaic.home.run_dir(snake) / "checkpoints" / "epoch_000003.manifest.json").read_text())
+    assert manifest["step"] == saved[0]["step"]     # checked when a run that failed continues from it
     # the app shows the phase: it is in the run's summary while it lasts
     assert mosaic.show(snake)["summary"]["phase"] == "train"
 

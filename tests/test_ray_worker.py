@@ -353,6 +353,8 @@ def test_ppo_cartpole_two_iterations_checkpoint_resume_and_evaluation(daemon, mo
     assert sum(e["length"] for e in episodes if e["step"] == 200) <= 200
     saved = of_type(events, "checkpoint_saved")
     assert [Path(e["path"]).name for e in saved] == ["iter_000001", "final"]
+    manifest = json.loads((Path(saved[0]["path"]).parent / "iter_000001.manifest.json").read_text())
+    assert manifest["step"] == 200 and manifest["checkpoint"] == saved[0]["path"]   # a run that fails continues from it
     assert [e["step"] for e in saved] == [200, 400]
     final = Path(saved[-1]["path"])
     meta = json.loads((final / "mosaic_checkpoint.json").read_text())

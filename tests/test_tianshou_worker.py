@@ -272,3 +272,8 @@ def test_dqn_stopped_at_an_epoch_end_and_continued_trains_the_epochs_left(daemon
     assert episodes == sorted(episodes)
     saved = [e["path"].split("/")[-1] for e in of_type(events, "checkpoint_saved")]
     assert saved[-1] == "final.pt" and f"stop_{at['step'] // epoch:04d}.pt" in saved
+    # one periodic checkpoint an epoch, each with its manifest; the home's keep_checkpoints (3) kept
+    checkpoints = mosaic.home.run_dir(run_id) / "checkpoints"
+    kept = sorted(p.name for p in checkpoints.glob("epoch_*.pt"))
+    assert kept == sorted(n for n in saved if n.startswith("epoch_"))[-3:]
+    assert sorted(p.name for p in checkpoints.glob("epoch_*.manifest.json")) == [n + ".manifest.json" for n in kept]

@@ -715,11 +715,13 @@ def test_ppo_stopped_after_an_update_and_continued_as_the_same_run(daemon, mosai
     # an update is logged at the step counter before its vector step: 508, 1020, ...
     assert steps_of(events, "actor_loss") == list(range(508, total, 512))
     assert strictly_decreasing(values_of(events, "learning_rate"))
-    # the periodic checkpoints are resume checkpoints too, each with its manifest
+    # the periodic checkpoints are resume checkpoints too, each with its manifest; the home's
+    # keep_checkpoints (3) keeps the newest three
     folder = mosaic.home.run_dir(run_id) / "checkpoints"
-    for step in (8192, 16384, 24576, 32768):
+    for step in (16384, 24576, 32768):
         assert (folder / f"step_{step}" / "resume_state.pt").is_file()
         assert (folder / f"step_{step}.manifest.json").is_file()
+    assert not (folder / "step_8192").exists() and not (folder / "step_8192.manifest.json").exists()
     assert resume_state(folder / "final")["agent"]["current_step"] == total
     assert_resumed(mosaic, run_id, at)
 

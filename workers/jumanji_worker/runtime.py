@@ -33,7 +33,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from workers.sdk import registration  # noqa: E402
 from workers.sdk.frames import env_frames  # noqa: E402
-from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule  # noqa: E402
+from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule, periodic_checkpoint_saved  # noqa: E402
 from workers.sdk.stop import SIGNALS, Stopped  # noqa: E402
 from workers.sdk.telemetry import Emitter  # noqa: E402
 
@@ -102,6 +102,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
             if schedule.due(unit + 1, finished=unit == tr.units - 1):
                 path = tr.save(checkpoints / f"{unit_name}_{unit + 1:06d}", unit + 1, config)
                 emitter.checkpoint_saved(path, steps)
+                periodic_checkpoint_saved(os.path.dirname(path), steps, f"{unit_name}_")
                 schedule.saved(unit + 1)
             emitter.heartbeat(steps)
             if SIGNALS.stop_requested and unit + 1 < tr.units:

@@ -9,7 +9,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import zlib
 from pathlib import Path
 from typing import Any
@@ -514,14 +513,6 @@ def save_checkpoint(algo, setup: Setup, path: Path, iteration: int, steps: int) 
     meta = {**setup.describe(), "iteration": iteration, "steps": steps, "mosaic_schema": catalog.SCHEMA_VERSION}
     (path / CHECKPOINT_META).write_text(json.dumps(meta, indent=1))
     return str(path)
-
-
-def prune_checkpoints(directory: Path, keep: int) -> None:
-    if keep <= 0:
-        return
-    periodic = sorted(d for d in directory.glob("iter_*") if d.is_dir())
-    for old in periodic[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def checkpoint_root(path: str) -> Path:

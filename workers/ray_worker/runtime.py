@@ -24,7 +24,7 @@ from pathlib import Path
 
 from workers.sdk import registration
 from workers.sdk.frames import frames_request
-from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule
+from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule, periodic_checkpoint_saved
 from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
@@ -157,7 +157,8 @@ def train(config: dict, emitter: Emitter) -> int:
             if schedule.due(iteration, finished=done):
                 path = rllib.save_checkpoint(algo, setup, checkpoints / f"iter_{iteration:06d}", iteration, steps)
                 emitter.checkpoint_saved(path, steps)
-                rllib.prune_checkpoints(checkpoints, params["keep_checkpoints"])
+                # its manifest, and retention by the run's keep_checkpoints param (0: keep all)
+                periodic_checkpoint_saved(path, steps, "iter_", params["keep_checkpoints"])
                 schedule.saved(iteration)
             emitter.heartbeat(steps)
             if done:

@@ -118,6 +118,24 @@ def prune_checkpoints(folder: str, prefix: str, keep: int) -> list[str]:
     return deleted
 
 
+def keep_checkpoints() -> int:
+    """The home's keep_checkpoints, as the daemon passed it (KEEP_CHECKPOINTS_ENV)."""
+    try:
+        return int(os.environ.get(KEEP_CHECKPOINTS_ENV, KEEP_CHECKPOINTS_DEFAULT))
+    except ValueError:
+        return KEEP_CHECKPOINTS_DEFAULT
+
+
+def periodic_checkpoint_saved(path: str, step: int, prefix: str, keep: int | None = None,
+                              objective: float | None = None) -> None:
+    """After a worker saved a checkpoint on the way (``prefix``: the name its periodic ones start
+    with, "epoch_", "iter_"): its manifest, so that a run that fails later continues from it,
+    checked; then retention (``keep``: default the home's keep_checkpoints)."""
+    write_manifest(path, step, objective)
+    prune_checkpoints(os.path.dirname(os.path.abspath(path).rstrip(os.sep)), prefix,
+                      keep_checkpoints() if keep is None else keep)
+
+
 def check_manifest(path: str, run: dict[str, Any]) -> str | None:
     """None when the checkpoint at ``path`` is whole and the run's own; else the problem, in words."""
     target = path.rstrip(os.sep) + MANIFEST_SUFFIX

@@ -296,7 +296,8 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
     trainer_params["collection_step_num_env_steps"] = seat_steps(trainer_params["collection_step_num_env_steps"], k)
 
     def save_fn(epoch: int, env_step: int, update_step: int) -> str:
-        return save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter, k)
+        return save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter, k,
+                               periodic=True)
 
     logger.stop_checkpoint = lambda epoch, env_step, update_step: save_checkpoint(
         algorithm, config, f"stop_{epoch:04d}", epoch, env_step, update_step, emitter, k)

@@ -23,7 +23,7 @@ from workers.sdk.dataset import Recorder, env_recorder
 from workers.sdk.envs import ATARI, VIZDOOM
 from workers.sdk.frames import EnvFrames, env_frames, publishing
 from workers.sdk.registration import prepare_process, register_family_of
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META
+from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, periodic_checkpoint_saved
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
 from workers.tianshou_worker import algorithms, catalog
@@ -63,22 +63,28 @@ def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames
 
 
 def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
-                    update_step: int, emitter: Emitter, agents: int = 1) -> str:
+                    update_step: int, emitter: Emitter, agents: int = 1, periodic: bool = False) -> str:
     """checkpoints/<name>.pt: the algorithm's state_dict (networks and optimizers) and the
     trainer's counters; mosaic_checkpoint.json beside it says what it was trained on.
-    ``agents``: a MultiGrid run's Tianshou counts one env step per agent (its events, game steps)."""
+    ``agents``: a MultiGrid run's Tianshou counts one env step per agent (its events, game steps).
+    ``periodic``: one on the way ("epoch_..."): its manifest, and the home's keep_checkpoints."""
     import torch
 
     os.makedirs(CHECKPOINT_DIR, exist_ok=True)
     path = os.path.abspath(os.path.join(CHECKPOINT_DIR, f"{name}.pt"))
+    # a temporary name, then renamed: a process killed mid-save leaves no torn checkpoint
     torch.save({"algorithm": algorithm.state_dict(), "epoch": epoch, "env_step": env_step,
-                "update_step": update_step}, path)
+                "update_step": update_step}, path + ".partial")
+    os.replace(path + ".partial", path)
     meta = {"worker": "tianshou", "algo": config["algo"], "env": config["env"],
             "hidden_sizes": config["params"]["hidden_sizes"], "epoch": epoch, "env_step": env_step,
             "update_step": update_step}
     with open(os.path.join(CHECKPOINT_DIR, CHECKPOINT_META), "w") as f:
         json.dump(meta, f, indent=1)
-    emitter.checkpoint_saved(path, env_step // agents if config["algo"] not in _offline() else update_step)
+    step = env_step // agents if config["algo"] not in _offline() else update_step
+    emitter.checkpoint_saved(path, step)
+    if periodic:
+        periodic_checkpoint_saved(path, step, "epoch_")
     return path
 
 
@@ -144,7 +150,8 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
     saved: list[str] = []
 
     def save_fn(epoch: int, env_step: int, update_step: int) -> str:
-        saved.append(save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter))
+        saved.append(save_checkpoint(algorithm, config, f"epoch_{epoch:04d}", epoch, env_step, update_step, emitter,
+                                     periodic=True))
         return saved[-1]
 
     logger.stop_checkpoint = lambda epoch, env_step, update_step: save_checkpoint(

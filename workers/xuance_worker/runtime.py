@@ -41,7 +41,7 @@ from workers.sdk.descriptor import dist_version
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
 from workers.sdk.rundir import (CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir,
-                                read_checkpoint_meta, write_manifest)
+                                periodic_checkpoint_saved, read_checkpoint_meta, write_manifest)
 from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
@@ -58,6 +58,7 @@ RESUME_STATE = "resume_state.pt"
 BUFFER_LIMIT_BYTES = 2 << 30
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
+PERIODIC_PREFIX = "step_"   # checkpoints/step_<N>/: the ones saved on the way (kept: keep_checkpoints)
 
 
 # -- process setup ------------------------------------------------------------
@@ -276,7 +277,7 @@ class Hooks:
         if due:
             while self.next_checkpoint <= step:
                 self.next_checkpoint += self.checkpoint_every
-            self.save(f"step_{step}", f"model_step_{step}.pth", manifest=True)
+            self.save(f"{PERIODIC_PREFIX}{step}", f"model_step_{step}.pth", manifest=True)
         if stop:
             self.stop(step)
 
@@ -435,7 +436,9 @@ class Checkpoints:
         os.replace(scratch, folder)
         path = os.path.join(folder, model_name)  # relative to the run directory
         self.emitter.checkpoint_saved(path, int(self.agent.current_step))
-        if manifest:
+        if manifest and name.startswith(PERIODIC_PREFIX):   # on the way: the home's keep_checkpoints too
+            periodic_checkpoint_saved(folder, int(self.agent.current_step), PERIODIC_PREFIX)
+        elif manifest:
             write_manifest(folder, int(self.agent.current_step))
         return path
 
