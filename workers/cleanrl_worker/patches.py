@@ -509,7 +509,7 @@ def install(algo: str = "cleanrl", checkpoint_dir: str = rundir.CHECKPOINT_DIR,
         atexit.register(save_networks_at_exit)
     if resume:
         from workers.cleanrl_worker import resume as resume_module
-        resume_module.arm(resume_module.Resume.from_json(resume, checkpoint_dir))
+        resume_module.arm(resume_module.Resume.from_json(resume, checkpoint_dir), sys.modules[__name__])
 
 
 def install_from_environ() -> bool:

@@ -127,12 +127,16 @@ class Resume:
 
 
 RESUME: Resume | None = None
+# patches.py, which arms this module in the script's process and keeps what both read: the
+# training env, the env steps, the algorithm's name, the emitter. Handed over by arm(), not
+# imported, so that neither module imports the other.
+PATCHES: Any = None
 
 
-def arm(resume: Resume) -> None:
+def arm(resume: Resume, patches: Any) -> None:
     """Before the script's first line: SIGUSR1 asks for a stop, and the script's ``range`` is ours."""
-    global RESUME
-    RESUME = resume
+    global RESUME, PATCHES
+    RESUME, PATCHES = resume, patches
     signal.signal(STOP_SIGNAL, _on_stop)
     main = sys.modules["__main__"]
     main_dict = vars(main)
@@ -185,8 +189,7 @@ class TrainingLoop:
             path, step = save(self.script, value, self.resume)
             note = {"step": step, "checkpoint": path, "save_s": round(time.monotonic() - started, 4)}
             rundir.write_state(STOP_NOTE, note)
-            from workers.cleanrl_worker import patches
-            patches.STOPPING = True        # no "final model" saved at this exit
+            PATCHES.STOPPING = True        # no "final model" saved at this exit
             close_writers(self.script)
             sys.stderr.write(f"stopped at step {step}: {path}\n")
             signal.signal(STOP_SIGNAL, signal.SIG_IGN)   # sent again until we end: see above
@@ -281,8 +284,7 @@ def _action_spaces(vector_env) -> dict[str, Any]:
 
 def _objective() -> float | None:
     """The mean of the last 20 episode returns: "the best" checkpoint to keep."""
-    from workers.cleanrl_worker import patches
-    returns = patches.RECENT_RETURNS
+    returns = PATCHES.RECENT_RETURNS
     return round(sum(returns) / len(returns), 6) if returns else None
 
 
@@ -291,17 +293,16 @@ def save(script: dict[str, Any], next_value: int, resume: Resume) -> tuple[str, 
     a temporary name, then renamed), its manifest, and the kept ones pruned; (its path, its step)."""
     import torch
 
-    from workers.cleanrl_worker import patches
 
-    step = patches.script_step()
+    step = PATCHES.script_step()
     modules, optimizers, tensors, numbers = _kinds(script)
     buffers = replay_buffers(script)
     kept = sum(buffer_bytes(b) for b in buffers.values()) <= BUFFER_LIMIT_BYTES
     args = script.get("args")
     start_time = script.get("start_time")
     state = {
-        "format": STATE_FORMAT, "algo": patches.ALGO, "loop": resume.loop.target, "next": int(next_value),
-        "step": int(step), "env_steps": int(patches.env_steps),
+        "format": STATE_FORMAT, "algo": PATCHES.ALGO, "loop": resume.loop.target, "next": int(next_value),
+        "step": int(step), "env_steps": int(PATCHES.env_steps),
         "modules": {name: m.state_dict() for name, m in modules.items()},
         "optimizers": {name: o.state_dict() for name, o in optimizers.items()},
         "tensors": {name: t.detach().clone() for name, t in tensors.items()},
@@ -310,8 +311,8 @@ def save(script: dict[str, Any], next_value: int, resume: Resume) -> tuple[str, 
         "buffers_dropped": [] if kept else sorted(buffers),
         "running_stats": [[(key, {"mean": w.__dict__[key].mean, "var": w.__dict__[key].var,
                                   "count": float(w.__dict__[key].count)}) for w, key in chain]
-                          for chain in running_stats(patches.TRAINING_ENV)],
-        "rng": _rng_states(), "action_spaces": _action_spaces(patches.TRAINING_ENV),
+                          for chain in running_stats(PATCHES.TRAINING_ENV)],
+        "rng": _rng_states(), "action_spaces": _action_spaces(PATCHES.TRAINING_ENV),
         "trained_s": (time.time() - start_time) if isinstance(start_time, float) else None,
     }
     folder = os.path.abspath(resume.checkpoint_dir)
@@ -319,14 +320,14 @@ def save(script: dict[str, Any], next_value: int, resume: Resume) -> tuple[str, 
     partial = final + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
-    save_file = patches._original_torch_save or torch.save   # not the --save-model redirect
-    save_file(patches.networks_file(modules, args, step), os.path.join(partial, MODEL_FILE))
+    save_file = PATCHES._original_torch_save or torch.save   # not the --save-model redirect
+    save_file(PATCHES.networks_file(modules, args, step), os.path.join(partial, MODEL_FILE))
     save_file(state, os.path.join(partial, STATE_FILE))
     if os.path.lexists(final):   # the same step saved again (a stop right after a periodic save)
         shutil.rmtree(final)
     os.replace(partial, final)
     rundir.write_manifest(final, step, objective=_objective())
-    patches._emitter.checkpoint_saved(patches._as_reported(final), step)
+    PATCHES._emitter.checkpoint_saved(PATCHES._as_reported(final), step)
     rundir.prune_checkpoints(folder, RESUME_PREFIX, resume.keep)
     return final, int(step)
 
@@ -366,12 +367,11 @@ def restore(script: dict[str, Any], path: str, values: range) -> int:
     import numpy as np
     import torch
 
-    from workers.cleanrl_worker import patches
 
     state = load_state(path)
-    if state["algo"] != patches.ALGO or state["loop"] != RESUME.loop.target:
+    if state["algo"] != PATCHES.ALGO or state["loop"] != RESUME.loop.target:
         raise ValueError(f"{path} is a checkpoint of {state['algo']} (loop {state['loop']}), "
-                         f"not of {patches.ALGO} (loop {RESUME.loop.target})")
+                         f"not of {PATCHES.ALGO} (loop {RESUME.loop.target})")
     if state["next"] not in values and state["next"] != values.stop:
         raise ValueError(f"{path} stopped at {state['loop']} {state['next']}, outside this run's "
                          f"{values.start}..{values.stop - 1}")
@@ -399,7 +399,7 @@ def restore(script: dict[str, Any], path: str, values: range) -> int:
     if state["buffers_dropped"] and args is not None and hasattr(args, "learning_starts"):
         # the buffer starts empty: learning waits until it holds learning_starts steps again
         args.learning_starts = state["next"] + args.learning_starts
-    for chain, saved_chain in zip(running_stats(patches.TRAINING_ENV), state["running_stats"]):
+    for chain, saved_chain in zip(running_stats(PATCHES.TRAINING_ENV), state["running_stats"]):
         for (wrapper, key), (saved_key, stats) in zip(chain, saved_chain):
             if key == saved_key:
                 rms = wrapper.__dict__[key]
@@ -411,11 +411,11 @@ def restore(script: dict[str, Any], path: str, values: range) -> int:
     if "cuda" in rng and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
     for name, bit_state in state["action_spaces"].items():
-        space = getattr(patches.TRAINING_ENV, name, None)
+        space = getattr(PATCHES.TRAINING_ENV, name, None)
         generator = getattr(space, "_np_random", None) or getattr(space, "np_random", None)
         if generator is not None and hasattr(generator, "bit_generator"):
             generator.bit_generator.state = bit_state
-    patches.env_steps = state["env_steps"]
+    PATCHES.env_steps = state["env_steps"]
     if state.get("trained_s") is not None and "start_time" in script:
         script["start_time"] = time.time() - state["trained_s"]   # SPS over the time trained, not since now
     return int(state["next"])
@@ -430,8 +430,7 @@ def restored_summary(script: dict[str, Any]) -> str:
     for name, buffer in sorted(replay_buffers(script).items()):
         held = buffer.buffer_size if buffer.full else buffer.pos
         parts.append(f"replay buffer {name} with {held} transitions")
-    from workers.cleanrl_worker import patches
-    for index, chain in enumerate(running_stats(patches.TRAINING_ENV)):
+    for index, chain in enumerate(running_stats(PATCHES.TRAINING_ENV)):
         for wrapper, key in chain:
             parts.append(f"env {index} {key} over {float(wrapper.__dict__[key].count):.0f} steps")
     return "; ".join(parts)
