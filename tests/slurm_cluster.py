@@ -1,0 +1,410 @@
+"""A real single-node Slurm cluster for the tests: MUNGE, slurmctld and slurmd started in the
+foreground from a slurm.conf written into a temp dir, on 127.0.0.1 and free ports.
+
+Nothing outside the temp dir is read or written: every Slurm command gets the generated config
+through SLURM_CONF (`SlurmCluster.env`, `SlurmCluster.run`), munged runs with its own key, socket,
+pid and seed files, and slurm.conf names that socket (AuthInfo=socket=...; auth/munge and
+cred/munge both read it). /etc/slurm and /etc/munge are not used. Stopping cancels the cluster's
+jobs, ends the daemons it started by pid, then ends whatever process still carries this cluster's
+marker in its environment (slurmstepd and job processes inherit it), and removes the temp dir.
+Other clusters on the host (another xdist worker's, a system one) are left alone.
+
+No accounting: sacct needs slurmdbd and a database (AccountingStorageType=accounting_storage/none,
+JobAcctGatherType=jobacct_gather/none); a job's state comes from squeue/scontrol, which remember it
+for MinJobAge (300 s) after it ended.
+
+Use the session fixture `slurm_cluster` (skipped when Slurm is not installed: `make system-deps`
+installs it, from .ci/apt-packages.txt). A test module gets it with `pytest_plugins = ["tests.slurm_cluster"]`, or conftest.py
+imports it. Under pytest-xdist each worker process that runs such a test starts its own cluster;
+mark the module `pytest.mark.xdist_group("slurm")` to keep them in one process (one cluster).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
+# a job's states once it ended (scontrol's JobState)
+TERMINAL_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                             "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"})
+# the caller's Slurm settings (inside a Slurm job, or a user's SBATCH_PARTITION) would leak into the
+# commands run against this cluster
+_FOREIGN_ENV = re.compile(r"^(SLURM_|SBATCH_|SALLOC_|SRUN_|SQUEUE_|SINFO_|SCONTROL_|SCANCEL_|SACCT_|MUNGE)")
+MARKER = "MOSAIC_SLURM_CLUSTER"   # in the environment of every process of a cluster: its temp root
+
+
+def which(name: str) -> str | None:
+    # the daemons live in /usr/sbin, not always on a non-root PATH
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/local/sbin")
+
+
+def missing_reason() -> str | None:
+    """Why a cluster cannot start here, or None."""
+    missing = [name for name in DAEMONS + CLIENTS if which(name) is None]
+    if missing:
+        return (f"Slurm is not installed ({', '.join(missing)} not found): "
+                "`make system-deps` installs slurm-wlm and munge (as root, with apt-get)")
+    if os.geteuid() != 0:
+        # slurmd runs jobs as their user and must be root for that (SlurmdUser=root)
+        return "the Slurm test cluster needs root (slurmd starts jobs as their user)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"  ({path.name}: none)"
+    body = "\n".join("  " + l for l in text.splitlines()[-lines:])
+    return f"--- {path.name} (last {lines} lines) ---\n{body or '  (empty)'}"
+
+
+def _machine_memory_mb() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    return 1024
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class SlurmError(RuntimeError):
+    pass
+
+
+def _die_with_parent() -> None:
+    """In the daemon before exec: SIGTERM when the test process dies without stop() (killed by a
+    timeout, SIGKILL). The daemons run in the foreground, so no fork drops the setting."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class SlurmCluster:
+    """One private Slurm cluster: one node (this machine, 127.0.0.1), one default partition."""
+
+    def __init__(self, partition: str = "debug", cpus: int | None = None, memory_mb: int | None = None,
+                 start_timeout: float = 30.0, parent_dir: str = "/tmp"):
+        self.partition = partition
+        self.cpus = cpus or _cpu_count()
+        self.memory_mb = memory_mb or _machine_memory_mb()
+        self.start_timeout = start_timeout
+        self.parent_dir = parent_dir
+        # the node's name is this host's (a job's `hostname` says it); it is reached at 127.0.0.1
+        self.node = socket.gethostname().split(".")[0]
+        self.root: Path | None = None
+        self.cluster_name = ""
+        self.env: dict[str, str] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.started_pids: set[int] = set()   # every pid this cluster ended on stop, daemons or leftovers
+        self.startup_seconds: float | None = None
+        self.last_sinfo = ""
+
+    # -- paths ---------------------------------------------------------------------------
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.root / "munge" / "munge.socket"
+
+    def log(self, name: str) -> Path:
+        """slurmctld.log, slurmd.log, munged.log, or <daemon>.out (its stdout and stderr)."""
+        return self.root / "log" / name
+
+    # -- start ---------------------------------------------------------------------------
+    def start(self) -> "SlurmCluster":
+        reason = missing_reason()
+        if reason:
+            raise SlurmError(reason)
+        t0 = time.monotonic()
+        # a port taken between choosing it and the daemon binding it: once more with new ones
+        for attempt in range(3):
+            self._prepare()
+            try:
+                self._start_daemons()
+                break
+            except SlurmError as e:
+                in_use = "Address already in use" in str(e)
+                self.stop()
+                if not in_use or attempt == 2:
+                    raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _prepare(self) -> None:
+        # short path: munged's socket must fit sun_path (108 bytes)
+        self.root = Path(tempfile.mkdtemp(prefix="slurm-", dir=self.parent_dir))
+        # munged wants its socket's directory searchable by all (and not writable by them)
+        self.root.chmod(0o755)
+        for sub in ("munge", "state", "spool", "log", "run"):
+            (self.root / sub).mkdir()
+            (self.root / sub).chmod(0o755 if sub == "munge" else 0o700)
+        self.cluster_name = "mosaic" + secrets.token_hex(4)
+        self.ctld_port, self.slurmd_port = free_port(), free_port()
+        while self.slurmd_port == self.ctld_port:
+            self.slurmd_port = free_port()
+        key = self.root / "munge" / "munge.key"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(1024))
+        (self.root / "plugstack.conf").write_text("")   # not /etc/slurm/plugstack.conf
+        self.conf.write_text(self.slurm_conf())
+        env = {k: v for k, v in os.environ.items() if not _FOREIGN_ENV.match(k)}
+        env["SLURM_CONF"] = str(self.conf)
+        env[MARKER] = str(self.root)
+        self.env = env
+
+    def slurm_conf(self) -> str:
+        r = self.root
+        host = socket.gethostname().split(".")[0]
+        return f"""\
+# written by tests/slurm_cluster.py: a private single-node cluster, everything under {r}
+ClusterName={self.cluster_name}
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={self.ctld_port}
+SlurmdPort={self.slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket}
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool
+SlurmctldPidFile={r}/run/slurmctld.pid
+SlurmdPidFile={r}/run/slurmd.pid
+SlurmctldLogFile={self.log("slurmctld.log")}
+SlurmdLogFile={self.log("slurmd.log")}
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig={r}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobContainerType=job_container/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MailProg=/bin/true
+ReturnToService=2
+SlurmdParameters=config_overrides
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=5
+MinJobAge=300
+SchedulerType=sched/backfill
+NodeName={self.node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
+PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
+"""
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        out = open(self.log(f"{name}.out"), "wb")
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    env=self.env, cwd=self.root, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
+        finally:
+            out.close()
+        self.procs[name] = proc
+
+    def _start_daemons(self) -> None:
+        m = self.root / "munge"
+        self._spawn("munged", [which("munged"), "--foreground", f"--socket={self.munge_socket}",
+                               f"--key-file={m / 'munge.key'}", f"--pid-file={m / 'munged.pid'}",
+                               f"--seed-file={m / 'munged.seed'}", f"--log-file={self.log('munged.log')}"])
+        self._wait("munged's socket", lambda: self.munge_socket.exists(), 10)
+        self._spawn("slurmctld", [which("slurmctld"), "-D", "-f", str(self.conf)])
+        self._wait("slurmctld to answer", lambda: self.run("scontrol", "ping", check=False,
+                                                            timeout=10).returncode == 0 and True, 20)
+        self._spawn("slurmd", [which("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
+        self._wait(f"node {self.node} idle in sinfo", lambda: self.node_state() == "idle", self.start_timeout,
+                   lambda: f"sinfo --Node said: {self.last_sinfo!r}")
+
+    def _wait(self, what: str, ready, timeout: float, last=lambda: "") -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise SlurmError(f"{name} exited with status {proc.returncode} while waiting for {what}\n"
+                                     + self.logs_tail())
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise SlurmError(f"timed out after {timeout:.0f}s waiting for {what} (cluster {self.cluster_name}, "
+                                 f"conf {self.conf}) {last()}\n" + self.logs_tail())
+            time.sleep(0.1)
+
+    def logs_tail(self, lines: int = 30) -> str:
+        """The end of slurmctld's and slurmd's logs, and what a daemon that exited wrote before its
+        log was open (its stdout and stderr)."""
+        if self.root is None:
+            return ""
+        parts = [_tail(self.log(n), lines) for n in ("slurmctld.log", "slurmd.log")]
+        parts += [_tail(self.log(f"{name}.out"), lines) for name, proc in self.procs.items()
+                  if proc.poll() is not None]
+        return "\n".join(parts)
+
+    # -- commands ------------------------------------------------------------------------
+    def run(self, *argv: str, check: bool = True, timeout: float = 30,
+            input: str | None = None, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+        """Run a Slurm command (sbatch, squeue, ...) against this cluster."""
+        proc = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=timeout,
+                              input=input, cwd=cwd)
+        if check and proc.returncode != 0:
+            raise SlurmError(f"{' '.join(argv)} exited {proc.returncode}\nstdout: {proc.stdout.strip()}\n"
+                             f"stderr: {proc.stderr.strip()}\n(cluster {self.cluster_name}, partition "
+                             f"{self.partition}, node {self.node}, conf {self.conf})")
+        return proc
+
+    def node_state(self) -> str:
+        """The node's state in sinfo (idle, mixed, allocated, down*, ...); "" when sinfo fails."""
+        # all nodes, then ours: `--nodes NAME` for a name slurmctld does not know fills its log
+        proc = self.run("sinfo", "--noheader", "--Node", "--format=%N %T", check=False)
+        states = dict(line.split(None, 1) for line in proc.stdout.splitlines() if " " in line.strip())
+        self.last_sinfo = proc.stdout.strip() or proc.stderr.strip()
+        return states.get(self.node, "").strip() if proc.returncode == 0 else ""
+
+    def sbatch(self, *args: str, script: str | None = None, cwd: str | os.PathLike | None = None) -> str:
+        """Submit a job (`script` on stdin, or a script path among args); returns its id."""
+        proc = self.run("sbatch", "--parsable", *args, input=script, cwd=cwd)
+        return proc.stdout.strip().split(";")[0]
+
+    def job_info(self, job_id: str) -> dict[str, str]:
+        """scontrol show job as a dict; {} when the controller no longer knows the job."""
+        proc = self.run("scontrol", "show", "job", "--oneliner", str(job_id), check=False)
+        if proc.returncode != 0:
+            return {}
+        info = {}
+        for field in proc.stdout.split():
+            key, sep, value = field.partition("=")
+            if sep:
+                info.setdefault(key, value)
+        return info
+
+    def job_state(self, job_id: str) -> str | None:
+        return self.job_info(job_id).get("JobState")
+
+    def wait_job(self, job_id: str, states=TERMINAL_STATES, timeout: float = 60) -> str:
+        """Wait until the job's state is one of `states` (by default: ended); returns it."""
+        deadline = time.monotonic() + timeout
+        state = None
+        while time.monotonic() < deadline:
+            state = self.job_state(job_id)
+            if state in states:
+                return state
+            time.sleep(0.2)
+        raise SlurmError(f"job {job_id} still {state} after {timeout:.0f}s (waiting for {sorted(states)})\n"
+                         + self.run("scontrol", "show", "job", str(job_id), check=False).stdout
+                         + self.logs_tail(15))
+
+    # -- stop ----------------------------------------------------------------------------
+    def own_pids(self) -> set[int]:
+        """Live processes of this cluster: its daemons and whatever carries its marker (slurmstepd,
+        job processes)."""
+        pids = {p.pid for p in self.procs.values() if p.poll() is None}
+        if self.root is None:
+            return pids
+        needle = f"{MARKER}={self.root}\0".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read() + b"\0":
+                        pids.add(int(entry))
+            except OSError:
+                continue
+        return pids
+
+    def stop(self) -> None:
+        if self.root is None:
+            return
+        ctld = self.procs.get("slurmctld")
+        if ctld is not None and ctld.poll() is None:
+            # jobs first, while slurmctld and slurmd can still end them the normal way
+            try:
+                self.run("scancel", "--full", "--partition", self.partition, check=False, timeout=10)
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    q = self.run("squeue", "--noheader", "--format=%i", check=False, timeout=10)
+                    if q.returncode != 0 or not q.stdout.strip():
+                        break
+                    time.sleep(0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        for name in ("slurmd", "slurmctld", "munged"):
+            proc = self.procs.get(name)
+            if proc is None:
+                continue
+            self.started_pids.add(proc.pid)
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        # slurmstepd and job processes left behind (they outlive slurmd): SIGKILL, by pid
+        for _ in range(3):
+            left = self.own_pids()
+            if not left:
+                break
+            self.started_pids |= left
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.2)
+        self.procs = {}
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.last_root, self.root = self.root, None
+
+    def __enter__(self) -> "SlurmCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running single-node Slurm cluster for the session (skipped when Slurm is missing)."""
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
