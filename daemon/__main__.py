@@ -61,6 +61,8 @@ SETTINGS_TYPES = {
     "continue_after_shutdown": "true or false",
     "checkpoint_minutes": "a number of minutes >= 0 (0: resume checkpoints only when a run stops)",
     "keep_checkpoints": "an integer >= 0 (0: keep every resume checkpoint)",
+    "cluster_poll_seconds": "a number of seconds >= 0.2",
+    "placement": "a placement object, e.g. {\"backend\": \"slurm\", \"partition\": \"gpu\", \"cpus\": 4}",
     "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
     "worker_nice": "an integer from 0 to 19",
@@ -70,6 +72,18 @@ SETTINGS_TYPES = {
 
 class SettingsError(ValueError):
     pass
+
+
+def _placement_ok(value) -> bool:
+    """settings.json's placement: what a run's placement field takes (workers/sdk/config.py)."""
+    from pydantic import ValidationError
+
+    from workers.sdk.config import PlacementConfig
+    try:
+        PlacementConfig.model_validate(value)
+    except ValidationError:
+        return False
+    return isinstance(value, dict)
 
 
 def load_settings(home: Home) -> dict:
@@ -92,6 +106,8 @@ def load_settings(home: Home) -> dict:
             "continue_after_shutdown": lambda v: isinstance(v, bool),
             "checkpoint_minutes": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
             "keep_checkpoints": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+            "cluster_poll_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0.2,
+            "placement": _placement_ok,
             "gpus": lambda v: isinstance(v, list) and all(isinstance(g, (str, int)) for g in v),
             "cpu_sets": lambda v: isinstance(v, list) and all(
                 isinstance(c, list) and c and all(isinstance(i, int) and i >= 0 for i in c) for c in v),
@@ -150,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                         stop_runs_on_shutdown=bool(settings.get("stop_runs_on_shutdown", False)),
                         continue_after_shutdown=bool(settings.get("continue_after_shutdown", False)),
                         checkpoint_minutes=float(settings.get("checkpoint_minutes", CHECKPOINT_MINUTES_DEFAULT)),
-                        keep_checkpoints=int(settings.get("keep_checkpoints", KEEP_CHECKPOINTS_DEFAULT)))
+                        keep_checkpoints=int(settings.get("keep_checkpoints", KEEP_CHECKPOINTS_DEFAULT)),
+                        cluster_poll_seconds=float(settings.get("cluster_poll_seconds", 2.0)),
+                        default_placement=settings.get("placement"))
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, daemon.terminate)   # the host shutting down, or a kill
         loop.add_signal_handler(signal.SIGINT, daemon.stopping.set)

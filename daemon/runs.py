@@ -33,6 +33,8 @@ from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail
+from daemon.placement import SLURM_REASONS, JobStatus, PlacementError
+from daemon.placement import backend_for as placement_backend
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
 from daemon.shim import write_json_atomic
@@ -51,11 +53,18 @@ log = logging.getLogger("mosaic.daemon.runs")
 
 SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most this often
 SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
+# a cluster job that ended: polls to wait for its exit record to show on a shared filesystem
+JOB_END_POLLS = 5
 STDERR_TAIL_LINES = 20
 CRASH_DUMP_LINES = 400  # faulthandler's dump lists every Python thread: the crashing one may be far up
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
 STOP_OVERDUE = "did not stop within"   # the reason of a stop whose save outlasted stop_grace_seconds
+
+
+def on_cluster(run: dict[str, Any]) -> bool:
+    """The run's placement is a cluster's scheduler (Slurm), not this machine."""
+    return ((run["config"].get("placement") or {}).get("backend") or "local") != "local"
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -94,14 +103,24 @@ class ActiveRun:
     """What the daemon holds for a run whose supervisor is alive."""
 
     def __init__(self, run_id: str, run_dir: str, tail: RunTail, shim_pid: int,
-                 popen: subprocess.Popen | None):
+                 popen: subprocess.Popen | None, job: str | None = None):
         self.run_id = run_id
         self.run_dir = run_dir
         self.tail = tail
-        self.shim_pid = shim_pid
+        self.shim_pid = shim_pid    # 0 for a cluster run: its supervisor runs on a node
         self.popen = popen      # set when this daemon started it (reaping)
         self.pidfd: int | None = None
         self.wd: int | None = None
+        self.job = job              # "slurm:<job id>": the cluster job running its supervisor
+        self.gone_polls = 0         # polls since the job ended without an exit record to read
+
+    @property
+    def backend(self) -> str | None:
+        return self.job.split(":", 1)[0] if self.job else None
+
+    @property
+    def job_id(self) -> str | None:
+        return self.job.split(":", 1)[1] if self.job else None
 
 
 class RunManager:
@@ -110,7 +129,8 @@ class RunManager:
                  cpu_sets: list[list[int]] | None = None, worker_nice: int = 10,
                  resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
                  checkpoint_minutes: float = CHECKPOINT_MINUTES_DEFAULT,
-                 keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT):
+                 keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT, cluster_poll_seconds: float = 2.0,
+                 default_placement: dict[str, Any] | None = None):
         self.home = home
         self.store = store
         self.workers = workers
@@ -122,6 +142,11 @@ class RunManager:
         # how many a run keeps; passed in their environment (workers/sdk/rundir.py names the variables)
         self.checkpoint_minutes = checkpoint_minutes
         self.keep_checkpoints = keep_checkpoints
+        # runs on a cluster: how often the scheduler and their files are read (daemon/placement.py),
+        # and what a run leaves out of its placement (settings.json's "placement")
+        self.cluster_poll_seconds = cluster_poll_seconds
+        self.default_placement = dict(default_placement or {})
+        self._job_endings: dict[str, JobStatus] = {}   # a job that ended: its status, for _finish
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
         self.worker_nice = worker_nice
@@ -158,6 +183,7 @@ class RunManager:
             self.inotify = None
         self.adopt_all()
         loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
+        loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
         if self.resources is not None:
             loop.call_later(self.resources.interval, self._sample_resources)
         self.schedule()
@@ -166,6 +192,11 @@ class RunManager:
         """Take back the runs a previous daemon left: alive, finished, or lost."""
         for run in self.store.list(P.ACTIVE_STATES):
             run_dir = str(self.home.run_dir(run["id"]))
+            job = (run["resources"] or {}).get("job")
+            if job:   # its supervisor runs on a cluster: the next poll says how it is
+                log.info("re-adopting run %s (%s)", run["id"], job)
+                self._watch(run, run_dir, 0, None, job=job)
+                continue
             pid, pid_start = run["pid"], run["pid_start"]
             if pid and proctree.is_alive(pid, pid_start):
                 log.info("re-adopting run %s (supervisor pid %s)", run["id"], pid)
@@ -271,7 +302,19 @@ class RunManager:
         return f"{base}-{n}"
 
     def submit(self, config: dict[str, Any], sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
+        if self.default_placement and isinstance(config, dict) and "placement" not in config:
+            config = {**config, "placement": self.default_placement}   # the home's: settings.json
         desc, config = self.validate(config)
+        if on_cluster({"config": config}):
+            # the scheduler says now whether it would take the job (an unknown partition, a request
+            # it refuses, no controller): one line, and no run is made
+            placement = config["placement"]
+            try:
+                placement_backend(placement["backend"]).check(
+                    "check", str(self.home.root), placement, [sys.executable, "-m", "daemon.shim"],
+                    self.stop_grace_seconds)
+            except PlacementError as exc:
+                raise ConfigError("placement", str(exc)) from None
         if config.get("name"):
             if self.store.name_taken(config["name"]):
                 raise ConfigError("name", f"a run named {config['name']!r} exists already")
@@ -309,8 +352,11 @@ class RunManager:
         for a GPU does not hold back a CPU run behind it)."""
         queued = self.store.list([P.QUEUED])
         for run in queued:
-            if len(self.active) >= self.max_concurrent:
-                break
+            if on_cluster(run):   # the cluster's scheduler queues it: no local slot
+                self._start(run, {})
+                continue
+            if sum(1 for a in self.active.values() if a.job is None) >= self.max_concurrent:
+                continue
             resources = self._allocate(run)
             if resources is None:
                 continue
@@ -362,6 +408,14 @@ class RunManager:
             # CleanRL seen here). Each run gets its share of the cores.
             cores = len(resources["cpus"]) if resources.get("cpus") else os.cpu_count() or 1
             env["OMP_NUM_THREADS"] = str(max(1, cores // max(1, self.max_concurrent)))
+        placement = run["config"].get("placement") or {}
+        if on_cluster(run):
+            if placement.get("cpus"):   # the threads of the cores the job asked for
+                env["OMP_NUM_THREADS"] = str(placement["cpus"])
+            shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds),
+                    "--", *command]
+            self._start_on_cluster(run, run_dir, shim, env, placement)
+            return
         shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds),
                 "--nice", str(self.worker_nice)]
         if resources.get("cpus"):
@@ -385,11 +439,83 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         self._watch(updated, run_dir, popen.pid, popen)
 
-    def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None) -> None:
+    # -- runs on a cluster (daemon/placement.py) ---------------------------------
+    def _start_on_cluster(self, run: dict[str, Any], run_dir: str, shim: list[str], env: dict[str, str],
+                          placement: dict[str, Any]) -> None:
+        """Submit the run's supervisor as a job of its scheduler; a job of this run that is there
+        already (a daemon that died between sbatch and the store) is taken instead."""
+        run_id = run["id"]
+        backend = placement_backend(placement["backend"])
+        try:
+            job_id = backend.find(run_id) or backend.submit(run_id, run_dir, placement, shim, env,
+                                                             self.stop_grace_seconds)
+        except PlacementError as exc:
+            self._set_final(run_id, P.FAILED, None, reason=f"cannot submit to {backend.name}: {exc}")
+            return
+        job = f"{backend.name}:{job_id}"
+        updated = self.store.update_run(run_id, state=P.STARTING, started_at=run.get("started_at") or time.time(),
+                                        pid=None, pid_start=None, resources={"job": job, "queue": "PENDING"})
+        self.on_run(updated, run_id, updated["rev"])
+        self._watch(updated, run_dir, 0, None, job=job)
+        log.info("run %s submitted to %s as job %s", run_id, backend.name, job_id)
+
+    def _poll_jobs(self) -> None:
+        """Every cluster_poll_seconds: the scheduler's view of the cluster runs (pending, running on
+        which node, ended), and their files, which inotify does not see when a node writes them."""
+        try:
+            by_backend: dict[str, list[ActiveRun]] = {}
+            for active in self.active.values():
+                if active.job is not None:
+                    by_backend.setdefault(active.backend, []).append(active)
+            for name, runs in by_backend.items():
+                try:
+                    statuses = placement_backend(name).poll([a.job_id for a in runs])
+                except PlacementError as exc:   # the controller is down: the runs go on, asked again later
+                    log.warning("cannot poll %s: %s", name, exc)
+                    continue
+                for active in runs:
+                    self._ingest(active.run_id)
+                    self._job_status(active, statuses.get(active.job_id))
+        finally:
+            if self._loop is not None:
+                self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
+
+    def _job_status(self, active: ActiveRun, status: JobStatus | None) -> None:
+        run = self.store.get(active.run_id)
+        if run is None or status is None:
+            return
+        resources = dict(run["resources"] or {})
+        shown = {"queue": status.state or resources.get("queue"), "node": status.node or resources.get("node")}
+        if status.reason and status.reason not in ("None", "(null)"):
+            shown["queue_reason"] = status.reason
+        if any(resources.get(k) != v for k, v in shown.items()):
+            updated = self.store.update_run(active.run_id, resources={**resources, **shown})
+            self.on_run(updated, active.run_id, updated["rev"])
+        if not status.ended:
+            return
+        exit_file = os.path.join(active.run_dir, EXIT_FILE)
+        # a shared filesystem may show the exit record a moment after the job ended
+        if os.path.exists(exit_file) or active.gone_polls >= JOB_END_POLLS:
+            self._job_endings[active.run_id] = status
+            self._on_exit(active.run_id)
+        else:
+            active.gone_polls += 1
+
+    def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None,
+               job: str | None = None) -> None:
         tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
         self._attach_history(tail, run_dir)
-        active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen)
+        active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen, job)
         self.active[run["id"]] = active
+        if job is not None:   # no process here to wait for: the scheduler is polled (_poll_jobs)
+            if self.inotify is not None:
+                try:
+                    active.wd = self.inotify.add_watch(tail.path)
+                    self._wd_to_run[active.wd] = run["id"]
+                except OSError as exc:
+                    log.warning("cannot watch %s: %s", tail.path, exc)
+            self._ingest(run["id"])
+            return
         if self.inotify is not None:
             try:
                 active.wd = self.inotify.add_watch(tail.path)
@@ -448,6 +574,8 @@ class RunManager:
         """What the resource sampler measures: runs that run (not paused, not starting)."""
         out = []
         for run_id, active in self.active.items():
+            if active.job is not None:   # on a node: not this machine's processes
+                continue
             run = self.store.get(run_id)
             if run is not None and run["state"] == P.RUNNING:
                 out.append((run_id, active.shim_pid, active.tail.path, active.tail.steps))
@@ -563,6 +691,17 @@ class RunManager:
         self._drain(run_id, tail)
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
+        job_ended = self._job_endings.pop(run_id, None)
+        if record is None and job_ended is not None:   # the job ended before or without its supervisor
+            if run["cancel_requested"]:
+                self._set_final(run_id, P.CANCELLED, tail, reason=run["reason"] or "cancelled by the user")
+            else:
+                said = SLURM_REASONS.get(job_ended.state) or (
+                    f"the job ended ({job_ended.state or 'forgotten by the scheduler'}) without its "
+                    f"supervisor's exit record")
+                state = P.CANCELLED if job_ended.state == "CANCELLED" else P.FAILED
+                self._set_final(run_id, state, tail, reason=f"Slurm job {job_ended.job_id}: {said}")
+            return
         if record is None:
             reason = "supervisor ended without an exit record"
             full = disk_full_note(run_dir)
@@ -578,6 +717,8 @@ class RunManager:
             state, reason = P.FAILED, run["reason"]   # the stop's save did not fit its grace period
         elif run["cancel_requested"] or record.get("cancel_requested"):
             state, reason = P.CANCELLED, run["reason"] or "cancelled by the user"
+            if not run["cancel_requested"] and job_ended is not None:
+                reason = f"Slurm job {job_ended.job_id} was cancelled outside mosaic (scancel)"
         elif code == STOPPED_EXIT and tail.stopped:
             state = P.STOPPED
             reason = f"stopped at step {tail.stopped['step']}: mosaic continue {run['name']} goes on from there"
@@ -654,7 +795,16 @@ class RunManager:
         updated = self.store.update_run(run_id, cancel_requested=True, reason=reason)
         self.on_run(updated, run_id, updated["rev"])
         active = self.active.get(run_id)
-        if active is not None:
+        if active is not None and active.job is not None:
+            backend = placement_backend(active.backend)
+            try:
+                if (run["resources"] or {}).get("queue") == "PENDING":
+                    backend.kill(active.job_id)      # nothing runs yet: the job goes
+                else:
+                    backend.cancel(active.job_id)    # SIGTERM to its supervisor, which ends the tree
+            except PlacementError as exc:
+                log.warning("run %s: %s", run_id, exc)
+        elif active is not None:
             # a stopped tree cannot act on SIGTERM: continue it first
             proctree.signal_tree(active.shim_pid, signal.SIGCONT)
             try:
@@ -738,7 +888,12 @@ class RunManager:
 
     def _send_stop(self, run_id: str) -> None:
         active = self.active.get(run_id)
-        if active is not None:
+        if active is not None and active.job is not None:
+            try:
+                placement_backend(active.backend).signal(active.job_id, "USR1")
+            except PlacementError as exc:
+                log.warning("run %s: %s", run_id, exc)
+        elif active is not None:
             try:
                 os.kill(active.shim_pid, STOP_SIGNAL)   # the supervisor passes it to the worker alone
             except ProcessLookupError:
@@ -836,6 +991,9 @@ class RunManager:
         if run["state"] != P.RUNNING and run["state"] != P.STARTING:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not running")
         active = self.active[run["id"]]
+        if active.job is not None:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} runs as {active.job}: pausing a cluster job is the "
+                                          f"scheduler's (scontrol suspend, for its operators); stop it instead")
         # The whole tree but the supervisor, which must stay free to react to a cancel.
         proctree.stop_tree(active.shim_pid)
         # Recorded so that elapsed time (mosaic_tui.fmt.elapsed) leaves pauses out.

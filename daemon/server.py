@@ -97,7 +97,8 @@ class Daemon:
                  worker_nice: int = 10, resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
                  stop_runs_on_shutdown: bool = False, continue_after_shutdown: bool = False,
                  checkpoint_minutes: float = CHECKPOINT_MINUTES_DEFAULT,
-                 keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT):
+                 keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT, cluster_poll_seconds: float = 2.0,
+                 default_placement: dict | None = None):
         self.home = home
         self.stop_runs_on_shutdown = stop_runs_on_shutdown
         self.continue_after_shutdown = continue_after_shutdown
@@ -108,7 +109,8 @@ class Daemon:
         self.runs = RunManager(home, self.store, self.workers, max_concurrent or os.cpu_count() or 2,
                                grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
                                resource_seconds=resource_seconds, stop_grace_seconds=stop_grace_seconds,
-                               checkpoint_minutes=checkpoint_minutes, keep_checkpoints=keep_checkpoints)
+                               checkpoint_minutes=checkpoint_minutes, keep_checkpoints=keep_checkpoints,
+                               cluster_poll_seconds=cluster_poll_seconds, default_placement=default_placement)
         self.sweeps = SweepController(home, self.store, self.runs)
         self.histories = None   # daemon.history.Histories, made (numpy imported) when a client first asks
         self.runs.on_events = self._broadcast_events

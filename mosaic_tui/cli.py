@@ -245,8 +245,25 @@ def cmd_submit(args: argparse.Namespace) -> int:
             params.update(_parse_sets(client, config.get("worker"), config.get("algo"), config.get("env"), args.set))
             config["params"] = params
         _set_frames(args, config)
+        _set_placement(args, config)
         run = client.call(P.SUBMIT, config=config)
     return _submitted(args, run)
+
+
+def _set_placement(args: argparse.Namespace, config: dict[str, Any]) -> None:
+    """--placement and its requests into the config's placement (over a CONFIG.json's)."""
+    given = {key: getattr(args, attr) for key, attr in (("backend", "placement"), ("partition", "partition"),
+                                                         ("account", "account"), ("cpus", "cpus"), ("mem", "mem"),
+                                                         ("gpus", "gpus"), ("time", "time"),
+                                                         ("extra_args", "extra_args"))
+             if getattr(args, attr, None) is not None}
+    if not given:
+        return
+    placement = {**(config.get("placement") or {}), **given}
+    if "backend" not in placement:
+        raise CLIError("--partition, --cpus, --mem, --gpus, --time and --sbatch-arg are requests to a scheduler: "
+                       "add --placement slurm", EXIT_USAGE)
+    config["placement"] = placement
 
 
 def _record(text: str) -> dict[str, int]:
@@ -810,6 +827,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-mb", type=INTEGER, metavar="MB", help="memory limit of the worker")
     p.add_argument("--frames", action="store_true", help="publish live frames (the app's Frames tab)")
     p.add_argument("--fps", type=NUMBER, metavar="N", help="with --frames: frames a second (default 15)")
+    placement = p.add_argument_group("placement", "where the run runs (default: here, or settings.json's placement)")
+    placement.add_argument("--placement", choices=("local", "slurm", "ray"), help="here, or as a cluster job")
+    placement.add_argument("--partition", help="Slurm partition (sbatch --partition)")
+    placement.add_argument("--account", help="Slurm account (sbatch --account)")
+    placement.add_argument("--cpus", type=INTEGER, metavar="N", help="CPUs for the job (sbatch --cpus-per-task)")
+    placement.add_argument("--mem", metavar="SIZE", help="memory for the job, e.g. 8G (sbatch --mem)")
+    placement.add_argument("--gpus", type=INTEGER, metavar="N", help="GPUs for the job (sbatch --gres=gpu:N)")
+    placement.add_argument("--time", metavar="T", help="wall time, e.g. 2:00:00 (sbatch --time); the run stops "
+                                                       "with a checkpoint before it")
+    placement.add_argument("--sbatch-arg", action="append", metavar="ARG", dest="extra_args",
+                           help="one more sbatch argument, as given (repeatable)")
     p.add_argument("--wait", action="store_true", help="wait for the run to end")
     p.set_defaults(func=cmd_submit)
 

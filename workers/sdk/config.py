@@ -42,6 +42,58 @@ class LimitsConfig(BaseModel):
     memory_mb: int | None = Field(default=None, ge=64, description="address-space limit of the worker")
 
 
+# Slurm's --mem: a number with an optional unit (K, M, G, T; M when none), as sbatch reads it
+MEMORY_RE = re.compile(r"^[1-9][0-9]*[KMGT]?$")
+# Slurm's --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS
+TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+
+class PlacementConfig(BaseModel):
+    """Where a run runs: here (``local``), or as a job of a cluster's own scheduler (docs/cluster.md).
+    Each field maps to the engine's own option: Slurm's sbatch flags, Ray's submit_job arguments."""
+    model_config = ConfigDict(extra="forbid")
+    backend: Literal["local", "slurm", "ray"] = "local"
+    partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.,-]+$", description="sbatch --partition")
+    account: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$", description="sbatch --account")
+    cpus: int | None = Field(default=None, ge=1, le=4096, description="sbatch --cpus-per-task; Ray entrypoint_num_cpus")
+    mem: str | None = Field(default=None, description="sbatch --mem: 8G, 512M; Ray: entrypoint_memory")
+    gpus: int | None = Field(default=None, ge=0, le=64, description="sbatch --gres=gpu:N; Ray entrypoint_num_gpus")
+    time: str | None = Field(default=None, description="sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS")
+    extra_args: list[str] = Field(default_factory=list, description="more sbatch arguments, as given")
+    address: str | None = Field(default=None, description="the Ray cluster's dashboard address, http://host:8265")
+    runtime_env: dict[str, Any] | None = Field(default=None, description="Ray's runtime_env for the job")
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, value: str | None) -> str | None:
+        if value is not None and not MEMORY_RE.match(value.upper()):
+            raise ValueError(f"{value!r} is not an amount of memory: a number with K, M, G or T, e.g. 8G")
+        return None if value is None else value.upper()
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, value: str | None) -> str | None:
+        if value is not None and not TIME_RE.match(value):
+            raise ValueError(f"{value!r} is not a wall time: minutes, HH:MM:SS or D-HH:MM:SS, e.g. 2:00:00")
+        return value
+
+    @model_validator(mode="after")
+    def _for_its_backend(self) -> "PlacementConfig":
+        slurm_only = [name for name in ("partition", "account", "time") if getattr(self, name) is not None]
+        if self.extra_args:
+            slurm_only.append("extra_args")
+        ray_only = [name for name in ("address", "runtime_env") if getattr(self, name) is not None]
+        if self.backend != "slurm" and slurm_only:
+            raise ValueError(f"{', '.join(slurm_only)} {'is' if len(slurm_only) == 1 else 'are'} for backend slurm, "
+                             f"not {self.backend}")
+        if self.backend != "ray" and ray_only:
+            raise ValueError(f"{', '.join(ray_only)} {'is' if len(ray_only) == 1 else 'are'} for backend ray, "
+                             f"not {self.backend}")
+        if self.backend == "local" and any(getattr(self, n) is not None for n in ("cpus", "mem", "gpus")):
+            raise ValueError("cpus, mem and gpus are requests to a cluster's scheduler: backend slurm or ray")
+        return self
+
+
 class FramesConfig(BaseModel):
     """Live frames through FastLane (see docs/fastlane.md)."""
     model_config = ConfigDict(extra="forbid")
@@ -91,6 +143,8 @@ class RunConfig(BaseModel):
     # (the daemon makes it the absolute path of that run's dataset.hdf5 at submit)
     dataset: str | None = None
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    # where it runs: here, or as a Slurm or Ray job (settings.json's "placement" fills what a run leaves out)
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)
     # set by the daemon, not the user
     run_id: str | None = None
     # set by the daemon when it continues a stopped run (mosaic continue): the checkpoint the

@@ -1,0 +1,204 @@
+"""Where a run's supervisor runs: here, or as a job of a cluster's own scheduler.
+
+Every placement starts the same command, ``python -m daemon.shim RUN_DIR -- worker...``:
+the supervisor writes the run's events, stderr and exit record into the run directory
+wherever it runs, so exit records, tree kills, cancel and stop work the same everywhere.
+``local`` is the daemon's own child (daemon/runs.py starts it). A cluster backend has a
+small surface, after submitit's executors: ``submit`` (a job id), ``poll`` (the jobs'
+states), ``cancel``, ``signal`` and ``find`` (a job by the name derived from the run id,
+for a daemon that died between submit and store).
+
+Slurm, through its own commands only (sbatch, squeue, scontrol, scancel): the job script
+``exec``s the supervisor, so the batch step's signals (scancel, the wall-time warning of
+``--signal``) reach it. The daemon never imports a scheduler's library.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+JOB_PREFIX = "mosaic-"          # a run's job name: mosaic-<run id>
+JOB_SCRIPT = "job.sh"           # in the run directory: what was submitted, kept for the user
+SLURM_OUTPUT = "supervisor.log"  # the job's own output, as a local run's supervisor log
+COMMAND_SECONDS = 30.0          # a scheduler command that takes longer is taken as failed
+
+
+class PlacementError(Exception):
+    """The scheduler refused or could not be asked: one line, naming the problem."""
+
+
+@dataclass
+class JobStatus:
+    """A job as the scheduler sees it. ``state``: the scheduler's own word (PENDING, RUNNING,
+    COMPLETED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, ...); ``gone``: the scheduler no longer
+    knows the job."""
+    job_id: str
+    state: str
+    node: str = ""
+    reason: str = ""
+    exit_code: str = ""
+    gone: bool = False
+
+    @property
+    def pending(self) -> bool:
+        return self.state in ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD")
+
+    @property
+    def ended(self) -> bool:
+        return self.gone or self.state in SLURM_ENDED
+
+
+SLURM_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                         "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"})
+# How a job the scheduler ended says why, for a run that left no exit record
+SLURM_REASONS = {
+    "CANCELLED": "the job was cancelled through Slurm (scancel) before its supervisor could record an exit",
+    "TIMEOUT": "the job reached its wall time (placement.time) and Slurm killed it",
+    "OUT_OF_MEMORY": "the job used more memory than it asked for (placement.mem) and Slurm killed it",
+    "NODE_FAIL": "the job's node failed",
+    "PREEMPTED": "the job was preempted by Slurm",
+    "BOOT_FAIL": "the job's node could not boot",
+    "DEADLINE": "the job missed its deadline",
+    "FAILED": "the job failed before its supervisor could record an exit",
+}
+
+
+def job_name(run_id: str) -> str:
+    return JOB_PREFIX + run_id
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None, input: str | None = None) -> str:
+    """A scheduler command's stdout; PlacementError with its first line of complaint."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, input=input, env=env,
+                              timeout=COMMAND_SECONDS, stdin=None if input is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise PlacementError(f"{argv[0]} not found: Slurm's commands are not installed on this machine "
+                             f"(or not on the daemon's PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise PlacementError(f"{argv[0]} did not answer in {COMMAND_SECONDS:g} s: is the Slurm controller up?") from None
+    if proc.returncode != 0:
+        lines = [line.strip() for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
+        # sbatch says "sbatch: error: ..." then a line with the controller's reason: both matter
+        said = "; ".join(line.removeprefix(f"{os.path.basename(argv[0])}: ").removeprefix("error: ")
+                         for line in lines[:2]) or f"exit status {proc.returncode}"
+        raise PlacementError(f"{os.path.basename(argv[0])}: {said}")
+    return proc.stdout
+
+
+class SlurmBackend:
+    """Runs as Slurm batch jobs, through sbatch, squeue, scontrol and scancel."""
+
+    name = "slurm"
+
+    def __init__(self, env: dict[str, str] | None = None):
+        self.env = env   # the commands' environment (SLURM_CONF), the daemon's by default
+
+    # -- what is submitted ------------------------------------------------------
+    def sbatch_args(self, run_id: str, run_dir: str, placement: dict[str, Any], stop_seconds: float) -> list[str]:
+        """sbatch's options for a run: its name (from the run id), its directory and output, the
+        resources asked for, and, with a wall time, the warning signal that makes the run stop with
+        a checkpoint ``stop_seconds`` before it (``--signal=B:USR1@S``: to the supervisor)."""
+        args = [f"--job-name={job_name(run_id)}", f"--chdir={run_dir}",
+                f"--output={os.path.join(run_dir, SLURM_OUTPUT)}", "--open-mode=append", "--export=ALL",
+                "--nodes=1", "--ntasks=1"]
+        if placement.get("partition"):
+            args.append(f"--partition={placement['partition']}")
+        if placement.get("account"):
+            args.append(f"--account={placement['account']}")
+        if placement.get("cpus"):
+            args.append(f"--cpus-per-task={placement['cpus']}")
+        if placement.get("mem"):
+            args.append(f"--mem={placement['mem']}")
+        if placement.get("gpus"):
+            args.append(f"--gres=gpu:{placement['gpus']}")
+        if placement.get("time"):
+            args.append(f"--time={placement['time']}")
+            args.append(f"--signal=B:USR1@{max(60, int(stop_seconds))}")
+        return args + list(placement.get("extra_args") or [])
+
+    @staticmethod
+    def job_script(shim_argv: list[str]) -> str:
+        # exec: the supervisor is the batch step's process, so scancel's and --signal's signals reach it
+        return "#!/bin/sh\n# written by mosaic: the run's supervisor, as its own Slurm job\nexec " + \
+            " ".join(shlex.quote(a) for a in shim_argv) + "\n"
+
+    def check(self, run_id: str, run_dir: str, placement: dict[str, Any], shim_argv: list[str],
+              stop_seconds: float) -> None:
+        """Ask the scheduler whether it would take the job (sbatch --test-only): an unknown
+        partition or a request it refuses is said now, before a run is made."""
+        _run(["sbatch", "--test-only", *self.sbatch_args(run_id, run_dir, placement, stop_seconds)],
+             env=self.env, input=self.job_script(shim_argv))
+
+    def submit(self, run_id: str, run_dir: str, placement: dict[str, Any], shim_argv: list[str],
+               env: dict[str, str], stop_seconds: float) -> str:
+        """The job id. ``env``: the run's environment, exported to the job (--export=ALL)."""
+        script = self.job_script(shim_argv)
+        with open(os.path.join(run_dir, JOB_SCRIPT), "w", encoding="utf-8") as f:
+            f.write(script)
+        out = _run(["sbatch", "--parsable", *self.sbatch_args(run_id, run_dir, placement, stop_seconds)],
+                   env={**env, **(self.env or {})}, input=script)
+        job_id = out.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise PlacementError(f"sbatch answered {out.strip()!r}, not a job id")
+        return job_id
+
+    # -- what it is doing -------------------------------------------------------
+    def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """Each job's status; a job neither squeue nor scontrol knows is ``gone``."""
+        if not job_ids:
+            return {}
+        out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%N|%r"], env=self.env) \
+            if job_ids else ""
+        found: dict[str, JobStatus] = {}
+        for line in out.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0] in job_ids:
+                found[parts[0]] = JobStatus(parts[0], parts[1], parts[2], parts[3])
+        for job_id in job_ids:
+            if job_id not in found:
+                found[job_id] = self.show(job_id)
+        return found
+
+    def show(self, job_id: str) -> JobStatus:
+        """scontrol's record of one job (it keeps ended jobs for MinJobAge); ``gone`` if none."""
+        try:
+            out = _run(["scontrol", "show", "job", "-o", job_id], env=self.env)
+        except PlacementError as exc:
+            if "Invalid job id" in str(exc):
+                return JobStatus(job_id, "", gone=True)
+            raise
+        fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
+        return JobStatus(job_id, fields.get("JobState", ""), fields.get("NodeList", ""),
+                         fields.get("Reason", ""), fields.get("ExitCode", ""))
+
+    def find(self, run_id: str) -> str | None:
+        """The live job of a run, by its name: a daemon that died between sbatch and the store finds
+        it (a job of the run that ended, an earlier start of a continued run, is not it)."""
+        out = _run(["squeue", "-h", "-t", "all", "-n", job_name(run_id), "-o", "%i|%T"], env=self.env)
+        live = [parts[0] for parts in (line.strip().split("|") for line in out.splitlines())
+                if len(parts) == 2 and parts[1] not in SLURM_ENDED]
+        return live[-1] if live else None
+
+    # -- telling it -------------------------------------------------------------
+    def cancel(self, job_id: str) -> None:
+        """SIGTERM to the job's steps and the batch step (the supervisor), then SIGKILL after
+        Slurm's KillWait: the supervisor's own grace does the rest."""
+        _run(["scancel", "--signal=TERM", "--full", job_id], env=self.env)
+
+    def kill(self, job_id: str) -> None:
+        _run(["scancel", job_id], env=self.env)
+
+    def signal(self, job_id: str, signame: str) -> None:
+        """A signal to the supervisor (the batch step's process)."""
+        _run(["scancel", f"--signal={signame}", "--batch", job_id], env=self.env)
+
+
+def backend_for(name: str) -> SlurmBackend:
+    if name == "slurm":
+        return SlurmBackend()
+    raise PlacementError(f"placement backend {name!r} is not available in this daemon "
+                         f"(slurm is; ray: not yet, see docs/cluster.md)")

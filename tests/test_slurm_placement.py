@@ -1,0 +1,160 @@
+"""Runs placed on a real Slurm cluster (tests/slurm_cluster.py: munged, slurmctld and slurmd on
+127.0.0.1) through Slurm's own commands: submitted with sbatch, watched with squeue and scontrol,
+cancelled and signalled with scancel; the run's supervisor (daemon.shim) is the job's process.
+The home is on a filesystem the node shares (the same machine here), as on a cluster."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from daemon import proctree
+from tests.helpers import wait_for
+
+pytest_plugins = ["tests.slurm_cluster"]
+pytestmark = [pytest.mark.xdist_group("slurm")]
+
+WAIT = "180"
+
+
+@pytest.fixture
+def slurm_daemon(slurm_cluster, home, mosaic, monkeypatch):
+    """A daemon whose Slurm commands talk to the test's cluster (SLURM_CONF), polling it every 0.5 s."""
+    from tests.slurm_cluster import MARKER
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    monkeypatch.setenv(MARKER, slurm_cluster.env[MARKER])   # the cluster's stop finds what it ran
+    home.root.mkdir(parents=True, exist_ok=True)
+    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
+    mosaic.run("daemon", "start", check=True)
+    yield slurm_cluster
+    mosaic.run("daemon", "stop")
+
+
+def events_of(home, run_id: str) -> list[dict]:
+    text = (home.run_dir(run_id) / "events.jsonl").read_text()
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
+
+
+def scalar_steps(home, run_id: str, tag: str) -> list[int]:
+    return [e["step"] for e in events_of(home, run_id) if e["type"] == "scalar" and e["tag"] == tag]
+
+
+def job_of(mosaic, run_id: str) -> str:
+    return mosaic.show(run_id)["resources"]["job"].split(":", 1)[1]
+
+
+def test_a_run_on_slurm_is_a_job_whose_telemetry_arrives_like_a_local_runs(slurm_daemon, mosaic):
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "3000",
+                           "--set", "rate=1000", "--placement", "slurm", "--cpus", "1", "--time", "10",
+                           "--name", "on-slurm")
+    run = mosaic.show(run_id)
+    job = run["resources"]["job"]
+    assert job.startswith("slurm:") and run["config"]["placement"]["backend"] == "slurm"
+    info = slurm_daemon.job_info(job.split(":", 1)[1])      # the scheduler's own record of it
+    assert info["JobName"] == f"mosaic-{run_id}" and info["WorkDir"] == str(home.run_dir(run_id))
+    assert info["TimeLimit"] == "00:10:00" and info["NumCPUs"] == "1"
+    assert (home.run_dir(run_id) / "job.sh").read_text().splitlines()[-1].startswith("exec ")
+    wait_for(lambda: mosaic.show(run_id)["resources"].get("queue") == "RUNNING", 60, 0.2, what="the job running")
+    assert mosaic.show(run_id)["resources"]["node"] == slurm_daemon.node
+    mosaic.run("wait", run_id, "--timeout", WAIT)
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded", run
+    assert run["summary"]["steps"] == 3000
+    metrics = mosaic.run("metrics", run_id, "--csv", "--metric", "synthetic/value_0", check=True).stdout.splitlines()
+    assert len(metrics) > 100, metrics[:5]
+    # every events line once: the steps of a scalar in order, none twice
+    steps = scalar_steps(home, run_id, "synthetic/value_0")
+    assert steps == sorted(set(steps)) and len(steps) == len(metrics) - 1
+
+
+def test_cancel_ends_the_job_and_leaves_no_process(slurm_daemon, mosaic):
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000000",
+                           "--set", "rate=100", "--placement", "slurm")
+    wait_for(lambda: (home.run_dir(run_id) / "supervisor.json").exists() and mosaic.show(run_id)["state"] == "running",
+             90, 0.2, what="the run running on its node")
+    supervisor = json.loads((home.run_dir(run_id) / "supervisor.json").read_text())
+    job_id = job_of(mosaic, run_id)
+    mosaic.run("cancel", run_id, check=True)
+    mosaic.run("wait", run_id, "--timeout", WAIT)
+    run = mosaic.show(run_id)
+    assert run["state"] == "cancelled", run
+    for pid, start in ((supervisor["supervisor_pid"], supervisor["supervisor_start"]),
+                       (supervisor["worker_pid"], supervisor["worker_start"])):
+        assert not proctree.is_alive(pid, start) or proctree.state(pid) == "Z"
+    wait_for(lambda: slurm_daemon.job_state(job_id) in ("COMPLETED", "CANCELLED"), 30, 0.2, what="the job to end")
+
+
+def test_a_job_cancelled_outside_mosaic_says_so(slurm_daemon, mosaic):
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000000",
+                           "--set", "rate=100", "--placement", "slurm")
+    wait_for(lambda: mosaic.show(run_id)["state"] == "running", 90, 0.2, what="the run running")
+    slurm_daemon.run("scancel", job_of(mosaic, run_id))
+    mosaic.run("wait", run_id, "--timeout", WAIT)
+    run = mosaic.show(run_id)
+    assert run["state"] == "cancelled" and "cancelled outside mosaic (scancel)" in run["reason"], run
+    assert (home.run_dir(run_id) / "exit.json").exists()
+
+
+def test_what_slurm_refuses_is_said_in_one_line_and_no_run_is_made(slurm_daemon, mosaic):
+    def refused(*extra: str) -> str:
+        proc = mosaic.run("submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "10",
+                          *extra)
+        assert proc.returncode != 0, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        return lines[0]
+
+    assert "invalid partition" in refused("--placement", "slurm", "--partition", "nosuch").lower()
+    assert "is not an amount of memory" in refused("--placement", "slurm", "--mem", "lots")
+    assert "is not a wall time" in refused("--placement", "slurm", "--time", "2h")
+    assert "add --placement slurm" in refused("--cpus", "4")
+    assert mosaic.run("ls", "--json", check=True).stdout.strip() in ("[]", "")
+
+
+def test_a_run_on_slurm_survives_its_daemon_killed_and_is_readopted(slurm_daemon, mosaic):
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "4000",
+                           "--set", "rate=400", "--placement", "slurm")
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > 400, 90, 0.2, what="the run under way")
+    os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
+    time.sleep(2)   # the job goes on with no daemon
+    mosaic.run("daemon", "start", check=True)
+    mosaic.run("wait", run_id, "--timeout", WAIT)
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded" and run["summary"]["steps"] == 4000, run
+
+
+def test_mosaic_stop_signals_the_job_and_continue_places_it_again(slurm_daemon, mosaic):
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "20000",
+                           "--set", "rate=2000", "--placement", "slurm", "--name", "stop-on-slurm")
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > 1000, 90, 0.2, what="the run under way")
+    first_job = job_of(mosaic, run_id)
+    assert mosaic.run("stop", run_id, "--timeout", "120").returncode == 0
+    run = mosaic.show(run_id)
+    assert run["state"] == "stopped", run
+    at = run["summary"]["stopped"]["step"]
+    assert mosaic.run("continue", run_id, "--wait").returncode == 0
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded" and run["restarts"] == 1, run
+    assert job_of(mosaic, run_id) != first_job                 # a new job, the same run
+    steps = scalar_steps(home, run_id, "synthetic/value_0")
+    assert steps == sorted(set(steps)) and any(s > at for s in steps)
+
+
+def test_a_cleanrl_run_trains_on_slurm(slurm_daemon, mosaic):
+    """A real worker on the node: CleanRL's PPO, its scalars and episodes in the run's history."""
+    run_id = mosaic.submit("--worker", "cleanrl", "--algo", "ppo", "--env", "CartPole-v1", "--steps", "4096",
+                           "--set", "num-steps=128", "--placement", "slurm", "--cpus", "1")
+    mosaic.run("wait", run_id, "--timeout", "300")
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded", (run, (mosaic.home.run_dir(run_id) / "stderr.log").read_text()[-2000:])
+    assert run["summary"]["steps"] == 4096 and run["summary"]["episodes"] > 10
+    returns = mosaic.run("metrics", run_id, "--csv", "--metric", "charts/episodic_return", check=True).stdout
+    assert len(returns.splitlines()) > 10
