@@ -863,6 +863,9 @@ def test_periodic_checkpoints_keep_the_newest_and_the_best(tmp_path):
     assert best in kept and kept[best]["objective"] == pytest.approx(objective[best])
     run = {"id": None, "worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1"}
     assert all(rundir.check_manifest(path, run) is None for path in kept)   # whole, and this run's
+    from importlib import metadata
+    versions = next(iter(kept.values()))["versions"]    # what made it
+    assert versions["torch"] == metadata.version("torch") and versions["gym"] == metadata.version("gym")
 
 
 def test_every_script_has_a_main_loop_to_stop_in(user_script, tmp_path):

@@ -62,10 +62,31 @@ def write_state(path: str, state: dict[str, Any]) -> str:
     return os.path.abspath(path)
 
 
+# the libraries whose versions a manifest records, when the process that saved has them loaded
+LIBRARIES = {"torch": "torch", "jax": "jax", "ray": "ray", "tianshou": "tianshou", "xuance": "xuance",
+             "cleanrl": "cleanrl", "jumanji": "jumanji", "gymnasium": "gymnasium", "gym": "gym", "numpy": "numpy",
+             "stable_baselines3": "stable-baselines3", "balrog": "balrog"}
+
+
+def loaded_versions() -> dict[str, str]:
+    """The versions of the libraries this process has imported (what a checkpoint was made with)."""
+    import sys
+    from importlib import metadata
+    versions = {}
+    for module, dist in LIBRARIES.items():
+        if module in sys.modules:
+            try:
+                versions[module] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                pass
+    return versions
+
+
 def write_manifest(path: str, step: int, objective: float | None = None) -> str:
     """The manifest of a checkpoint (a file or a directory) just saved: which run and worker it is
-    of (the run's config.json in the cwd), its step, its size and sha256, and the objective it is
-    kept by (``prune_checkpoints``: the mean return when it was saved); written atomically."""
+    of (the run's config.json in the cwd), its step, its size and sha256, the versions of the
+    libraries that made it, and the objective it is kept by (``prune_checkpoints``: the mean return
+    when it was saved); written atomically."""
     path = os.path.abspath(path)
     try:
         with open("config.json", encoding="utf-8") as f:
@@ -74,7 +95,7 @@ def write_manifest(path: str, step: int, objective: float | None = None) -> str:
         config = {}
     digest, size = _digest(path)
     manifest = {"checkpoint": path, "step": int(step), "bytes": size, "sha256": digest,
-                **{k: config.get(k) for k in ("run_id", "worker", "algo", "env")}}
+                **{k: config.get(k) for k in ("run_id", "worker", "algo", "env")}, "versions": loaded_versions()}
     if objective is not None:
         manifest["objective"] = float(objective)
     target = path.rstrip(os.sep) + MANIFEST_SUFFIX
