@@ -867,6 +867,22 @@ def test_periodic_checkpoints_keep_the_newest_and_the_best(tmp_path):
     versions = next(iter(kept.values()))["versions"]    # what made it
     assert versions["torch"] == metadata.version("torch") and versions["gym"] == metadata.version("gym")
 
+    # a new run starts from one (checkpoint=): its steps go on from the checkpoint's, to its own total
+    start = max(kept.values(), key=lambda m: m["step"])
+    fresh = {**config, "steps": start["step"] + 4096, "checkpoint": start["checkpoint"]}
+    assert WORKER.validate(fresh)["checkpoint"] == start["checkpoint"]
+    returncode, events = run_worker(tmp_path / "from-checkpoint", fresh)
+    assert returncode == 0, stderr_of(tmp_path / "from-checkpoint")
+    assert _scalar_steps(events, "charts/SPS") == list(range(start["step"] + 512, start["step"] + 4097, 512))
+    # annealed over this run's own updates (its num_updates, not the checkpoint's run's): down to ~0, never below
+    rates = [e["value"] for e in events if e["type"] == "scalar" and e["tag"] == "charts/learning_rate"]
+    assert rates == sorted(rates, reverse=True) and 0 < rates[-1] < 2.5e-4 / 40
+    # what it cannot start from, refused by name before anything runs
+    with pytest.raises(ConfigError, match="is a checkpoint of ppo, not dqn"):
+        WORKER.validate({**fresh, "algo": "dqn"})
+    with pytest.raises(ConfigError, match="is not a resume checkpoint"):
+        WORKER.validate({**fresh, "checkpoint": str(tmp_path)})
+
 
 def test_every_script_has_a_main_loop_to_stop_in(user_script, tmp_path):
     """Each of CleanRL's scripts here has the loop resume.py stops and continues in; a user's script

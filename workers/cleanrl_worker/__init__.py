@@ -164,10 +164,35 @@ class CleanRLDescriptor(WorkerDescriptor):
         if config.mode == "eval" and os.path.isabs(config.checkpoint or "") \
                 and not os.path.exists(config.checkpoint):   # a file, or a resume checkpoint's directory
             raise ConfigError("checkpoint", f"no such file: {config.checkpoint}")
+        if config.mode == "train" and os.path.isabs(config.checkpoint or ""):
+            check_resume_checkpoint(config.checkpoint, config.algo, config.env)
         for key in config.params:  # before the schema, which has no such key, says less
             if key in catalog.OWNED_ARGS:
                 raise ConfigError(f"params.{key}", f"is set by the run config's "
                                                    f"'{catalog.OWNED_ARGS[key]}' field")
+
+
+def check_resume_checkpoint(path: str, algo: str, env: str) -> None:
+    """A training run starts from a resume checkpoint (resume.py) of the same algorithm and env:
+    ConfigError("checkpoint") naming what is wrong, read from the checkpoint's manifest (no torch)."""
+    import json
+
+    from workers.cleanrl_worker.resume import STATE_FILE
+    from workers.sdk.rundir import MANIFEST_SUFFIX
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    if not os.path.isfile(os.path.join(folder, STATE_FILE)):
+        raise ConfigError("checkpoint", f"{path} is not a resume checkpoint: a training run starts from a "
+                                        f"checkpoints/resume-<step>/ directory (saved by mosaic stop or every "
+                                        f"checkpoint_minutes); a model file only plays (--mode eval)")
+    try:
+        with open(folder.rstrip(os.sep) + MANIFEST_SUFFIX, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return   # no manifest to read: the script refuses a checkpoint of another algorithm when it loads it
+    if manifest.get("algo") not in (None, algo):
+        raise ConfigError("checkpoint", f"{path} is a checkpoint of {manifest['algo']}, not {algo}")
+    if manifest.get("env") not in (None, env):
+        raise ConfigError("checkpoint", f"{path} was trained on {manifest['env']}, not {env}")
 
 
 WORKER = CleanRLDescriptor()

@@ -27,7 +27,8 @@ everything the script holds between two passes:
   networks and their targets, the optimizers with their moments and steps);
 - tensors trained outside a module (SAC's ``log_alpha``), copied in place;
 - its numbers (``global_step``, ``alpha``, ...): every int, float and bool global
-  but the loop's own variable and ``start_time`` (moved back by the time
+  that training changed (not what the script worked out from its args before its
+  loop, such as ``num_updates``), but the loop's own variable and ``start_time`` (moved back by the time
   trained, so SPS stays right);
 - the loop's next value, the env steps counted, the running observation and
   return statistics of NormalizeObservation/NormalizeReward;
@@ -117,6 +118,9 @@ class Resume:
         self.checkpoint_dir = checkpoint_dir
         self.stop_requested = False
         self.entered = False
+        # the script's numbers when its loop began: what training changes is saved, not what the
+        # script worked out from its args (num_updates: a new run from a checkpoint may differ)
+        self.initial_numbers: dict[str, Any] = {}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], checkpoint_dir: str) -> "Resume":
@@ -166,6 +170,7 @@ class TrainingLoop:
         self.started = time.monotonic()
         self.last_saved = time.monotonic()
         first = values.start
+        resume.initial_numbers = dict(_kinds(script)[3])
         if resume.continue_from:
             first = restore(script, resume.continue_from, values)
             sys.stderr.write(f"resumed from {resume.continue_from} at {resume.loop.target} {first}: "
@@ -306,7 +311,8 @@ def save(script: dict[str, Any], next_value: int, resume: Resume) -> tuple[str, 
         "modules": {name: m.state_dict() for name, m in modules.items()},
         "optimizers": {name: o.state_dict() for name, o in optimizers.items()},
         "tensors": {name: t.detach().clone() for name, t in tensors.items()},
-        "numbers": {name: v for name, v in numbers.items() if name != resume.loop.target},
+        "numbers": {name: v for name, v in numbers.items() if name != resume.loop.target
+                    and (name not in resume.initial_numbers or resume.initial_numbers[name] != v)},
         "buffers": {name: buffer_state(b) for name, b in buffers.items()} if kept else {},
         "buffers_dropped": [] if kept else sorted(buffers),
         "running_stats": [[(key, {"mean": w.__dict__[key].mean, "var": w.__dict__[key].var,

@@ -38,7 +38,9 @@ def resume_request(config: dict, path: str) -> str | None:
     # the daemon's settings (checkpoint_minutes, keep_checkpoints), as rundir names them
     minutes = float(os.environ.get(rundir.CHECKPOINT_MINUTES_ENV, rundir.CHECKPOINT_MINUTES_DEFAULT))
     keep = int(os.environ.get(rundir.KEEP_CHECKPOINTS_ENV, rundir.KEEP_CHECKPOINTS_DEFAULT))
-    return resume.as_environ(loop, config.get("continue_from"), minutes, keep)
+    # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
+    start_from = config.get("continue_from") or (config.get("checkpoint") if config.get("mode") == "train" else None)
+    return resume.as_environ(loop, start_from, minutes, keep)
 
 
 def script_argv(config: dict, path: str) -> list[str]:
