@@ -10,7 +10,8 @@ run one at a time, alternating A B / B A. Each run's steps/s is the script's own
 and, from it, the cost at the default interval (the time a save takes, 200 times
 rarer). Goal at the default interval: >= 0.97 (issue 31). Tianshou saves every epoch by
 default: its run with and without (steps/s between its first and last scalar).
-XuanCe saves nothing on the way by default (checkpoint_interval 0).
+Jumanji saves its training state every 10 epochs by default: the same. XuanCe and RLlib save
+nothing on the way by default (checkpoint_interval 0, checkpoint_every 0).
 """
 from __future__ import annotations
 
@@ -39,6 +40,12 @@ UNIT_RUNS = {
     "Tianshou DQN CartPole, 20 epochs of 1,000 steps (default: a checkpoint every epoch)": (
         {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 20_000, "seed": 1,
          "params": {"epoch_num_steps": 1000, "test_envs": 1, "test_step_num_episodes": 2}},
+        "checkpoint_every", 0),
+    "Jumanji A2C Snake, 100 epochs (default: the training state every 10 epochs)": (
+        {"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "seed": 1,
+         "params": {"training.num_epochs": 100, "training.num_learner_steps_per_epoch": 4, "training.n_steps": 10,
+                    "training.total_batch_size": 8, "evaluation.eval_total_batch_size": 4,
+                    "evaluation.greedy_eval_total_batch_size": 4, "eval_every": 1000}},
         "checkpoint_every", 0),
 }
 
