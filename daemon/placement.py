@@ -24,6 +24,9 @@ JOB_PREFIX = "mosaic-"          # a run's job name: mosaic-<run id>
 JOB_SCRIPT = "job.sh"           # in the run directory: what was submitted, kept for the user
 SLURM_OUTPUT = "supervisor.log"  # the job's own output, as a local run's supervisor log
 COMMAND_SECONDS = 30.0          # a scheduler command that takes longer is taken as failed
+# a run's placement fields as sbatch options (docs/cluster.md has the table)
+SBATCH_FLAGS = {"partition": "--partition={}", "account": "--account={}", "cpus": "--cpus-per-task={}",
+                "mem": "--mem={}", "gpus": "--gres=gpu:{}", "time": "--time={}"}
 
 
 class PlacementError(Exception):
@@ -105,18 +108,8 @@ class SlurmBackend:
         args = [f"--job-name={job_name(run_id)}", f"--chdir={run_dir}",
                 f"--output={os.path.join(run_dir, SLURM_OUTPUT)}", "--open-mode=append", "--export=ALL",
                 "--nodes=1", "--ntasks=1"]
-        if placement.get("partition"):
-            args.append(f"--partition={placement['partition']}")
-        if placement.get("account"):
-            args.append(f"--account={placement['account']}")
-        if placement.get("cpus"):
-            args.append(f"--cpus-per-task={placement['cpus']}")
-        if placement.get("mem"):
-            args.append(f"--mem={placement['mem']}")
-        if placement.get("gpus"):
-            args.append(f"--gres=gpu:{placement['gpus']}")
+        args += [flag.format(placement[key]) for key, flag in SBATCH_FLAGS.items() if placement.get(key)]
         if placement.get("time"):
-            args.append(f"--time={placement['time']}")
             args.append(f"--signal=B:USR1@{max(60, int(stop_seconds))}")
         return args + list(placement.get("extra_args") or [])
 

@@ -507,21 +507,15 @@ class RunManager:
         self._attach_history(tail, run_dir)
         active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen, job)
         self.active[run["id"]] = active
-        if job is not None:   # no process here to wait for: the scheduler is polled (_poll_jobs)
-            if self.inotify is not None:
-                try:
-                    active.wd = self.inotify.add_watch(tail.path)
-                    self._wd_to_run[active.wd] = run["id"]
-                except OSError as exc:
-                    log.warning("cannot watch %s: %s", tail.path, exc)
-            self._ingest(run["id"])
-            return
         if self.inotify is not None:
             try:
                 active.wd = self.inotify.add_watch(tail.path)
                 self._wd_to_run[active.wd] = run["id"]
             except OSError as exc:
                 log.warning("cannot watch %s: %s", tail.path, exc)
+        if job is not None:   # no process here to wait for: the scheduler is polled (_poll_jobs)
+            self._ingest(run["id"])
+            return
         try:
             active.pidfd = os.pidfd_open(shim_pid)
             self._loop.add_reader(active.pidfd, self._on_exit, run["id"])

@@ -537,15 +537,21 @@ WALK = ("from workers.xuance_worker import WORKER, runtime\nfrom workers.sdk.gua
         "guarded(emitter, SIGNALS, lambda: runtime.train(WORKER.validate(config), emitter), 'walk')")
 
 
-@pytest.mark.slow
-@pytest.mark.long   # the breadth sweep (make test-long)
-def test_every_algorithm_runs(tmp_path):
-    algorithms = WORKER.capabilities()["algorithms"]
+def walk_jobs(tmp_path, algorithms: list[str]) -> list[tuple[str, dict]]:
+    """(run directory, config) of a walk over ``algorithms``, a directory each."""
     jobs = []
     for algo in algorithms:
         run_dir = tmp_path / algo
         run_dir.mkdir()
         jobs.append((str(run_dir), walk_config(algo)))
+    return jobs
+
+
+@pytest.mark.slow
+@pytest.mark.long   # the breadth sweep (make test-long)
+def test_every_algorithm_runs(tmp_path):
+    algorithms = WORKER.capabilities()["algorithms"]
+    jobs = walk_jobs(tmp_path, algorithms)
     results = walk_runs(jobs, *WALK)
     failed = {}
     for algo in algorithms:
@@ -583,11 +589,7 @@ def test_every_algorithm_stops_and_continues(tmp_path):
     """Every algorithm's resume state saves and loads (optimizers, schedulers, value normalizers,
     buffers of every kind), and the continued run ends at its steps."""
     algorithms = WORKER.capabilities()["algorithms"]
-    jobs = []
-    for algo in algorithms:
-        run_dir = tmp_path / algo
-        run_dir.mkdir()
-        jobs.append((str(run_dir), walk_config(algo)))
+    jobs = walk_jobs(tmp_path, algorithms)
     results = walk_runs(jobs, *WALK_STOP)
     failed = {}
     for algo, (_, config) in zip(algorithms, jobs):
