@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from daemon import proctree
@@ -33,7 +34,7 @@ from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail
-from daemon.placement import SLURM_REASONS, JobStatus, PlacementError
+from daemon.placement import OUTSIDE_CANCEL, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
@@ -63,7 +64,7 @@ STOP_OVERDUE = "did not stop within"   # the reason of a stop whose save outlast
 
 
 def on_cluster(run: dict[str, Any]) -> bool:
-    """The run's placement is a cluster's scheduler (Slurm), not this machine."""
+    """The run's placement is a cluster's scheduler (Slurm, Ray), not this machine."""
     return ((run["config"].get("placement") or {}).get("backend") or "local") != "local"
 
 
@@ -112,6 +113,7 @@ class ActiveRun:
         self.pidfd: int | None = None
         self.wd: int | None = None
         self.job = job              # "slurm:<job id>": the cluster job running its supervisor
+        self.placement: dict[str, Any] = {}   # the run's placement (a Ray job's address)
         self.gone_polls = 0         # polls since the job ended without an exit record to read
 
     @property
@@ -147,6 +149,7 @@ class RunManager:
         self.cluster_poll_seconds = cluster_poll_seconds
         self.default_placement = dict(default_placement or {})
         self._job_endings: dict[str, JobStatus] = {}   # a job that ended: its status, for _finish
+        self._cluster_pool: ThreadPoolExecutor | None = None   # the schedulers' commands (_cluster_call)
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
         self.worker_nice = worker_nice
@@ -196,6 +199,10 @@ class RunManager:
             if job:   # its supervisor runs on a cluster: the next poll says how it is
                 log.info("re-adopting run %s (%s)", run["id"], job)
                 self._watch(run, run_dir, 0, None, job=job)
+                continue
+            if on_cluster(run):   # the last daemon died while submitting it: its job, by name, or a new one
+                log.info("run %s: finding or submitting its job again", run["id"])
+                self._start(run, {})
                 continue
             pid, pid_start = run["pid"], run["pid_start"]
             if pid and proctree.is_alive(pid, pid_start):
@@ -301,20 +308,45 @@ class RunManager:
             n += 1
         return f"{base}-{n}"
 
-    def submit(self, config: dict[str, Any], sweep: str | None = None, trial: int | None = None) -> dict[str, Any]:
+    def with_placement(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The config with the home's default placement (settings.json) where it names none."""
         if self.default_placement and isinstance(config, dict) and "placement" not in config:
-            config = {**config, "placement": self.default_placement}   # the home's: settings.json
-        desc, config = self.validate(config)
-        if on_cluster({"config": config}):
-            # the scheduler says now whether it would take the job (an unknown partition, a request
-            # it refuses, no controller): one line, and no run is made
-            placement = config["placement"]
+            return {**config, "placement": self.default_placement}
+        return config
+
+    def placement_check(self, config: dict[str, Any]) -> Callable[[], None] | None:
+        """For a cluster run, the question to its scheduler: a call that raises ConfigError (one line)
+        unless it would take the job (an unknown partition, a request it refuses, no controller).
+        It waits for the answer (seconds when a controller is down): the server calls it off the
+        loop. What needs no scheduler (the config, a requeue its worker cannot honour) is said now."""
+        desc, config = self.validate(self.with_placement(config))
+        if not on_cluster({"config": config}):
+            return None
+        placement = config["placement"]
+        refusal = placement.get("requeue") and desc.stop_refusal(config)
+        if refusal:
+            raise ConfigError("placement", f"requeue: {refusal}, so it cannot go on in a new job")
+        try:
+            backend = placement_backend(placement["backend"], placement)
+        except PlacementError as exc:
+            raise ConfigError("placement", str(exc)) from None
+
+        def ask() -> None:
             try:
-                placement_backend(placement["backend"]).check(
-                    "check", str(self.home.root), placement, [sys.executable, "-m", "daemon.shim"],
-                    self.stop_grace_seconds)
+                backend.check("check", str(self.home.root), placement, [sys.executable, "-m", "daemon.shim"],
+                              self.stop_grace_seconds)
             except PlacementError as exc:
                 raise ConfigError("placement", str(exc)) from None
+        return ask
+
+    def submit(self, config: dict[str, Any], sweep: str | None = None, trial: int | None = None,
+               checked: bool = False) -> dict[str, Any]:
+        """A new run (queued, then started). ``checked``: placement_check's question was asked already."""
+        config = self.with_placement(config)
+        desc, config = self.validate(config)
+        ask = None if checked else self.placement_check(config)
+        if ask is not None:
+            ask()
         if config.get("name"):
             if self.store.name_taken(config["name"]):
                 raise ConfigError("name", f"a run named {config['name']!r} exists already")
@@ -440,54 +472,118 @@ class RunManager:
         self._watch(updated, run_dir, popen.pid, popen)
 
     # -- runs on a cluster (daemon/placement.py) ---------------------------------
+    def _cluster_call(self, what: str, call: Callable[[], Any],
+                      then: Callable[[Any], None] | None = None,
+                      failed: Callable[[PlacementError], None] | None = None) -> None:
+        """A scheduler's command (sbatch, squeue, an HTTP call to Ray) off the event loop: a controller
+        that is down makes them wait for many seconds, and no client may wait with them. ``then``
+        (with the answer) or ``failed`` run back on the loop; one command at a time, in order."""
+        def done(future: asyncio.Future) -> None:
+            try:
+                value = future.result()
+            except PlacementError as exc:
+                if failed is not None:
+                    failed(exc)
+                else:
+                    log.warning("%s: %s", what, exc)
+                return
+            except Exception:  # noqa: BLE001 -- a backend's bug must not take the daemon down
+                log.exception("%s failed", what)
+                return
+            if then is not None:
+                then(value)
+        if self._cluster_pool is None:
+            self._cluster_pool = ThreadPoolExecutor(1, thread_name_prefix="cluster")
+        self._loop.run_in_executor(self._cluster_pool, call).add_done_callback(done)
+
     def _start_on_cluster(self, run: dict[str, Any], run_dir: str, shim: list[str], env: dict[str, str],
                           placement: dict[str, Any]) -> None:
         """Submit the run's supervisor as a job of its scheduler; a job of this run that is there
         already (a daemon that died between sbatch and the store) is taken instead."""
         run_id = run["id"]
-        backend = placement_backend(placement["backend"])
         try:
-            job_id = backend.find(run_id) or backend.submit(run_id, run_dir, placement, shim, env,
-                                                             self.stop_grace_seconds)
+            backend = placement_backend(placement["backend"], placement)
         except PlacementError as exc:
-            self._set_final(run_id, P.FAILED, None, reason=f"cannot submit to {backend.name}: {exc}")
+            self._set_final(run_id, P.FAILED, None, reason=f"cannot submit to {placement['backend']}: {exc}")
             return
-        job = f"{backend.name}:{job_id}"
+        # a run that can stop asks for a warning before its wall time (one that cannot would die of it)
+        warning = self.stop_grace_seconds if self._can_stop(run) else 0
         updated = self.store.update_run(run_id, state=P.STARTING, started_at=run.get("started_at") or time.time(),
-                                        pid=None, pid_start=None, resources={"job": job, "queue": "PENDING"})
+                                        pid=None, pid_start=None, resources={"queue": "SUBMITTING"})
         self.on_run(updated, run_id, updated["rev"])
-        self._watch(updated, run_dir, 0, None, job=job)
-        log.info("run %s submitted to %s as job %s", run_id, backend.name, job_id)
+
+        def submitted(job_id: str) -> None:
+            job = f"{backend.name}:{job_id}"
+            now = self.store.get(run_id)
+            if now is None or now["cancel_requested"]:   # cancelled while it was being submitted
+                self._cluster_call(f"run {run_id}: cancel {job}", lambda: backend.kill(job_id))
+                if now is not None:
+                    self._set_final(run_id, P.CANCELLED, None, reason=now["reason"] or "cancelled by the user")
+                return
+            updated = self.store.update_run(run_id, resources={"job": job, "queue": "PENDING"})
+            self.on_run(updated, run_id, updated["rev"])
+            self._watch(updated, run_dir, 0, None, job=job)
+            log.info("run %s submitted to %s as job %s", run_id, backend.name, job_id)
+
+        def refused(exc: PlacementError) -> None:
+            now = self.store.get(run_id)
+            if now is not None and now["cancel_requested"]:
+                self._set_final(run_id, P.CANCELLED, None, reason=now["reason"] or "cancelled by the user")
+            else:
+                self._set_final(run_id, P.FAILED, None, reason=f"cannot submit to {backend.name}: {exc}")
+
+        self._cluster_call(f"run {run_id}: submit", lambda: backend.find(run_id) or backend.submit(
+            run_id, run_dir, placement, shim, env, warning), then=submitted, failed=refused)
 
     def _poll_jobs(self) -> None:
         """Every cluster_poll_seconds: the scheduler's view of the cluster runs (pending, running on
         which node, ended), and their files, which inotify does not see when a node writes them."""
-        try:
-            by_backend: dict[str, list[ActiveRun]] = {}
-            for active in self.active.values():
-                if active.job is not None:
-                    by_backend.setdefault(active.backend, []).append(active)
-            for name, runs in by_backend.items():
+        by_engine: dict[tuple[str, str], list[ActiveRun]] = {}   # (backend, address): one ask each
+        for active in self.active.values():
+            if active.job is not None:
+                engine = (active.backend, active.placement.get("address") or "")
+                by_engine.setdefault(engine, []).append(active)
+        if not by_engine:
+            self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
+            return
+
+        def ask() -> dict[tuple[str, str], dict[str, JobStatus] | PlacementError]:
+            answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError] = {}
+            for engine, runs in by_engine.items():
                 try:
-                    statuses = placement_backend(name).poll([a.job_id for a in runs])
-                except PlacementError as exc:   # the controller is down: the runs go on, asked again later
-                    log.warning("cannot poll %s: %s", name, exc)
-                    continue
-                for active in runs:
-                    self._ingest(active.run_id)
-                    self._job_status(active, statuses.get(active.job_id))
-        finally:
-            if self._loop is not None:
+                    answers[engine] = placement_backend(engine[0], runs[0].placement).poll([a.job_id for a in runs])
+                except PlacementError as exc:
+                    answers[engine] = exc
+            return answers
+
+        def answered(answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError]) -> None:
+            try:
+                for engine, statuses in answers.items():
+                    if isinstance(statuses, PlacementError):   # the controller is down: the runs go on
+                        log.warning("cannot poll %s: %s", engine[0], statuses)
+                    for active in by_engine[engine]:
+                        if self.active.get(active.run_id) is not active:
+                            continue   # ended meanwhile
+                        self._ingest(active.run_id)
+                        if not isinstance(statuses, PlacementError):
+                            self._job_status(active, statuses.get(active.job_id))
+            finally:
                 self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
+
+        def failed(exc: PlacementError) -> None:   # not raised by ask(); kept for the contract
+            self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
+
+        self._cluster_call("poll the cluster jobs", ask, then=answered, failed=failed)
 
     def _job_status(self, active: ActiveRun, status: JobStatus | None) -> None:
         run = self.store.get(active.run_id)
         if run is None or status is None:
             return
         resources = dict(run["resources"] or {})
-        shown = {"queue": status.state or resources.get("queue"), "node": status.node or resources.get("node")}
-        if status.reason and status.reason not in ("None", "(null)"):
-            shown["queue_reason"] = status.reason
+        shown = {"queue": status.state or resources.get("queue"), "node": status.node or resources.get("node"),
+                 "queue_reason": status.reason if status.pending else None}
+        if status.ends_at is not None and abs(status.ends_at - (resources.get("ends_at") or 0)) > 2:
+            shown["ends_at"] = round(status.ends_at)   # squeue's time left, read again each poll
         if any(resources.get(k) != v for k, v in shown.items()):
             updated = self.store.update_run(active.run_id, resources={**resources, **shown})
             self.on_run(updated, active.run_id, updated["rev"])
@@ -506,6 +602,7 @@ class RunManager:
         tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
         self._attach_history(tail, run_dir)
         active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen, job)
+        active.placement = run["config"].get("placement") or {}
         self.active[run["id"]] = active
         if self.inotify is not None:
             try:
@@ -686,15 +783,13 @@ class RunManager:
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
         job_ended = self._job_endings.pop(run_id, None)
+        job = (run["resources"] or {}).get("job") or ""
         if record is None and job_ended is not None:   # the job ended before or without its supervisor
             if run["cancel_requested"]:
                 self._set_final(run_id, P.CANCELLED, tail, reason=run["reason"] or "cancelled by the user")
             else:
-                said = SLURM_REASONS.get(job_ended.state) or (
-                    f"the job ended ({job_ended.state or 'forgotten by the scheduler'}) without its "
-                    f"supervisor's exit record")
-                state = P.CANCELLED if job_ended.state == "CANCELLED" else P.FAILED
-                self._set_final(run_id, state, tail, reason=f"Slurm job {job_ended.job_id}: {said}")
+                state = P.CANCELLED if job_ended.cancelled else P.LOST if job_ended.gone else P.FAILED
+                self._set_final(run_id, state, tail, reason=f"job {job}: {job_ended.ending}")
             return
         if record is None:
             reason = "supervisor ended without an exit record"
@@ -712,10 +807,19 @@ class RunManager:
         elif run["cancel_requested"] or record.get("cancel_requested"):
             state, reason = P.CANCELLED, run["reason"] or "cancelled by the user"
             if not run["cancel_requested"] and job_ended is not None:
-                reason = f"Slurm job {job_ended.job_id} was cancelled outside mosaic (scancel)"
+                reason = (f"job {job} was cancelled outside mosaic "
+                          f"({OUTSIDE_CANCEL.get(job.split(':', 1)[0], 'through its scheduler')})")
         elif code == STOPPED_EXIT and tail.stopped:
             state = P.STOPPED
             reason = f"stopped at step {tail.stopped['step']}: mosaic continue {run['name']} goes on from there"
+            if job and not run["stop_requested"]:   # the scheduler's signal, not mosaic stop
+                reason = (f"stopped at step {tail.stopped['step']} by job {job}'s warning before its wall time "
+                          f"(or a preemption)")
+                if (run["config"].get("placement") or {}).get("requeue"):
+                    self._set_final(run_id, state, tail, reason=reason + ": requeued", **fields)
+                    self._requeue(run_id)
+                    return
+                reason += f": mosaic continue {run['name']} goes on from there"
         elif code == 0:
             state, reason = P.SUCCEEDED, None
         else:
@@ -790,14 +894,14 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         active = self.active.get(run_id)
         if active is not None and active.job is not None:
-            backend = placement_backend(active.backend)
             try:
-                if (run["resources"] or {}).get("queue") == "PENDING":
-                    backend.kill(active.job_id)      # nothing runs yet: the job goes
-                else:
-                    backend.cancel(active.job_id)    # SIGTERM to its supervisor, which ends the tree
+                backend = placement_backend(active.backend, active.placement)
             except PlacementError as exc:
                 log.warning("run %s: %s", run_id, exc)
+                return updated
+            # nothing runs yet: the job goes; else SIGTERM to its supervisor, which ends the tree
+            end = backend.kill if (run["resources"] or {}).get("queue") == "PENDING" else backend.cancel
+            self._cluster_call(f"run {run_id}: cancel {active.job}", lambda: end(active.job_id))
         elif active is not None:
             # a stopped tree cannot act on SIGTERM: continue it first
             proctree.signal_tree(active.shim_pid, signal.SIGCONT)
@@ -884,9 +988,11 @@ class RunManager:
         active = self.active.get(run_id)
         if active is not None and active.job is not None:
             try:
-                placement_backend(active.backend).signal(active.job_id, "USR1")
+                backend = placement_backend(active.backend, active.placement)
             except PlacementError as exc:
                 log.warning("run %s: %s", run_id, exc)
+                return
+            self._cluster_call(f"run {run_id}: stop {active.job}", lambda: backend.signal(active.job_id, "USR1"))
         elif active is not None:
             try:
                 os.kill(active.shim_pid, STOP_SIGNAL)   # the supervisor passes it to the worker alone
@@ -903,7 +1009,7 @@ class RunManager:
             log.info("run %s: %s", run_id, reason)
             self.cancel(run, reason=reason)
 
-    def continue_run(self, run: dict[str, Any]) -> dict[str, Any]:
+    def continue_run(self, run: dict[str, Any], requeued: bool = False) -> dict[str, Any]:
         """Start a stopped run again as the same run (same id, name and directory) from its
         checkpoint: a ``restarted`` event marks the seam in its events, the worker goes on with
         the step counters of the checkpoint (``continue_from`` in its config)."""
@@ -934,6 +1040,7 @@ class RunManager:
                 os.replace(exit_file, run_dir / f"exit-{restarts - 1}.json")
             seam = tm.encode(tm.make_event(tm.RESTARTED, step=point_step,
                                            checkpoint=str(point["path"]), restarts=restarts,
+                                           **({"requeued": True} if requeued else {}),
                                            **({"skipped": skipped} if skipped else {}),
                                            **({"logged_until": logged_until} if logged_until else {})))
             with open(run_dir / EVENTS_FILE, "ab") as f:   # no writer is left: the line is whole
@@ -948,6 +1055,19 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         self.schedule()
         return self.store.get(run_id)
+
+    def _requeue(self, run_id: str) -> None:
+        """Continue a run the scheduler stopped (placement.requeue) as a new job of the same run."""
+        run = self.store.get(run_id)
+        if run is None or run["state"] != P.STOPPED:
+            return
+        try:
+            self.continue_run(run, requeued=True)
+            log.info("run %s requeued after its job's wall-time warning", run_id)
+        except (P.RPCError, StoreError) as exc:
+            updated = self.store.update_run(run_id, reason=f"{run['reason'].removesuffix(': requeued')}; "
+                                                          f"not requeued: {exc}")
+            self.on_run(updated, run_id, updated["rev"])
 
     def _continue_point(self, run: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
         """The checkpoint a run continues from, and the newer ones passed over (why, in words): its
@@ -1049,6 +1169,8 @@ class RunManager:
         return tags
 
     def close(self) -> None:
+        if self._cluster_pool is not None:
+            self._cluster_pool.shutdown(wait=False, cancel_futures=True)
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_summaries()

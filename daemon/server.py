@@ -297,9 +297,14 @@ class Daemon:
                 log.exception("check_env of %s %s %s failed", desc.name, algo, env)
         return schema
 
-    def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+    async def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         config = P.param(params, "config", dict)
-        return self.runs.submit(config)
+        # a cluster run: whether its scheduler takes it is asked off the loop (a controller that is
+        # down answers after many seconds, and every other client would wait)
+        ask = self.runs.placement_check(config)
+        if ask is not None:
+            await asyncio.to_thread(ask)
+        return self.runs.submit(config, checked=True)
 
     def m_datasets(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
         return self.runs.datasets(P.param(params, "env", str, None))

@@ -250,6 +250,20 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         self._wait(f"node {self.node} idle in sinfo", lambda: self.node_state() == "idle", self.start_timeout,
                    lambda: f"sinfo --Node said: {self.last_sinfo!r}")
 
+    def stop_controller(self) -> None:
+        """slurmctld goes away (as in a controller's restart or crash); slurmd and the jobs stay."""
+        proc = self.procs.pop("slurmctld")
+        proc.terminate()
+        proc.wait(timeout=20)
+
+    def start_controller(self, clear_state: bool = False) -> None:
+        """slurmctld back; ``clear_state``: without the jobs it saved (-c), so it forgets them all."""
+        self._spawn("slurmctld", [which("slurmctld"), "-D", *(["-c"] if clear_state else []), "-f", str(self.conf)])
+        self._wait("slurmctld to answer", lambda: self.run("scontrol", "ping", check=False,
+                                                            timeout=10).returncode == 0, 20)
+        self._wait(f"node {self.node} back in sinfo", lambda: self.node_state() in ("idle", "mixed", "allocated"),
+                   self.start_timeout, lambda: f"sinfo --Node said: {self.last_sinfo!r}")
+
     def _wait(self, what: str, ready, timeout: float, last=lambda: "") -> None:
         deadline = time.monotonic() + timeout
         while True:

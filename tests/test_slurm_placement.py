@@ -4,6 +4,7 @@ cancelled and signalled with scancel; the run's supervisor (daemon.shim) is the 
 The home is on a filesystem the node shares (the same machine here), as on a cluster."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -158,3 +159,100 @@ def test_a_cleanrl_run_trains_on_slurm(slurm_daemon, mosaic):
     assert run["summary"]["steps"] == 4096 and run["summary"]["episodes"] > 10
     returns = mosaic.run("metrics", run_id, "--csv", "--metric", "charts/episodic_return", check=True).stdout
     assert len(returns.splitlines()) > 10
+
+
+def test_a_run_at_its_wall_time_is_stopped_requeued_and_finishes_as_one_run(slurm_daemon, mosaic):
+    """--time 1 with --requeue: Slurm's warning (--signal=B:USR1@60, sent at its next time-limit check,
+    within 30 s of the start) stops the run with a checkpoint; the daemon continues it as a new job of
+    the same run, again and again, until every step is done: one run, one continuous step axis."""
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "4000",
+                           "--set", "rate=100", "--placement", "slurm", "--time", "1", "--requeue",
+                           "--name", "requeued")
+    first_job = job_of(mosaic, run_id)
+    wait_for(lambda: mosaic.show(run_id)["state"] in ("succeeded", "failed", "cancelled", "lost"), 240, 0.5,
+             what="the run to finish across its jobs")
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded" and run["summary"]["steps"] == 4000, run
+    assert run["restarts"] >= 1 and job_of(mosaic, run_id) != first_job, run
+    seams = [e for e in events_of(home, run_id) if e["type"] == "restarted"]
+    assert len(seams) == run["restarts"] and all(e.get("requeued") for e in seams), seams
+    steps = scalar_steps(home, run_id, "synthetic/value_0")
+    assert steps == sorted(set(steps)) and steps[-1] >= 3990, steps[-5:]   # none twice, none missing at the end
+    assert (home.run_dir(run_id) / "exit-0.json").exists()
+
+
+def test_requeue_is_refused_for_a_run_that_cannot_stop(slurm_daemon, mosaic, tmp_path):
+    from tests.test_cleanrl_worker import USER_SCRIPT   # a CleanRL-style script whose loop mosaic cannot find
+    script = tmp_path / "my_agent.py"
+    script.write_text(USER_SCRIPT)
+    proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", str(script), "--env", "CartPole-v1",
+                      "--steps", "1000", "--placement", "slurm", "--time", "5", "--requeue")
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "requeue: " in proc.stderr and "has no training loop mosaic can find" in proc.stderr, proc.stderr
+    assert mosaic.run("ls", "--json", check=True).stdout.strip() in ("[]", "")
+
+
+def test_a_job_slurm_forgot_without_an_exit_record_is_lost_with_the_reason(slurm_daemon, mosaic):
+    """The daemon dies; the job dies with no supervisor's record (SIGKILL to all of it); the controller
+    restarts without its saved state, so it forgets the job (and no accounting is kept here): the new
+    daemon marks the run lost, saying why, instead of leaving it running."""
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000000",
+                           "--set", "rate=50", "--placement", "slurm")
+    wait_for(lambda: mosaic.show(run_id)["state"] == "running", 90, 0.2, what="the run running")
+    job_id = job_of(mosaic, run_id)
+    os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
+    slurm_daemon.run("scancel", "--signal=KILL", "--full", job_id)
+    wait_for(lambda: slurm_daemon.job_state(job_id) not in ("RUNNING", "COMPLETING"), 30, 0.2, what="the job's end")
+    # as when its node died: the supervisor's exit record never reached the shared filesystem
+    (home.run_dir(run_id) / "exit.json").unlink(missing_ok=True)
+    slurm_daemon.stop_controller()
+    try:
+        slurm_daemon.start_controller(clear_state=True)
+    finally:
+        if "slurmctld" not in slurm_daemon.procs:
+            slurm_daemon.start_controller()
+    assert slurm_daemon.run("scontrol", "show", "job", job_id, check=False).returncode != 0   # forgotten
+    mosaic.run("daemon", "start", check=True)
+    mosaic.run("wait", run_id, "--timeout", "60")
+    run = mosaic.show(run_id)
+    assert run["state"] == "lost" and f"job slurm:{job_id}" in run["reason"], run
+    assert "forgotten" in run["reason"] and "accounting" in run["reason"], run["reason"]
+
+
+def test_a_controller_restart_mid_run_leaves_the_run_going_and_a_down_one_refuses_submits(slurm_daemon, mosaic):
+    """slurmctld away for a while (its state kept): the run trains on, the daemon answers every
+    client meanwhile, a submit says in one line that the controller does not answer and makes no
+    run; the controller back, the run is read again and succeeds whole."""
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "6000",
+                           "--set", "rate=300", "--placement", "slurm", "--name", "through-restart")
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > 300, 90, 0.2, what="the run under way")
+    slurm_daemon.stop_controller()
+    try:
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            submitting = pool.submit(mosaic.run, "submit", "--worker", "synthetic", "--algo", "emit", "--env",
+                                     "none", "--steps", "10", "--placement", "slurm")
+            time.sleep(1)
+            # while sbatch waits for the controller, the daemon answers others at once
+            for _ in range(3):
+                t0 = time.monotonic()
+                mosaic.run("ls", "--json", check=True)
+                assert time.monotonic() - t0 < 5, "the daemon stalled while a scheduler command waited"
+            assert not submitting.done()
+            refused = submitting.result()
+        assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "Unable to contact slurm controller" in refused.stderr, refused.stderr
+        took = time.monotonic() - started
+        steps_during = mosaic.show(run_id)["summary"].get("steps", 0)
+        assert steps_during > 300, steps_during
+    finally:
+        slurm_daemon.start_controller()
+    assert [r["name"] for r in json.loads(mosaic.run("ls", "--json", check=True).stdout)] == ["through-restart"]
+    mosaic.run("wait", run_id, "--timeout", WAIT)
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded" and run["summary"]["steps"] == 6000, (run, took)
+    steps = scalar_steps(home, run_id, "synthetic/value_0")
+    assert steps == sorted(set(steps))

@@ -120,6 +120,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "checkpoint": ((str,), True),
         "restarts": ((int,), True),
         "skipped": ((list,), False),
+        "requeued": ((bool,), False),   # continued by the daemon after the scheduler stopped it
     },
     LLM_STEP: {
         "step": ((int,), True),

@@ -1,27 +1,19 @@
-"""Where a run's supervisor runs: here, or as a job of a cluster's own scheduler.
-
-Every placement starts the same command, ``python -m daemon.shim RUN_DIR -- worker...``:
-the supervisor writes the run's events, stderr and exit record into the run directory
-wherever it runs, so exit records, tree kills, cancel and stop work the same everywhere.
-``local`` is the daemon's own child (daemon/runs.py starts it). A cluster backend has a
-small surface, after submitit's executors: ``submit`` (a job id), ``poll`` (the jobs'
-states), ``cancel``, ``signal`` and ``find`` (a job by the name derived from the run id,
-for a daemon that died between submit and store).
-
-Slurm, through its own commands only (sbatch, squeue, scontrol, scancel): the job script
-``exec``s the supervisor, so the batch step's signals (scancel, the wall-time warning of
-``--signal``) reach it. The daemon never imports a scheduler's library.
-"""
+"""Runs as Slurm batch jobs, through Slurm's own commands only (sbatch, squeue, scontrol,
+scancel, sacct where accounting is kept): the job script ``exec``s the supervisor, so the batch
+step's signals (scancel, the wall-time warning of ``--signal``) reach it. Submitted with
+``--no-requeue``: a job Slurm reran by itself would start the run's worker again from its first
+step; a run that stopped at its wall time is continued by the daemon as a new job of the same
+run (daemon/runs.py, ``placement.requeue``)."""
 from __future__ import annotations
 
 import os
 import shlex
 import subprocess
-from dataclasses import dataclass
+import time
 from typing import Any
 
-JOB_PREFIX = "mosaic-"          # a run's job name: mosaic-<run id>
-JOB_SCRIPT = "job.sh"           # in the run directory: what was submitted, kept for the user
+from daemon.placement import JOB_SCRIPT, JobStatus, PlacementError, job_name
+
 SLURM_OUTPUT = "supervisor.log"  # the job's own output, as a local run's supervisor log
 COMMAND_SECONDS = 30.0          # a scheduler command that takes longer is taken as failed
 # a run's placement fields as sbatch options (docs/cluster.md has the table)
@@ -29,31 +21,7 @@ SBATCH_FLAGS = {"partition": "--partition={}", "account": "--account={}", "cpus"
                 "mem": "--mem={}", "gpus": "--gres=gpu:{}", "time": "--time={}"}
 
 
-class PlacementError(Exception):
-    """The scheduler refused or could not be asked: one line, naming the problem."""
-
-
-@dataclass
-class JobStatus:
-    """A job as the scheduler sees it. ``state``: the scheduler's own word (PENDING, RUNNING,
-    COMPLETED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, ...); ``gone``: the scheduler no longer
-    knows the job."""
-    job_id: str
-    state: str
-    node: str = ""
-    reason: str = ""
-    exit_code: str = ""
-    gone: bool = False
-
-    @property
-    def pending(self) -> bool:
-        return self.state in ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD")
-
-    @property
-    def ended(self) -> bool:
-        return self.gone or self.state in SLURM_ENDED
-
-
+SLURM_PENDING = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
 SLURM_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                          "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"})
 # How a job the scheduler ended says why, for a run that left no exit record
@@ -69,8 +37,29 @@ SLURM_REASONS = {
 }
 
 
-def job_name(run_id: str) -> str:
-    return JOB_PREFIX + run_id
+def seconds_of(slurm_time: str) -> int | None:
+    """Slurm's [D-]HH:MM:SS / MM:SS as seconds; None for UNLIMITED, INVALID, NOT_SET."""
+    days, _, clock = slurm_time.strip().rpartition("-")
+    parts = clock.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return seconds + int(days or 0) * 86400
+
+
+def status(job_id: str, state: str, node: str = "", reason: str = "", exit_code: str = "",
+           time_left: str = "") -> JobStatus:
+    """A job's JobStatus from Slurm's words for it."""
+    state = state.split()[0] if state else ""   # sacct says "CANCELLED by 0"
+    left = seconds_of(time_left) if time_left and state == "RUNNING" else None
+    return JobStatus(job_id, state, pending=state in SLURM_PENDING, ended=state in SLURM_ENDED,
+                     cancelled=state == "CANCELLED", node="" if node in ("(null)", "None assigned") else node,
+                     reason="" if reason in ("None", "(null)") else reason,
+                     ending=SLURM_REASONS.get(state, f"the job ended ({state}) before its supervisor could "
+                                                     f"record an exit"),
+                     exit_code=exit_code, ends_at=time.time() + left if left is not None else None)
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None, input: str | None = None) -> str:
@@ -104,12 +93,13 @@ class SlurmBackend:
     def sbatch_args(self, run_id: str, run_dir: str, placement: dict[str, Any], stop_seconds: float) -> list[str]:
         """sbatch's options for a run: its name (from the run id), its directory and output, the
         resources asked for, and, with a wall time, the warning signal that makes the run stop with
-        a checkpoint ``stop_seconds`` before it (``--signal=B:USR1@S``: to the supervisor)."""
+        a checkpoint ``stop_seconds`` before it (``--signal=B:USR1@S``: to the supervisor; Slurm
+        sends it up to a minute early, so never less than 60 s)."""
         args = [f"--job-name={job_name(run_id)}", f"--chdir={run_dir}",
                 f"--output={os.path.join(run_dir, SLURM_OUTPUT)}", "--open-mode=append", "--export=ALL",
-                "--nodes=1", "--ntasks=1"]
+                "--nodes=1", "--ntasks=1", "--no-requeue"]
         args += [flag.format(placement[key]) for key, flag in SBATCH_FLAGS.items() if placement.get(key)]
-        if placement.get("time"):
+        if placement.get("time") and stop_seconds > 0:   # 0: the run cannot stop, the warning would kill it
             args.append(f"--signal=B:USR1@{max(60, int(stop_seconds))}")
         return args + list(placement.get("extra_args") or [])
 
@@ -144,29 +134,47 @@ class SlurmBackend:
         """Each job's status; a job neither squeue nor scontrol knows is ``gone``."""
         if not job_ids:
             return {}
-        out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%N|%r"], env=self.env) \
-            if job_ids else ""
+        try:
+            out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%N|%r|%L"], env=self.env)
+        except PlacementError as exc:
+            if "Invalid job id" not in str(exc):   # squeue's answer when it knows none of them
+                raise
+            out = ""
         found: dict[str, JobStatus] = {}
         for line in out.splitlines():
             parts = line.strip().split("|")
-            if len(parts) == 4 and parts[0] in job_ids:
-                found[parts[0]] = JobStatus(parts[0], parts[1], parts[2], parts[3])
+            if len(parts) == 5 and parts[0] in job_ids:
+                found[parts[0]] = status(parts[0], parts[1], parts[2], parts[3], time_left=parts[4])
         for job_id in job_ids:
             if job_id not in found:
                 found[job_id] = self.show(job_id)
         return found
 
     def show(self, job_id: str) -> JobStatus:
-        """scontrol's record of one job (it keeps ended jobs for MinJobAge); ``gone`` if none."""
+        """scontrol's record of one job (it keeps ended jobs for MinJobAge), then the accounting's
+        (sacct, where Slurm keeps one); ``gone`` if neither knows it."""
         try:
             out = _run(["scontrol", "show", "job", "-o", job_id], env=self.env)
         except PlacementError as exc:
             if "Invalid job id" in str(exc):
-                return JobStatus(job_id, "", gone=True)
+                return self.accounted(job_id)
             raise
         fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
-        return JobStatus(job_id, fields.get("JobState", ""), fields.get("NodeList", ""),
-                         fields.get("Reason", ""), fields.get("ExitCode", ""))
+        return status(job_id, fields.get("JobState", ""), fields.get("NodeList", ""), fields.get("Reason", ""),
+                      fields.get("ExitCode", ""))
+
+    def accounted(self, job_id: str) -> JobStatus:
+        """sacct's record of a job scontrol has forgotten; ``gone`` without accounting or record."""
+        try:
+            out = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,NodeList,ExitCode"], env=self.env)
+        except PlacementError:   # "Slurm accounting storage is disabled", or no sacct at all
+            return JobStatus(job_id, "", ended=True, gone=True, ending="Slurm has forgotten the job and keeps "
+                                                                          "no accounting to ask")
+        for line in out.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0] == job_id:
+                return status(job_id, parts[1], parts[2], exit_code=parts[3])
+        return JobStatus(job_id, "", ended=True, gone=True, ending="neither Slurm nor its accounting knows the job")
 
     def find(self, run_id: str) -> str | None:
         """The live job of a run, by its name: a daemon that died between sbatch and the store finds
@@ -189,9 +197,3 @@ class SlurmBackend:
         """A signal to the supervisor (the batch step's process)."""
         _run(["scancel", f"--signal={signame}", "--batch", job_id], env=self.env)
 
-
-def backend_for(name: str) -> SlurmBackend:
-    if name == "slurm":
-        return SlurmBackend()
-    raise PlacementError(f"placement backend {name!r} is not available in this daemon "
-                         f"(slurm is; ray: not yet, see docs/cluster.md)")
