@@ -788,8 +788,10 @@ class RunManager:
             if run["cancel_requested"]:
                 self._set_final(run_id, P.CANCELLED, tail, reason=run["reason"] or "cancelled by the user")
             else:
-                state = P.CANCELLED if job_ended.cancelled else P.LOST if job_ended.gone else P.FAILED
-                self._set_final(run_id, state, tail, reason=f"job {job}: {job_ended.ending}")
+                cause = self._job_cause(run, run_dir)   # the memory limit, where the state says only FAILED
+                state = P.FAILED if cause else P.CANCELLED if job_ended.cancelled else \
+                    P.LOST if job_ended.gone else P.FAILED
+                self._set_final(run_id, state, tail, reason=f"job {job}: {cause or job_ended.ending}")
             return
         if record is None:
             reason = "supervisor ended without an exit record"
@@ -832,6 +834,9 @@ class RunManager:
                 fields["stderr_tail"] = crash_excerpt(dump) or fields["stderr_tail"]
             else:
                 reason = f"worker exited with code {code}"
+            cause = self._job_cause(run, run_dir) if job else None
+            if cause:   # the scheduler killed the worker (its memory request), the supervisor lived on
+                reason = f"job {job}: {cause} ({reason})"
             if tail.failed_reason:
                 reason += f": {tail.failed_reason.splitlines()[0][:300]}"
             full = disk_full_note(run_dir)
@@ -1055,6 +1060,15 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         self.schedule()
         return self.store.get(run_id)
+
+    def _job_cause(self, run: dict[str, Any], run_dir: str) -> str | None:
+        """Why the run's scheduler ended its job, from what it left in the run directory."""
+        backend = (run["config"].get("placement") or {}).get("backend")
+        try:
+            explain = getattr(placement_backend(backend, run["config"].get("placement")), "explain", None)
+            return explain(run_dir) if explain is not None else None
+        except PlacementError:
+            return None
 
     def _requeue(self, run_id: str) -> None:
         """Continue a run the scheduler stopped (placement.requeue) as a new job of the same run."""

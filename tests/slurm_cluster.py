@@ -9,9 +9,12 @@ jobs, ends the daemons it started by pid, then ends whatever process still carri
 marker in its environment (slurmstepd and job processes inherit it), and removes the temp dir.
 Other clusters on the host (another xdist worker's, a system one) are left alone.
 
-No accounting: sacct needs slurmdbd and a database (AccountingStorageType=accounting_storage/none,
-JobAcctGatherType=jobacct_gather/none); a job's state comes from squeue/scontrol, which remember it
-for MinJobAge (300 s) after it ended.
+No accounting: sacct needs slurmdbd and a database (AccountingStorageType=accounting_storage/none);
+a job's state comes from squeue/scontrol, which remember it for MinJobAge (300 s) after it ended.
+Memory is a consumable resource (CR_CPU_Memory; a job that asks none gets its CPUs' share of the
+node, DefMemPerCPU) and --mem is enforced without cgroups: jobacct_gather/linux reads the job's
+processes every second and OverMemoryKill kills a step above its request, as slurmstepd says in
+the job's output ("Exceeded job memory limit").
 
 Use the session fixture `slurm_cluster` (skipped when Slurm is not installed: `make system-deps`
 installs it, from .ci/apt-packages.txt). A test module gets it with `pytest_plugins = ["tests.slurm_cluster"]`, or conftest.py
@@ -210,9 +213,12 @@ JobContainerType=job_container/none
 SwitchType=switch/none
 MpiDefault=none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU={self.memory_mb // self.cpus}
 AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 JobCompType=jobcomp/none
 MailProg=/bin/true
 ReturnToService=2

@@ -256,3 +256,15 @@ def test_a_controller_restart_mid_run_leaves_the_run_going_and_a_down_one_refuse
     assert run["state"] == "succeeded" and run["summary"]["steps"] == 6000, (run, took)
     steps = scalar_steps(home, run_id, "synthetic/value_0")
     assert steps == sorted(set(steps))
+
+
+def test_a_job_over_its_memory_request_ends_its_run_saying_so(slurm_daemon, mosaic):
+    """--mem 100M and a worker that fills 400 MB: Slurm kills the job (the fixture enforces --mem
+    through jobacct_gather/linux's OverMemoryKill); the run fails with the memory limit in words."""
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000",
+                           "--set", "rate=100", "--set", "allocate_mb=400", "--placement", "slurm", "--mem", "100M")
+    mosaic.run("wait", run_id, "--timeout", "120")
+    run = mosaic.show(run_id)
+    assert run["state"] == "failed", run
+    assert "used more memory than it asked for (placement.mem)" in run["reason"], run["reason"]
+    assert run["reason"].startswith(f"job {run['resources']['job']}: "), run["reason"]

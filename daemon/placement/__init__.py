@@ -10,7 +10,9 @@ module here with a small surface, after submitit's executors:
   (PlacementError, one line, if not): said at submit, before a run is made;
 - ``submit(...)``: the job id; ``find(run_id)``: the live job of a run, by the name derived
   from its id (a daemon that died between submit and its store finds it);
-- ``poll(job_ids)``: each job's JobStatus; ``cancel``, ``kill``, ``signal``.
+- ``poll(job_ids)``: each job's JobStatus; ``cancel``, ``kill``, ``signal``;
+- ``explain(run_dir)``: why the engine ended the job, in words, from what it left in the run
+  directory (Slurm's job output), or None.
 
 The daemon never imports a scheduler's library: Slurm through its commands (slurm.py), Ray
 through its Jobs API's HTTP interface (ray_jobs.py).

@@ -7,6 +7,7 @@ run (daemon/runs.py, ``placement.requeue``)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -35,6 +36,18 @@ SLURM_REASONS = {
     "DEADLINE": "the job missed its deadline",
     "FAILED": "the job failed before its supervisor could record an exit",
 }
+
+
+# What slurmstepd writes into a job's output when it ends the job, and what that means; the
+# job's output is the run's supervisor.log (sbatch --output)
+STEPD_SAYS = (
+    (re.compile(r"Exceeded job memory limit|Exceeded step memory limit|oom[_-]kill event|oom-kill"),
+     SLURM_REASONS["OUT_OF_MEMORY"]),
+    (re.compile(r"CANCELLED AT \S+ DUE TO TIME LIMIT"), SLURM_REASONS["TIMEOUT"]),
+    (re.compile(r"CANCELLED AT \S+ DUE TO PREEMPTION"), SLURM_REASONS["PREEMPTED"]),
+    (re.compile(r"CANCELLED AT \S+ DUE TO NODE FAILURE"), SLURM_REASONS["NODE_FAIL"]),
+)
+OUTPUT_TAIL_BYTES = 64 * 1024
 
 
 def seconds_of(slurm_time: str) -> int | None:
@@ -183,6 +196,23 @@ class SlurmBackend:
         live = [parts[0] for parts in (line.strip().split("|") for line in out.splitlines())
                 if len(parts) == 2 and parts[1] not in SLURM_ENDED]
         return live[-1] if live else None
+
+    @staticmethod
+    def explain(run_dir: str) -> str | None:
+        """Why Slurm ended the job, from what slurmstepd wrote into its output (the memory limit, the
+        wall time, a preemption, a node failure), for a run whose own record cannot say: the job's
+        state is FAILED or CANCELLED after a kill for memory where no cgroup reports it."""
+        try:
+            with open(os.path.join(run_dir, SLURM_OUTPUT), "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - OUTPUT_TAIL_BYTES))
+                tail = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        stepd = "\n".join(line for line in tail.splitlines() if line.startswith("slurmstepd"))
+        for pattern, words in STEPD_SAYS:
+            if pattern.search(stepd):
+                return words
+        return None
 
     # -- telling it -------------------------------------------------------------
     def cancel(self, job_id: str) -> None:

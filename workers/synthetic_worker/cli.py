@@ -38,7 +38,8 @@ def main() -> int:
                         affinity=sorted(os.sched_getaffinity(0)))
     if p["phase"]:
         emitter.phase(p["phase"], step=0)
-    ballast = bytearray(p["allocate_mb"] * 1024 * 1024) if p["allocate_mb"] else None
+    # filled, not only reserved: its pages count in the process's resident memory (RSS)
+    ballast = bytearray(b"\x01") * (p["allocate_mb"] * 1024 * 1024) if p["allocate_mb"] else None
     frames = None
     if config["frames"]["enabled"]:
         # moving test patterns through FastLane, like a rendered env would
