@@ -34,6 +34,7 @@ from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail
+from daemon import frame_spill
 from daemon.placement import OUTSIDE_CANCEL, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.inotify import Inotify
@@ -446,6 +447,11 @@ class RunManager:
                 env["OMP_NUM_THREADS"] = str(placement["cpus"])
             shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds),
                     "--", *command]
+            frames = run["config"].get("frames") or {}
+            if frames.get("enabled"):   # the node's frames reach this machine through the run directory
+                shim = frame_spill.with_spiller(frame_spill.spill_command(
+                    sys.executable, run_dir, frames.get("fps", frame_spill.SPILL_FPS), frames.get("max_dim", 320)),
+                    shim)
             self._start_on_cluster(run, run_dir, shim, env, placement)
             return
         shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds),

@@ -25,7 +25,8 @@ from daemon import discovery
 from daemon import protocol as P
 from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range, read_verbatim_range
-from daemon.runs import RunManager
+from daemon.frame_spill import SpilledRelay
+from daemon.runs import RunManager, on_cluster
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
 from daemon.sweeps import SweepController
@@ -526,8 +527,12 @@ class Daemon:
         return {"relaying": True, "fps": fps, "max_dim": max_dim}
 
     async def _relay(self, client: Client, run_id: str, stream: int, fps: float, max_dim: int) -> None:
-        from daemon.relay import Relay  # numpy only once someone wants frames
-        relay = Relay(run_id, stream, max_dim)
+        run = self.store.get(run_id)
+        if run is not None and on_cluster(run):   # its frames are on a node: spilled into its directory
+            relay = SpilledRelay(str(self.home.run_dir(run_id)), stream)
+        else:
+            from daemon.relay import Relay  # numpy only once someone wants frames
+            relay = Relay(run_id, stream, max_dim)
         try:
             while not client.closed:
                 # a congested client skips frames: only the newest is ever worth sending

@@ -428,3 +428,17 @@ def slurm_cluster():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def slurm_daemon(slurm_cluster, home, mosaic, monkeypatch):
+    """A daemon of the test's home whose Slurm commands talk to the session's cluster (SLURM_CONF),
+    polling it every 0.5 s; yields the cluster."""
+    import json
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    monkeypatch.setenv(MARKER, slurm_cluster.env[MARKER])   # the cluster's stop finds what it ran
+    home.root.mkdir(parents=True, exist_ok=True)
+    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
+    mosaic.run("daemon", "start", check=True)
+    yield slurm_cluster
+    mosaic.run("daemon", "stop")

@@ -21,19 +21,6 @@ pytestmark = [pytest.mark.xdist_group("slurm")]
 WAIT = "180"
 
 
-@pytest.fixture
-def slurm_daemon(slurm_cluster, home, mosaic, monkeypatch):
-    """A daemon whose Slurm commands talk to the test's cluster (SLURM_CONF), polling it every 0.5 s."""
-    from tests.slurm_cluster import MARKER
-    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
-    monkeypatch.setenv(MARKER, slurm_cluster.env[MARKER])   # the cluster's stop finds what it ran
-    home.root.mkdir(parents=True, exist_ok=True)
-    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
-    mosaic.run("daemon", "start", check=True)
-    yield slurm_cluster
-    mosaic.run("daemon", "stop")
-
-
 def events_of(home, run_id: str) -> list[dict]:
     text = (home.run_dir(run_id) / "events.jsonl").read_text()
     return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]

@@ -5,7 +5,6 @@ test_slurm_placement.py (test_a_cleanrl_run_trains_on_slurm)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 
 import pytest
 
@@ -29,18 +28,6 @@ WORKER_RUNS = [
     ("mosaic_llm", ["--worker", "mosaic_llm", "--algo", "play", "--env", "tictactoe_v3",
                     "--set", 'seats=["llm", "random"]', "--set", "episodes=1", "--set", "max_steps=2"]),
 ]
-
-
-@pytest.fixture
-def slurm_daemon(slurm_cluster, home, mosaic, monkeypatch):
-    from tests.slurm_cluster import MARKER
-    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
-    monkeypatch.setenv(MARKER, slurm_cluster.env[MARKER])
-    home.root.mkdir(parents=True, exist_ok=True)
-    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
-    mosaic.run("daemon", "start", check=True)
-    yield slurm_cluster
-    mosaic.run("daemon", "stop")
 
 
 @pytest.mark.timeout(900)
