@@ -376,8 +376,18 @@ class Daemon:
                                           + ", ".join(f"{m['id']} ({m['name']})" for m in matches[:5]))
         return matches[0]
 
-    def m_sweep(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        return self.sweeps.submit(P.param(params, "spec", dict))
+    async def m_sweep(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        spec = P.param(params, "spec", dict)
+        if isinstance(spec.get("base"), dict):
+            # trials placed on a cluster: its scheduler is asked once, here, off the loop (the trials
+            # are then submitted unasked); a base that is not a run config is the sweep's to refuse
+            try:
+                ask = self.runs.placement_check(spec["base"])
+            except ConfigError:
+                ask = None
+            if ask is not None:
+                await asyncio.to_thread(ask)
+        return self.sweeps.submit(spec)
 
     def m_sweeps(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [self.sweeps.describe(s) for s in self.store.list_sweeps()]

@@ -1,6 +1,7 @@
 """The per-run supervisor: one small process per run that outlives the daemon.
 
-    python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] [--nice N] -- COMMAND...
+    python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] [--nice N] [--signal-file PATH]
+                          -- COMMAND...
 
 The pattern of conmon and containerd-shim. The daemon starts this in a session
 of its own; it starts the worker in a process group of its own, with stdout on
@@ -19,6 +20,15 @@ period every descendant gets SIGKILL. SIGUSR1 asks for a stop (checkpoint, then
 end): the worker's main process alone gets it (its env processes would die of
 it), and the daemon's timer, not this one, bounds how long the save may take.
 
+``--signal-file PATH``: for a supervisor no signal can reach (a Ray job: the Jobs API sends
+none but its stop's). Once a second (the wait loop's tick) it looks for PATH; a file there
+naming USR1 or TERM is removed and acted on as if that signal had come. Without the option
+nothing is looked for (local and Slurm runs are signalled).
+
+The worker starts with SIGUSR1 ignored, and a stop is passed on only once the
+worker catches it (/proc's SigCgt): a stop that comes early (Slurm's wall-time
+warning as a job starts) waits for the worker's handler instead of killing it.
+
 Standard library only, and only what it needs: it starts once per run.
 """
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import select
 import signal
 import sys
 import time
@@ -52,8 +63,10 @@ def write_json_atomic(path: str, data: dict) -> None:
 
 class Shim:
     def __init__(self, run_dir: str, command: list[str], grace: float,
-                 cpus: list[int] | None = None, memory_mb: int | None = None, nice: int = 0):
+                 cpus: list[int] | None = None, memory_mb: int | None = None, nice: int = 0,
+                 signal_file: str | None = None):
         self.run_dir = os.path.abspath(run_dir)
+        self.signal_file = signal_file
         self.command = command
         self.grace = grace
         self.cpus = cpus
@@ -62,6 +75,7 @@ class Shim:
         self.worker_pid = 0
         self.cancel_requested = False
         self.stop_requested = False
+        self.stop_pending = False   # a stop the worker was not yet listening for
         self.kill_deadline: float | None = None
 
     def _spawn(self) -> int:
@@ -74,8 +88,9 @@ class Shim:
         if pid == 0:  # the worker
             try:
                 os.setpgid(0, 0)
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD, signal.SIGUSR1):
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGCHLD):
                     signal.signal(sig, signal.SIG_DFL)
+                signal.signal(signal.SIGUSR1, signal.SIG_IGN)   # until the worker listens for a stop
                 os.dup2(null_fd, 0)
                 os.dup2(events_fd, 1)
                 os.dup2(stderr_fd, 2)
@@ -113,9 +128,15 @@ class Shim:
         signal.setitimer(signal.ITIMER_REAL, max(self.grace, 0.01))
 
     def _on_stop(self, signum, frame) -> None:
-        self.stop_requested = True
-        if not self.worker_pid:  # not started yet (kill(0) would signal this whole group)
+        self.stop_requested = self.stop_pending = True
+        self._pass_stop()
+
+    def _pass_stop(self) -> None:
+        """The stop to the worker, once it catches SIGUSR1 (else it stays pending, asked again
+        each second by run()'s loop)."""
+        if not self.worker_pid or not catches(self.worker_pid, signal.SIGUSR1):
             return
+        self.stop_pending = False
         try:
             os.kill(self.worker_pid, signal.SIGUSR1)
         except (ProcessLookupError, PermissionError):
@@ -124,6 +145,19 @@ class Shim:
     def _on_alarm(self, signum, frame) -> None:
         # Grace is over: no process of this run survives.
         proctree.signal_tree(os.getpid(), signal.SIGKILL)
+
+    def _read_signal_file(self) -> None:
+        """--signal-file: a request there is acted on as the signal it names, then removed."""
+        try:
+            with open(self.signal_file) as f:
+                name = f.read().strip().upper().removeprefix("SIG")
+            os.unlink(self.signal_file)
+        except (OSError, ValueError):
+            return
+        if name == "USR1":
+            self._on_stop(signal.SIGUSR1, None)
+        elif name == "TERM":
+            self._on_term(signal.SIGTERM, None)
 
     def _reap_rest(self) -> None:
         """Stop and reap whatever the worker left behind: SIGTERM, then SIGKILL."""
@@ -163,15 +197,33 @@ class Shim:
             "worker_start": proctree.start_time(self.worker_pid),
             "started_at": started_at,
         })
+        if self.signal_file:
+            try:   # a request left from an earlier start of the run is not this one's
+                os.unlink(self.signal_file)
+            except OSError:
+                pass
 
         status = usage = None
-        while status is None:
-            try:
-                pid, wstatus, rusage = os.wait4(-1, 0)
-            except ChildProcessError:
-                break
-            if pid == self.worker_pid:
-                status, usage = wstatus, rusage
+        worker_fd = os.pidfd_open(self.worker_pid)
+        ended = False
+        while not ended:
+            if self.signal_file:
+                self._read_signal_file()
+            if self.stop_pending:
+                self._pass_stop()
+            # readable when the worker ends; the timeout: a pending stop asked again, every second
+            select.select([worker_fd], [], [], 1.0)
+            while True:   # reap every child that ended (the worker's orphans come to us too)
+                try:
+                    pid, wstatus, rusage = os.wait4(-1, os.WNOHANG)
+                except ChildProcessError:
+                    ended = True
+                    break
+                if pid == 0:
+                    break
+                if pid == self.worker_pid:
+                    status, usage, ended = wstatus, rusage, True
+        os.close(worker_fd)
         self._reap_rest()
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -193,16 +245,28 @@ class Shim:
         return 0
 
 
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (the SigCgt mask of /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv or len(argv) < 3:
         print("usage: python -m daemon.shim RUN_DIR [--grace S] [--cpus 0,1] [--memory-mb N] [--nice N] "
-              "-- COMMAND...",
+              "[--signal-file PATH] -- COMMAND...",
               file=sys.stderr)
         return 2
     sep = argv.index("--")
     head, command = argv[:sep], argv[sep + 1:]
-    options = {"--grace": "10", "--cpus": "", "--memory-mb": "", "--nice": "0"}
+    options = {"--grace": "10", "--cpus": "", "--memory-mb": "", "--nice": "0", "--signal-file": ""}
     for flag in options:
         if flag in head:
             i = head.index(flag)
@@ -211,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     cpus = [int(c) for c in options["--cpus"].split(",") if c]
     memory = int(options["--memory-mb"]) if options["--memory-mb"] else None
     return Shim(head[0], command, float(options["--grace"]), cpus or None, memory,
-                int(options["--nice"])).run()
+                int(options["--nice"]), options["--signal-file"] or None).run()
 
 
 if __name__ == "__main__":

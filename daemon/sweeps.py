@@ -415,7 +415,8 @@ class SweepController:
             config = {**base, "params": {**(base.get("params") or {}), **trial.params}, "seed": seed0 + k,
                       "name": f"{sweep['name']}-t{trial.number}-s{seed0 + k}"}
             try:
-                self.runs.submit(config, sweep=sweep["id"], trial=trial.number)
+                # checked=True: a cluster's scheduler was asked once, at the sweep's submit (daemon/server.py)
+                self.runs.submit(config, sweep=sweep["id"], trial=trial.number, checked=True)
             except ConfigError as exc:  # values fine alone, refused together (checked one by one up front)
                 log.warning("sweep %s trial %s: %s", sweep["name"], trial.number, exc)
                 # counted as one of the sweep's trials, with the reason: a sweep whose samples are all

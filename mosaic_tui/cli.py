@@ -255,14 +255,14 @@ def _set_placement(args: argparse.Namespace, config: dict[str, Any]) -> None:
     given = {key: getattr(args, attr) for key, attr in (("backend", "placement"), ("partition", "partition"),
                                                          ("account", "account"), ("cpus", "cpus"), ("mem", "mem"),
                                                          ("gpus", "gpus"), ("time", "time"),
-                                                         ("extra_args", "extra_args"))
+                                                         ("extra_args", "extra_args"), ("requeue", "requeue"))
              if getattr(args, attr, None) is not None}
     if not given:
         return
     placement = {**(config.get("placement") or {}), **given}
     if "backend" not in placement:
-        raise CLIError("--partition, --cpus, --mem, --gpus, --time and --sbatch-arg are requests to a scheduler: "
-                       "add --placement slurm", EXIT_USAGE)
+        raise CLIError("--partition, --cpus, --mem, --gpus, --time, --requeue and --sbatch-arg are requests to a "
+                       "scheduler: add --placement slurm", EXIT_USAGE)
     config["placement"] = placement
 
 
@@ -337,6 +337,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
         # the table needs a fraction of each run: the brief listing is a fifth of the bytes
         runs = client.call(P.LIST, states=args.state or None, **({} if args.json else
                                                                 {"brief": True, "returns": window}))["runs"]
+        if not args.json and any(r.get("state") in P.ACTIVE_STATES for r in runs):
+            # brief rows carry no resources: a cluster run's job, queue and node come from the active runs
+            active = client.call(P.LIST, states=sorted(P.ACTIVE_STATES))["runs"]
+            resources = {r["id"]: r.get("resources") for r in active if fmt.job(r) is not None}
+            runs = [{**r, "resources": resources[r["id"]]} if r["id"] in resources else r for r in runs]
     for tag in args.tag or []:
         runs = [r for r in runs if tag in (r.get("tags") or [])]
     now = time.time()
@@ -354,6 +359,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
             rows[-1] += [*system_figures(run), (run.get("note") or "-").splitlines()[0][:40] or "-"]
     header = ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}", "BEST@STEP", "ETA",
               "ELAPSED", "TAGS"] + (["CPU", "RSS", "THREADS", "NOTE"] if args.wide else [])
+    if any(fmt.job(run) is not None for run in runs):   # a cluster run: its job, node and wall time left
+        header.insert(6, "JOB")
+        for row, run in zip(rows, runs):
+            row.insert(6, fmt.job_text(run, now) or "-")
     if rows:
         print(_table(rows, header))
         print(f"AVG{window}: mean of the last {window} episode returns (--window N)")
@@ -373,7 +382,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
               ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", state_label(run)),
-              ("reason", run.get("reason") or failure_reason(run)),
+              ("reason", run.get("reason") or failure_reason(run)), *_job_fields(run),
               ("progress", f"{num(s.get('steps'))} / {num(s.get('total_steps'))} steps "
                            f"({progress_text(run)})"),
               ("elapsed", duration(elapsed(run, time.time()))),
@@ -397,6 +406,22 @@ def cmd_show(args: argparse.Namespace) -> int:
         for line in run["stderr_tail"].splitlines():
             print(f"    {line}")
     return 0
+
+
+def _job_fields(run: dict[str, Any]) -> list[tuple[str, Any]]:
+    """`mosaic show`'s lines of a cluster run (none for a local one): its job, the scheduler's
+    queue state and reason, the node, and the wall time and what is left of it."""
+    resources = fmt.job(run)
+    if resources is None:
+        return []
+    queue = resources.get("queue")
+    if queue and resources.get("queue_reason") and queue != "RUNNING":
+        queue = f"{queue} ({resources['queue_reason']})"
+    wall = resources.get("time_limit")
+    left = fmt.time_left(run, time.time())
+    if left is not None:
+        wall = f"{fmt.hms(left)} left" + (f" of {wall}" if wall else "")
+    return [("job", resources["job"]), ("queue", queue), ("node", resources.get("node")), ("wall time", wall)]
 
 
 def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expected: str = P.SUCCEEDED) -> int:
@@ -836,6 +861,8 @@ def build_parser() -> argparse.ArgumentParser:
     placement.add_argument("--gpus", type=INTEGER, metavar="N", help="GPUs for the job (sbatch --gres=gpu:N)")
     placement.add_argument("--time", metavar="T", help="wall time, e.g. 2:00:00 (sbatch --time); the run stops "
                                                        "with a checkpoint before it")
+    placement.add_argument("--requeue", action="store_true", default=None,
+                           help="a run stopped by its wall-time warning (or a preemption) goes on in a new job")
     placement.add_argument("--sbatch-arg", action="append", metavar="ARG", dest="extra_args",
                            help="one more sbatch argument, as given (repeatable)")
     p.add_argument("--wait", action="store_true", help="wait for the run to end")

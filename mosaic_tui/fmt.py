@@ -156,9 +156,13 @@ def eta(run: dict[str, Any]) -> float | None:
 
 def state_label(run: dict[str, Any]) -> str:
     """The state as every view shows it (table, run header, ls, show): a running run that is
-    JIT-compiling (Jumanji: minutes without a step, which is no stall) says "compiling…", and
-    one whose cancel is under way is marked with *."""
+    JIT-compiling (Jumanji: minutes without a step, which is no stall) says "compiling…", a
+    cluster run its scheduler has not started yet says so ("pending (Priority)", queue_label),
+    and one whose cancel is under way is marked with *."""
     state = run.get("state", "?")
+    queued = queue_label(run)
+    if queued:
+        return f"{queued}*" if run.get("cancel_requested") else queued
     if run.get("cancel_requested") and state in ("running", "starting", "paused"):
         return f"{state}*"
     if state == "running" and (run.get("summary") or {}).get("phase") == "compiling":
@@ -166,13 +170,69 @@ def state_label(run: dict[str, Any]) -> str:
     return state
 
 
+# -- a run placed on a cluster (docs/cluster.md): the scheduler's view, from the run's resources --
+def job(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's resources when it is (or was) a job of a cluster's scheduler ("job": "slurm:123",
+    "queue", "queue_reason", "node", "ends_at", "time_limit"), else None: a local run."""
+    resources = run.get("resources") or {}
+    return resources if resources.get("job") else None
+
+
+def queue_label(run: dict[str, Any]) -> str | None:
+    """"pending (Priority)": a submitted cluster run its scheduler holds in its queue (the run is
+    starting to the daemon), with the scheduler's reason; None for any other run or state."""
+    resources = job(run)
+    if resources is None or run.get("state") != "starting":
+        return None
+    queue = str(resources.get("queue") or "")
+    if not queue or queue == "RUNNING":
+        return None   # on its node, starting: the daemon's word says it
+    reason = resources.get("queue_reason")
+    return f"{queue.lower()} ({reason})" if reason else queue.lower()
+
+
+def hms(seconds: float) -> str:
+    """1:58:03, as a wall time is read (hours go past 24: 26:00:00)."""
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{(seconds % 3600) // 60:02d}:{seconds % 60:02d}"
+
+
+def time_left(run: dict[str, Any], now: float) -> float | None:
+    """Seconds until the job's wall time runs out: a cluster run running on its node, whose
+    scheduler said when its time ends (resources.ends_at); None otherwise."""
+    resources = job(run)
+    if resources is None or run.get("ended_at") or resources.get("queue") != "RUNNING":
+        return None
+    ends = resources.get("ends_at")
+    if not isinstance(ends, (int, float)) or isinstance(ends, bool):
+        return None
+    return max(0.0, ends - now)
+
+
+def job_text(run: dict[str, Any], now: float) -> str:
+    """The run's job as one short text: "slurm:123 on node1 1:58:03 left"; "" for a local run."""
+    resources = job(run)
+    if resources is None:
+        return ""
+    parts = [str(resources["job"])]
+    if resources.get("node"):
+        parts.append(f"on {resources['node']}")
+    left = time_left(run, now)
+    if left is not None:
+        parts.append(f"{hms(left)} left")
+    return " ".join(parts)
+
+
 def derived(run: dict[str, Any], now: float, window: int = DEFAULT_RETURN_WINDOW) -> dict[str, Any]:
     """What the table and `mosaic show` work out of a run's record, for `--json` to carry too
     (a script piping `ls --json` to jq gets the same figures as the table, by the same functions)."""
     best, best_step = best_return(run)
-    return {"state": state_label(run), "progress": progress(run), "mean_return": smoothed_return(run, window),
-            "return_window": window, "best_return": best, "best_step": best_step,
-            "eta_s": eta(run), "elapsed_s": elapsed(run, now)}
+    out = {"state": state_label(run), "progress": progress(run), "mean_return": smoothed_return(run, window),
+           "return_window": window, "best_return": best, "best_step": best_step,
+           "eta_s": eta(run), "elapsed_s": elapsed(run, now)}
+    if job(run) is not None:   # a cluster run: the time its job has left
+        out["time_left_s"] = time_left(run, now)
+    return out
 
 
 def is_eval(run: dict[str, Any]) -> bool:

@@ -18,7 +18,7 @@ from mosaic_tui import fmt
 # (key, header); the return header names its window, set by the table
 COLUMNS: list[tuple[str, str]] = [
     ("sel", " "), ("name", "name"), ("worker", "worker"), ("algo", "algo"), ("env", "env"),
-    ("state", "state"), ("progress", "progress"), ("steps", "steps"), ("sps", "steps/s"),
+    ("state", "state"), ("job", "job"), ("progress", "progress"), ("steps", "steps"), ("sps", "steps/s"),
     ("return", "avg{window}"), ("best", "best"), ("eta", "ETA"), ("elapsed", "elapsed"),
     ("returns", "returns"), ("tags", "tags"),
 ]
@@ -28,7 +28,8 @@ COLUMN_KEYS = [key for key, _ in COLUMNS]
 # NAME_FULL: the name's whole width, wanted right after the figures of the first five columns
 # (a default name, dqn-CartPole-v1-3, was cut at 120 columns while the sparkline and tags stayed)
 NAME_FULL = "name+"
-PRIORITY = ("sel", "name", "state", "progress", "return", "eta", "elapsed", NAME_FULL, "env", "best", "steps",
+# "job": a cluster run's job, node and wall time left (fmt.job_text), shown only while a run has one
+PRIORITY = ("sel", "name", "state", "progress", "return", "eta", "elapsed", NAME_FULL, "env", "job", "best", "steps",
             "sps", "returns", "tags", "algo", "worker")
 NAME_MIN = 10          # a long name is cut to this before a wanted column goes
 NAME_MAX = 40          # and is never given more than this
@@ -127,11 +128,12 @@ def groups_by_env(sort_key: str, runs: list[dict[str, Any]]) -> bool:
 
 
 def haystack(run: dict[str, Any]) -> tuple[str, set[str]]:
-    """What a filter looks in: the run's name, id, worker, algo, env, state, note and tags (lower case),
-    and its tags."""
+    """What a filter looks in: the run's name, id, worker, algo, env, state, note, tags and, for a cluster
+    run, its job and node (lower case); and its tags."""
     tags = {t.lower() for t in run.get("tags") or []}
+    cluster = fmt.job(run) or {}   # a cluster run: its job id and node ("slurm" finds them all)
     hay = " ".join([*(str(run.get(k) or "") for k in ("name", "id", "worker", "algo", "env", "state", "note")),
-                    *tags]).lower()
+                    *tags, *(str(cluster[k]) for k in ("job", "node") if cluster.get(k))]).lower()
     return hay, tags
 
 
@@ -165,6 +167,7 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
         Cell(str(run.get("algo", ""))),
         Cell(str(run.get("env", ""))),
         state_cell,
+        Cell(fmt.job_text(run, now), "cyan"),
         Cell(fmt.progress_text(run, PROGRESS_WIDTH)),
         Cell(fmt.num(s.get("steps")), right=True),
         Cell(fmt.num(s.get("sps")), right=True),
@@ -210,8 +213,8 @@ def group_cells(members: list[dict[str, Any]], selected: bool, now: float, windo
     return tuple(cells)
 
 
-# columns left out while no run has anything in them (no run is tagged yet)
-HIDDEN_WHEN_EMPTY = ("tags",)
+# columns left out while no run has anything in them (no run is tagged yet, every run is local)
+HIDDEN_WHEN_EMPTY = ("tags", "job")
 
 
 def fit_columns(natural: dict[str, int], available: int, padding: int,

@@ -255,3 +255,36 @@ def test_a_job_over_its_memory_request_ends_its_run_saying_so(slurm_daemon, mosa
     assert run["state"] == "failed", run
     assert "used more memory than it asked for (placement.mem)" in run["reason"], run["reason"]
     assert run["reason"].startswith(f"job {run['resources']['job']}: "), run["reason"]
+
+
+def test_a_sweeps_trials_are_placed_on_slurm_beyond_the_local_slots(slurm_daemon, mosaic, tmp_path):
+    """A sweep whose base has a Slurm placement: every trial is a job, and they run side by side on
+    the cluster although the daemon's own machine allows one run at a time."""
+    import yaml
+    home = mosaic.home
+    mosaic.run("daemon", "stop", check=True)
+    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5, "max_concurrent_runs": 1}))
+    mosaic.run("daemon", "start", check=True)
+    base = {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 600, "seed": 1,
+            "params": {"rate": 100, "episode_every": 50}, "placement": {"backend": "slurm", "cpus": 1}}
+    spec = {"name": "on-slurm", "base": base, "parallel": 2, "params": {"return_offset": [0, 100]},
+            "objective": {"tag": "episode/return", "last": 2}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = mosaic.run("sweep", str(path), "--wait", "--timeout", "180")
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(mosaic.run("ls", "--json", check=True).stdout)
+    assert len(runs) == 2 and {r["state"] for r in runs} == {"succeeded"}, runs
+    assert all(r["resources"]["job"].startswith("slurm:") for r in runs)
+    first, second = sorted(runs, key=lambda r: r["started_at"])
+    assert second["started_at"] < first["ended_at"], "the trials ran one after the other"
+    sweep = json.loads(mosaic.run("sweeps", "on-slurm", "--json", check=True).stdout)
+    assert [t["state"] for t in sweep["trials"]] == ["complete", "complete"], sweep["trials"]
+    # a placement Slurm refuses is said once, for the sweep, before any trial
+    spec["base"] = {**base, "placement": {"backend": "slurm", "partition": "nosuch"}}
+    spec["name"] = "refused"
+    path.write_text(yaml.safe_dump(spec))
+    refused = mosaic.run("sweep", str(path))
+    assert refused.returncode != 0 and "invalid partition" in refused.stderr.lower(), refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert len(json.loads(mosaic.run("ls", "--json", check=True).stdout)) == 2

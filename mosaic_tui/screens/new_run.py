@@ -6,6 +6,9 @@ screen filled from an existing run's config.
 """
 from __future__ import annotations
 
+import functools
+import json
+import shlex
 from typing import Any
 
 from textual import work
@@ -20,8 +23,8 @@ from daemon import protocol as P
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.screens.env_picker import EnvPickerScreen
 from mosaic_tui.widgets.key_bar import KeyBar
-from mosaic_tui.widgets.schema_form import SchemaField, fits, value_text
-from workers.sdk.config import NAME_RE, ConfigError
+from mosaic_tui.widgets.schema_form import SchemaField, fits, types_of, value_text
+from workers.sdk.config import NAME_RE, ConfigError, parse_run_config
 
 def _field_spec(model, name: str, description: str | None = None) -> dict[str, Any]:
     """A RunConfig field's JSON schema as a form field takes it (pydantic's anyOf for
@@ -67,6 +70,78 @@ def common_specs() -> dict[str, dict[str, Any]]:
         "max_steps": _field_spec(LimitsConfig, "max_steps", "stop the run once it reports this step"),
         "memory_mb": _field_spec(LimitsConfig, "memory_mb", "memory limit of the worker, in MB"),
     }
+
+
+# The Placement section: where the run runs (workers/sdk/config.py's PlacementConfig, docs/cluster.md).
+# Its fields are the model's; a backend shows those the model takes for it, and the model checks them.
+_PROBES = {"integer": 1, "number": 1, "boolean": True, "string": "1", "array": ["-"], "object": {}}
+
+
+@functools.cache
+def placement_fields() -> dict[str, list[str]]:
+    """Backend -> the fields that apply to it, in the model's order: those the model takes a value
+    of for that backend (it refuses partition for ray, cpus for local)."""
+    from pydantic import ValidationError
+
+    from workers.sdk.config import PlacementConfig
+    schema = PlacementConfig.model_json_schema()
+    backends = schema["properties"]["backend"]["enum"]
+    out: dict[str, list[str]] = {backend: [] for backend in backends}
+    for name in list(schema["properties"])[1:]:
+        types = [t for t in types_of(_field_spec(PlacementConfig, name)) if t != "null"]
+        probe = _PROBES.get(types[0] if types else "string", "1")
+        for backend in backends:
+            try:
+                PlacementConfig.model_validate({"backend": backend, name: probe})
+            except ValidationError:
+                continue
+            out[backend].append(name)
+    return out
+
+
+def placement_names() -> list[str]:
+    """backend, then every other field of the model, in its order."""
+    from workers.sdk.config import PlacementConfig
+    return list(PlacementConfig.model_json_schema()["properties"])
+
+
+def placement_specs() -> dict[str, dict[str, Any]]:
+    from workers.sdk.config import PlacementConfig
+    specs = {name: _field_spec(PlacementConfig, name) for name in placement_names()}
+    specs["backend"]["description"] = "here, or a job of a cluster's scheduler (Slurm, Ray)"
+    # typed as a shell splits it, not as a JSON array
+    specs["extra_args"] = {"type": "string", "description": "more sbatch arguments, as a shell splits them: "
+                                                            "--qos=high --exclusive"}
+    specs["runtime_env"]["description"] = "Ray's runtime_env for the job, as JSON: {\"pip\": [\"gymnasium\"]}"
+    return specs
+
+
+def placement_text(name: str, value: Any) -> Any:
+    """A placement value as its field shows it (extra_args: a shell line)."""
+    if name == "extra_args":
+        return shlex.join(value) if isinstance(value, list) else value
+    return value
+
+
+def check_placement(placement: dict[str, Any]) -> dict[str, Any]:
+    """The placement as the model gives it (mem in upper case, what is left out left out), or the
+    ConfigError the daemon and the CLI would raise for it (field "placement.mem")."""
+    config = parse_run_config({"worker": "-", "algo": "-", "env": "-", "placement": placement})
+    dumped = config.placement.model_dump(exclude_defaults=True)
+    return {"backend": config.placement.backend, **dumped}
+
+
+def home_placement(home) -> dict[str, Any] | None:
+    """The home's default placement (settings.json's "placement", which the daemon fills a run's
+    left-out placement from), when this app's daemon is the home's own; None if none or not known."""
+    if home is None or not getattr(home, "own_daemon", False):
+        return None
+    try:
+        with open(home.settings_file) as f:
+            placement = json.load(f).get("placement")
+        return check_placement(placement) if isinstance(placement, dict) else None
+    except (OSError, ValueError, AttributeError):   # no file, not JSON, a wrong value: the daemon says so
+        return None
 
 
 NO_DATASET = "(none recorded)"
@@ -162,6 +237,9 @@ class NewRunScreen(Screen):
         }
         self.frames_extra = {k: v for k, v in frames.items() if k not in ("enabled", "fps")}
         self.clone_params: dict[str, Any] | None = dict(cfg.get("params") or {}) if clone else None
+        # a clone's placement; a new run's comes from the home's default when the form is built
+        self.clone_placement: dict[str, Any] | None = cfg.get("placement") if clone else None
+        self.default_placement: dict[str, Any] | None = None   # the home's, when known
         self.worker_list: list[dict[str, Any]] = []
         self.schema: dict[str, Any] | None = None
         self.schema_error: str | None = None
@@ -200,6 +278,8 @@ class NewRunScreen(Screen):
                     yield Static("Parameters", classes="section", id="params-title")
                     yield Static("", id="schema-desc")
                     yield VerticalScroll(id="params")
+            yield Static("Placement", classes="section", id="section-placement")
+            yield from self._placement_fields()
         with Horizontal(id="form-bar"):
             yield Static("loading workers...", id="form-status")
             yield Button("Submit (ctrl+s)", variant="primary", id="submit", disabled=True)
@@ -221,6 +301,76 @@ class NewRunScreen(Screen):
             spec = {**spec, "enum": [value] if value else [NO_DATASET]}
             extra = {"validator": self._check_dataset}
         return SchemaField(name, spec, value, field_id=f"f-{name}", **extra)
+
+    def _placement_fields(self) -> list[SchemaField]:
+        """backend and every field of any backend; those of the backend chosen are shown."""
+        self.default_placement = home_placement(getattr(self.app.link, "home", None))
+        start = self.clone_placement or self.default_placement or {}
+        backend = start.get("backend") or "local"
+        fields = []
+        for name, spec in placement_specs().items():
+            field = SchemaField(f"placement.{name}", spec, placement_text(name, start.get(name)), label=name,
+                                field_id=f"f-placement-{name}",
+                                validator=None if name == "backend" else self._placement_check(name))
+            field.display = name == "backend" or name in placement_fields().get(backend, [])
+            fields.append(field)
+        return fields
+
+    def placement_field(self, name: str) -> SchemaField:
+        return self.query_one(f"#f-placement-{name}", SchemaField)
+
+    def _placement_check(self, name: str):
+        """A placement field's check: the model's, for this value under the backend chosen."""
+        def check(value: Any) -> None:
+            if value is None or value == "" or not self.is_mounted:
+                return
+            try:
+                value = shlex.split(value) if name == "extra_args" else value
+            except ValueError as exc:   # an unclosed quote
+                raise ConfigError(f"placement.{name}", str(exc).lower()) from None
+            check_placement({"backend": self.placement_field("backend").raw(), name: value})
+        return check
+
+    def show_placement(self) -> None:
+        """Show the fields of the backend chosen (the others keep what was typed in them)."""
+        backend = self.placement_field("backend").raw()
+        shown = []
+        for name in placement_names()[1:]:
+            field = self.placement_field(name)
+            field.display = name in placement_fields().get(backend, [])
+            if field.display:
+                field.validate()
+                shown.append(field)
+            else:
+                field.show_error(None)
+        if shown:   # the fields that came, in view (they open below the last field of the form)
+            self.call_after_refresh(shown[-1].scroll_visible, animate=False)
+
+    def collect_placement(self) -> tuple[dict[str, Any] | None, list[str]]:
+        """(placement, errors): the placement the config carries, checked by the model; None for a
+        local run (as before there was a choice), unless the home's default is another backend."""
+        backend = self.placement_field("backend").raw()
+        placement: dict[str, Any] = {"backend": backend}
+        errors = []
+        for name in placement_fields().get(backend, []):
+            field = self.placement_field(name)
+            if not field.validate():
+                errors.append(f"{field.field_name}: {field.error}")
+                continue
+            value = field.value()
+            if name == "extra_args":
+                value = shlex.split(value or "")
+            if value not in (None, "", []):
+                placement[name] = value
+        if errors:
+            return None, errors
+        try:
+            placement = check_placement(placement)
+        except ConfigError as exc:
+            return None, [f"{exc.field}: {exc.message}"]
+        if backend == "local" and (self.default_placement or {}).get("backend", "local") == "local":
+            return None, []
+        return placement, []
 
     def on_mount(self) -> None:
         self.query_one("#params").styles.height = "auto"
@@ -310,6 +460,8 @@ class NewRunScreen(Screen):
                 self.sync()
             elif name == "mode":
                 self.field("checkpoint").validate()
+            elif name == "placement.backend":
+                self.show_placement()
         self.update_status()
 
     def sync(self) -> None:
@@ -442,6 +594,8 @@ class NewRunScreen(Screen):
                 errors.append(f"{name}: {f.error}")
             else:
                 values[name] = f.value()
+        placement, placement_errors = self.collect_placement()
+        errors += placement_errors
         errors += self._params_problem()
         if errors:
             return None, errors
@@ -461,6 +615,8 @@ class NewRunScreen(Screen):
         limits = {k: values[k] for k in ("wall_seconds", "max_steps", "memory_mb") if values.get(k) is not None}
         if limits:
             config["limits"] = limits
+        if placement is not None:
+            config["placement"] = placement
         params = {}
         for f in self.param_fields():
             if not f.validate():
@@ -570,6 +726,8 @@ class NewRunScreen(Screen):
         elif top:
             # frames.enabled is the "frames" field, frames.fps "fps", limits.X "X"
             name = {"frames.enabled": "frames"}.get(field, rest if top in ("frames", "limits") else top)
+            if top == "placement":   # placement.mem is the Placement section's mem; placement alone its backend
+                name = f"placement-{rest or 'backend'}"
             target = next((f for f in self.query(SchemaField) if f.id == f"f-{name}"), None)
         text = message.split(": ", 1)[1] if message.startswith(f"{field}: ") else message
         if target is not None:

@@ -34,6 +34,9 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
     text.append(fmt.state_label(run), style=fmt.STATE_STYLES.get(state, ""))
     text.append(f"  return {fmt.num(fmt.smoothed_return(run, window))} (avg{window})")
     text.append(f"  {fmt.duration(fmt.elapsed(run, now))}")
+    job = fmt.job_text(run, now)   # a cluster run: its job, node and wall time left
+    if job:
+        text.append(f"  {job}", style="cyan")
     text.append(f"  best {fmt.best_text(run)}")
     left = fmt.eta(run)
     if left is not None:

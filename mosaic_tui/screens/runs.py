@@ -25,7 +25,10 @@ def detail_text(run: dict | None, now: float, window: int) -> Text:
         text.append(" eval", style="bold cyan")
     state = run.get("state", "?")
     text.append("  ")
-    text.append(state, style=fmt.STATE_STYLES.get(state, ""))
+    text.append(fmt.queue_label(run) or state, style=fmt.STATE_STYLES.get(state, ""))
+    job = fmt.job_text(run, now)   # a cluster run: its job, node and wall time left
+    if job:
+        text.append(f"  {job}", style="cyan")
     s = run.get("summary") or {}
     text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
     text.append(f"  return {fmt.num(fmt.smoothed_return(run, window))} (avg{window})")

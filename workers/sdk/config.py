@@ -60,8 +60,22 @@ class PlacementConfig(BaseModel):
     gpus: int | None = Field(default=None, ge=0, le=64, description="sbatch --gres=gpu:N; Ray entrypoint_num_gpus")
     time: str | None = Field(default=None, description="sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS")
     extra_args: list[str] = Field(default_factory=list, description="more sbatch arguments, as given")
+    requeue: bool = Field(default=False, description="stopped by Slurm's warning before the wall time (or a "
+                                                     "preemption): continued as a new job of the same run")
     address: str | None = Field(default=None, description="the Ray cluster's dashboard address, http://host:8265")
     runtime_env: dict[str, Any] | None = Field(default=None, description="Ray's runtime_env for the job")
+    resources: dict[str, float] | None = Field(default=None, description="Ray's entrypoint_resources: custom "
+                                                                         "resources the job needs, e.g. {\"a100\": 1}")
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for name, amount in (value or {}).items():
+            if name in ("CPU", "GPU", "memory"):
+                raise ValueError(f"{name} is asked with cpus, gpus or mem, not among resources")
+            if not name or amount < 0:
+                raise ValueError(f"{name!r}: {amount} is not a resource request (a name and an amount >= 0)")
+        return value
 
     @field_validator("mem")
     @classmethod
@@ -80,9 +94,8 @@ class PlacementConfig(BaseModel):
     @model_validator(mode="after")
     def _for_its_backend(self) -> "PlacementConfig":
         slurm_only = [name for name in ("partition", "account", "time") if getattr(self, name) is not None]
-        if self.extra_args:
-            slurm_only.append("extra_args")
-        ray_only = [name for name in ("address", "runtime_env") if getattr(self, name) is not None]
+        slurm_only += [name for name in ("extra_args", "requeue") if getattr(self, name)]
+        ray_only = [name for name in ("address", "runtime_env", "resources") if getattr(self, name) is not None]
         if self.backend != "slurm" and slurm_only:
             raise ValueError(f"{', '.join(slurm_only)} {'is' if len(slurm_only) == 1 else 'are'} for backend slurm, "
                              f"not {self.backend}")

@@ -1,0 +1,322 @@
+"""A real two-node Ray cluster for the tests: a head (GCS, dashboard with its Jobs API, raylet)
+and a second node, each a ``ray start --block`` of its own, on 127.0.0.1 and free ports.
+
+Nothing outside the cluster's temp dir is read or written: each node gets its own ``--temp-dir``
+under it, token authentication (on by default in Ray 2.60) uses a token file written there
+(RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH), and the caller's RAY_* variables (RAY_ADDRESS, a
+session token) are not passed on. The second node has a custom resource (``RayCluster.resource``)
+so a job asking for it runs there. Stopping ends the two ``ray start`` processes by their process
+groups, then whatever process still carries this cluster's marker in its environment (GCS,
+raylets, dashboard, Ray's workers, jobs' entrypoints inherit it), and removes the temp dir.
+``ray stop`` is never used: it stops every Ray on the host (another xdist worker's, a user's).
+
+Use the session fixture `ray_cluster` (skipped when ray is not importable). A test module gets it
+with ``pytest_plugins = ["tests.ray_cluster"]`` and marks itself ``pytest.mark.xdist_group("ray")``
+(one cluster per xdist process: two Rays starting at once on 2 cores time out).
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+MARKER = "MOSAIC_RAY_CLUSTER"    # in the environment of every process of a cluster: its temp root
+SECOND_NODE_RESOURCE = "mosaic_second_node"
+STOP_SECONDS = 3.0               # how long a node has to end on SIGTERM before SIGKILL
+# the caller's Ray settings (RAY_ADDRESS, the suite's RAY_AUTH_TOKEN_PATH) would point this cluster's
+# processes elsewhere
+_FOREIGN_ENV = ("RAY_", "MOSAIC_RAY_CLUSTER")
+
+
+def missing_reason() -> str | None:
+    if importlib.util.find_spec("ray") is None:
+        return "ray is not installed in this environment (pip install 'ray[default]')"
+    ray_cli = Path(sys.executable).with_name("ray")
+    if not ray_cli.exists():
+        return f"ray's command ({ray_cli}) is not installed beside {sys.executable}"
+    if importlib.util.find_spec("aiohttp") is None:
+        return "ray's dashboard (the Jobs API) needs ray[default]: aiohttp is not installed"
+    return None
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports (bound together, so none repeats)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> None:
+    """In `ray start` before exec: SIGTERM when the test process dies without stop()."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class RayError(RuntimeError):
+    pass
+
+
+class RayCluster:
+    """A head (``head_cpus``) and a second node (``node_cpus`` and one ``resource``), on this machine."""
+
+    def __init__(self, head_cpus: int = 2, node_cpus: int = 2, resource: str = SECOND_NODE_RESOURCE,
+                 start_timeout: float = 90.0, parent_dir: str = "/tmp"):
+        self.head_cpus = head_cpus
+        self.node_cpus = node_cpus
+        self.resource = resource
+        self.start_timeout = start_timeout
+        self.parent_dir = parent_dir
+        self.root: Path | None = None
+        self.env: dict[str, str] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.address = ""              # the dashboard: http://127.0.0.1:PORT (the Jobs API)
+        self.gcs_address = ""
+        self.node_ids: dict[str, str] = {}   # "head", "second": each node's id (hex)
+        self.startup_seconds: float | None = None
+        self.killed_pids: set[int] = set()
+
+    @property
+    def token_file(self) -> Path:
+        return self.root / "auth_token"
+
+    @property
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    def log(self, name: str) -> Path:
+        return self.root / f"{name}.out"
+
+    # -- start ---------------------------------------------------------------------------
+    def start(self) -> "RayCluster":
+        reason = missing_reason()
+        if reason:
+            raise RayError(reason)
+        t0 = time.monotonic()
+        for attempt in range(2):   # a port taken between choosing it and binding it: once more
+            self._prepare()
+            try:
+                self._start_nodes()
+                break
+            except RayError:
+                self.stop()
+                if attempt == 1:
+                    raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _prepare(self) -> None:
+        # short: Ray's sockets live under its temp dir (sun_path is 108 bytes)
+        self.root = Path(tempfile.mkdtemp(prefix="ray-", dir=self.parent_dir))
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file), RAY_USAGE_STATS_ENABLED="0")
+        env[MARKER] = str(self.root)
+        self.env = env
+
+    def _node_args(self, name: str, ports: list[int]) -> list[str]:
+        return [f"--temp-dir={self.root / name}", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
+                f"--node-manager-port={ports[0]}", f"--object-manager-port={ports[1]}",
+                f"--dashboard-agent-listen-port={ports[2]}", f"--dashboard-agent-grpc-port={ports[3]}",
+                f"--metrics-export-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}",
+                "--object-store-memory=80000000", "--num-gpus=0", "--include-log-monitor=false", "--block"]
+
+    def _start_nodes(self) -> None:
+        ports = free_ports(16)
+        gcs, dashboard, client = ports[0], ports[1], ports[2]
+        self.gcs_address = f"127.0.0.1:{gcs}"
+        self.address = f"http://127.0.0.1:{dashboard}"
+        ray = str(Path(sys.executable).with_name("ray"))
+        self._spawn("head", [ray, "start", "--head", f"--port={gcs}", "--dashboard-host=127.0.0.1",
+                             f"--dashboard-port={dashboard}", f"--ray-client-server-port={client}",
+                             f"--num-cpus={self.head_cpus}", "--include-dashboard=true",
+                             *self._node_args("head", ports[3:9])])
+        self._spawn("second", [ray, "start", f"--address={self.gcs_address}", f"--num-cpus={self.node_cpus}",
+                               f"--resources={json.dumps({self.resource: 1})}",
+                               *self._node_args("second", ports[9:15])])
+        self._wait("both nodes alive and the Jobs API answering", self._ready, self.start_timeout)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        out = open(self.log(name), "wb")
+        try:
+            self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                                env=self.env, cwd=self.root, start_new_session=True,
+                                                preexec_fn=_die_with_parent)
+        finally:
+            out.close()
+
+    def _ready(self) -> bool:
+        try:
+            self.request("GET", "/api/jobs/")
+            nodes = self.nodes()
+        except (OSError, RayError, ValueError):
+            return False
+        alive = [n for n in nodes if n.get("state") == "ALIVE"]
+        if len(alive) < 2:
+            return False
+        for node in alive:
+            which = "second" if self.resource in (node.get("resources_total") or {}) else "head"
+            self.node_ids[which] = node["node_id"]
+        return set(self.node_ids) == {"head", "second"}
+
+    def _wait(self, what: str, ready, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RayError(f"ray start ({name}) exited with status {proc.returncode} while waiting for "
+                                   f"{what}\n" + self.logs_tail())
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise RayError(f"timed out after {timeout:.0f}s waiting for {what} ({self.address})\n"
+                               + self.logs_tail())
+            time.sleep(0.25)
+
+    def logs_tail(self, lines: int = 25) -> str:
+        parts = []
+        for name in self.procs:
+            try:
+                text = self.log(name).read_text(errors="replace")
+            except OSError:
+                continue
+            parts.append(f"--- ray start ({name}) ---\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(parts)
+
+    # -- the dashboard's HTTP API, with the cluster's token ----------------------------------
+    def request(self, method: str, path: str, body: dict | None = None, timeout: float = 10.0):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.address + path, data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise RayError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:500]}") from None
+        return json.loads(text) if text else None
+
+    def nodes(self) -> list[dict]:
+        """The state API's nodes: node_id, state, resources_total, ..."""
+        answer = self.request("GET", "/api/v0/nodes?limit=100&detail=true")
+        return answer["data"]["result"]["result"]
+
+    def job(self, submission_id: str) -> dict:
+        return self.request("GET", f"/api/jobs/{submission_id}")
+
+    def job_actor(self, submission_id: str) -> dict | None:
+        """The state API's record of a job's JobSupervisor actor (required_resources, node_id, state):
+        what the job asked for (JobDetails does not say)."""
+        answer = self.request("GET", "/api/v0/actors?detail=true&limit=1000")
+        name = f"_ray_internal_job_actor_{submission_id}"
+        return next((a for a in answer["data"]["result"]["result"] if a.get("name") == name), None)
+
+    def stop_job(self, submission_id: str) -> None:
+        """What `ray job stop` does: the Jobs API's stop."""
+        self.request("POST", f"/api/jobs/{submission_id}/stop")
+
+    def wait_job(self, submission_id: str, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(submission_id)
+            if job["status"] in ("STOPPED", "SUCCEEDED", "FAILED"):
+                return job
+            if time.monotonic() > deadline:
+                raise RayError(f"job {submission_id} still {job['status']} after {timeout:.0f}s")
+            time.sleep(0.2)
+
+    # -- stop ----------------------------------------------------------------------------
+    def own_pids(self) -> set[int]:
+        """Live processes of this cluster: its `ray start`s and whatever carries its marker."""
+        pids = {p.pid for p in self.procs.values() if p.poll() is None}
+        if self.root is None:
+            return pids
+        needle = f"{MARKER}={self.root}\0".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read() + b"\0":
+                        pids.add(int(entry))
+            except OSError:
+                continue
+        return pids
+
+    def stop(self) -> None:
+        if self.root is None:
+            return
+        # SIGTERM to each `ray start`'s process group (it, its raylet, the head's GCS and dashboard),
+        # a moment for them to go, then SIGKILL: a test cluster keeps no state worth a slow shutdown
+        # (`ray start --block` can sit 15 s and more on a SIGTERM)
+        live = [p for p in self.procs.values() if p.poll() is None]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for proc in live:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + STOP_SECONDS
+            while any(p.poll() is None for p in live) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            live = [p for p in live if p.poll() is None]
+            if not live:
+                break
+        # what outlived them (GCS, raylets, workers, a job's entrypoint): SIGKILL, by pid
+        for _ in range(5):
+            left = self.own_pids()
+            if not left:
+                break
+            self.killed_pids |= left
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.2)
+        self.procs = {}
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.last_root, self.root = self.root, None
+
+    def __enter__(self) -> "RayCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A running two-node Ray cluster for the session (skipped when ray is missing)."""
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = RayCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
