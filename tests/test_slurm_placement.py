@@ -100,6 +100,9 @@ def test_what_slurm_refuses_is_said_in_one_line_and_no_run_is_made(slurm_daemon,
 
     assert "invalid partition" in refused("--placement", "slurm", "--partition", "nosuch").lower()
     assert "is not an amount of memory" in refused("--placement", "slurm", "--mem", "lots")
+    # well formed, but more than any node has: the scheduler's own refusal, in its words
+    said = refused("--placement", "slurm", "--mem", "999999G")
+    assert said.startswith("mosaic: error: placement: sbatch: ") and said.endswith("(asked: mem=999999G)"), said
     assert "is not a wall time" in refused("--placement", "slurm", "--time", "2h")
     assert "add --placement slurm" in refused("--cpus", "4")
     assert mosaic.run("ls", "--json", check=True).stdout.strip() in ("[]", "")
@@ -288,3 +291,48 @@ def test_a_sweeps_trials_are_placed_on_slurm_beyond_the_local_slots(slurm_daemon
     assert refused.returncode != 0 and "invalid partition" in refused.stderr.lower(), refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert len(json.loads(mosaic.run("ls", "--json", check=True).stdout)) == 2
+
+
+def test_pending_running_and_finished_jobs_are_readopted_after_a_daemon_sigkill(slurm_daemon, mosaic):
+    """One run finishes while no daemon runs, one runs on, one waits for memory (pending,
+    Resources): a new daemon takes all three back, each in its state, every events line once."""
+    home = mosaic.home
+    emit = ["--worker", "synthetic", "--algo", "emit", "--env", "none", "--placement", "slurm", "--cpus", "1"]
+    short = mosaic.submit(*emit, "--steps", "400", "--set", "rate=100", "--name", "short")
+    long = mosaic.submit(*emit, "--steps", "100000000", "--set", "rate=100", "--name", "long")
+    # each running job holds its CPU's share of the node's memory (DefMemPerCPU): 13G waits for both
+    waiting = mosaic.submit(*emit, "--steps", "300", "--set", "rate=300", "--mem", "13G", "--name", "waiting")
+    wait_for(lambda: all(mosaic.show(r)["state"] == "running" for r in (short, long)), 90, 0.2, what="two running")
+    wait_for(lambda: mosaic.show(waiting)["resources"].get("queue_reason") == "Resources", 30, 0.2,
+             what="the third pending for resources")
+    os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
+    wait_for(lambda: (home.run_dir(short) / "exit.json").exists(), 60, 0.2, what="the short run's end, unwatched")
+    mosaic.run("daemon", "start", check=True)
+    wait_for(lambda: mosaic.show(short)["state"] == "succeeded", 30, 0.2, what="the finished run recorded")
+    assert mosaic.show(short)["summary"]["steps"] == 400
+    assert mosaic.show(long)["state"] == "running"
+    run = mosaic.show(waiting)
+    assert run["state"] == "starting" and run["resources"]["queue"] == "PENDING", run["resources"]
+    assert run["resources"]["queue_reason"] == "Resources"
+    mosaic.run("cancel", long, check=True)
+    mosaic.run("wait", waiting, "--timeout", WAIT)
+    assert mosaic.show(waiting)["state"] == "succeeded" and mosaic.show(long)["state"] == "cancelled"
+    for run_id, tag in ((short, "synthetic/value_0"), (long, "synthetic/value_0"), (waiting, "synthetic/value_0")):
+        steps = scalar_steps(home, run_id, tag)
+        metrics = mosaic.run("metrics", run_id, "--csv", "--metric", tag, check=True).stdout.splitlines()
+        assert steps == sorted(set(steps)) and len(metrics) - 1 == len(steps), run_id
+
+
+def test_without_slurms_commands_a_submit_says_so_in_one_line(home, mosaic, monkeypatch, tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))   # the daemon's PATH: no sbatch (it runs its own Python by path)
+    mosaic.run("daemon", "start", check=True)
+    try:
+        proc = mosaic.run("submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "10",
+                          "--placement", "slurm")
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "sbatch not found: Slurm's commands are not installed" in proc.stderr, proc.stderr
+        assert mosaic.run("ls", "--json", check=True).stdout.strip() in ("[]", "")
+    finally:
+        mosaic.run("daemon", "stop")

@@ -126,8 +126,14 @@ class SlurmBackend:
               stop_seconds: float) -> None:
         """Ask the scheduler whether it would take the job (sbatch --test-only): an unknown
         partition or a request it refuses is said now, before a run is made."""
-        _run(["sbatch", "--test-only", *self.sbatch_args(run_id, run_dir, placement, stop_seconds)],
-             env=self.env, input=self.job_script(shim_argv))
+        try:
+            _run(["sbatch", "--test-only", *self.sbatch_args(run_id, run_dir, placement, stop_seconds)],
+                 env=self.env, input=self.job_script(shim_argv))
+        except PlacementError as exc:
+            # Slurm's words rarely name the request it could not meet ("Requested node configuration
+            # is not available"): the requests go with them
+            asked = [f"{key}={placement[key]}" for key in SBATCH_FLAGS if placement.get(key)]
+            raise PlacementError(f"{exc} (asked: {', '.join(asked)})" if asked else str(exc)) from None
 
     def submit(self, run_id: str, run_dir: str, placement: dict[str, Any], shim_argv: list[str],
                env: dict[str, str], stop_seconds: float) -> str:
