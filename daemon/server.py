@@ -256,8 +256,10 @@ class Daemon:
         client.name = str(params.get("client", "?"))[:64]
         if version != P.PROTOCOL_VERSION:
             raise P.RPCError(P.INVALID_REQUEST, f"protocol {version} not supported; daemon speaks {P.PROTOCOL_VERSION}")
+        # placement: the home's default (settings.json), which the new-run form starts from
         return {"protocol": P.PROTOCOL_VERSION, "epoch": self.epoch, "pid": os.getpid(),
-                "home": str(self.home.root), "rev": self.store.rev}
+                "home": str(self.home.root), "rev": self.store.rev,
+                "placement": self.runs.default_placement or None}
 
     def m_status(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         counts = self.store.count_by_state()

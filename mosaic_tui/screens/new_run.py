@@ -304,7 +304,14 @@ class NewRunScreen(Screen):
 
     def _placement_fields(self) -> list[SchemaField]:
         """backend and every field of any backend; those of the backend chosen are shown."""
-        self.default_placement = home_placement(getattr(self.app.link, "home", None))
+        link = self.app.link
+        said = (getattr(getattr(link, "client", None), "info", None) or {}).get("placement")
+        # the daemon says its home's default (hello); an older daemon's home is read here
+        try:
+            self.default_placement = check_placement(said) if isinstance(said, dict) else \
+                home_placement(getattr(link, "home", None))
+        except ConfigError:   # the daemon checked its settings; a newer daemon's field: start local
+            self.default_placement = None
         start = self.clone_placement or self.default_placement or {}
         backend = start.get("backend") or "local"
         fields = []
