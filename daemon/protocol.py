@@ -51,9 +51,11 @@ SWEEP = "sweep"                # submit a sweep spec (daemon/sweeps.py)
 SWEEPS = "sweeps"              # list the sweeps
 SWEEP_GET = "sweep_get"        # one sweep: trials ranked, their runs, param importances
 SWEEP_CANCEL = "sweep_cancel"  # stop a sweep and cancel its runs
+SEAT = "seat"    # take or leave a human seat of a run (one client holds a seat; docs/play.md)
+ACT = "act"      # the human's action for a seat this client holds (workers/sdk/control.py carries it)
 METHODS = frozenset({HELLO, STATUS, WORKERS, SCHEMA, SUBMIT, LIST, GET, CANCEL, PAUSE,
                      RESUME, STOP, CONTINUE, DELETE, SUBSCRIBE, UNSUBSCRIBE, METRICS, HISTORY, LOGS, EVENTS, FRAMES, DATASETS, SHUTDOWN,
-                     TAG, NOTE, SWEEP, SWEEPS, SWEEP_GET, SWEEP_CANCEL})
+                     TAG, NOTE, SWEEP, SWEEPS, SWEEP_GET, SWEEP_CANCEL, SEAT, ACT})
 
 # -- notifications (server -> client) -----------------------------------
 NOTIFY_RUN = "run"          # a run record changed (params: {"rev", "run"} or {"rev", "deleted": id})

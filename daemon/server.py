@@ -26,6 +26,7 @@ from daemon import protocol as P
 from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range, read_verbatim_range
 from daemon.frame_spill import SpilledRelay
+from workers.sdk import control
 from daemon.runs import RunManager, on_cluster
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
@@ -73,6 +74,11 @@ class Client:
     def congested(self) -> bool:
         return self.transport.get_write_buffer_size() > HIGH_WATER
 
+    @property
+    def label(self) -> str:
+        """How other clients are told who this is (a seat's holder): hello's name and a number."""
+        return f"{self.name}#{self.id}"
+
     def follows_events(self, run_id: str) -> bool:
         return self.follow_all_events or run_id in self.event_runs
 
@@ -117,6 +123,7 @@ class Daemon:
         self.runs.on_events = self._broadcast_events
         self.runs.on_run = self._broadcast_run
         self.clients: set[Client] = set()
+        self.seats: dict[tuple[str, str], Client] = {}   # (run, seat) -> the client holding that human seat
         self.server: asyncio.AbstractServer | None = None
         self.stopping = asyncio.Event()
 
@@ -174,6 +181,7 @@ class Daemon:
                 client.catchup_task.cancel()
             for task in client.relays.values():
                 task.cancel()
+            self._leave_seats(client)
 
     async def _serve_client(self, client: Client, reader: asyncio.StreamReader) -> None:
         buf = b""
@@ -557,6 +565,64 @@ class Daemon:
             pass
         finally:
             relay.close()
+
+    # -- human seats (docs/play.md) --------------------------------------------
+    def m_seat(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """Take (take: true) or leave a human seat of a run: one client holds a seat, the others
+        watch; the run is told who holds it (nobody: the seat waits, paused)."""
+        run = self._run(params)
+        seat = str(P.param(params, "seat", (str, int), "0"))
+        key = (run["id"], seat)
+        holder = self.seats.get(key)
+        if not P.param(params, "take", bool, True):
+            if holder is client:
+                self._leave_seat(key)
+            return {"seat": seat, "held_by": None if key not in self.seats else self.seats[key].label}
+        if run["state"] not in P.ACTIVE_STATES:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}: its seats are closed")
+        if holder is not None and holder is not client and not holder.closed:
+            raise P.RPCError(P.BAD_STATE, f"seat {seat} of {run['name']} is held by {holder.label}: you can "
+                                          f"watch; it is free once they leave it")
+        self._tell_run(run["id"], {"type": control.SEAT, "seat": seat, "held_by": client.label})
+        self.seats[key] = client
+        return {"seat": seat, "held_by": client.label}
+
+    def m_act(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """The human's action for a seat this client holds: a number (the env's action), a text
+        (a typed move or command), or null (the held key released)."""
+        run = self._run(params)
+        seat = str(P.param(params, "seat", (str, int), "0"))
+        holder = self.seats.get((run["id"], seat))
+        if holder is not client:
+            who = f"held by {holder.label}" if holder is not None and not holder.closed else "not held"
+            raise P.RPCError(P.BAD_STATE, f"seat {seat} of {run['name']} is {who}: take it first (seat)")
+        action = params.get("action")
+        if isinstance(action, bool) or not isinstance(action, (int, str, type(None))):
+            raise P.RPCError(P.INVALID_PARAMS, "parameter 'action' must be a number, a text or null")
+        if isinstance(action, str) and len(action) > 500:
+            raise P.RPCError(P.INVALID_PARAMS, "parameter 'action': a typed action of at most 500 characters")
+        hold_ms = P.param(params, "hold_ms", int, None)
+        self._tell_run(run["id"], {"type": control.ACT, "seat": seat, "action": action, "hold_ms": hold_ms,
+                                   "t": round(time.time(), 4)})
+        return {"sent": True}
+
+    def _tell_run(self, run_id: str, message: dict[str, Any]) -> None:
+        try:
+            control.send(str(self.home.run_dir(run_id)), message)
+        except control.ControlError as exc:
+            raise P.RPCError(P.BAD_STATE, str(exc)) from None
+
+    def _leave_seat(self, key: tuple[str, str]) -> None:
+        self.seats.pop(key, None)
+        try:   # the seat waits, paused, for the next holder
+            control.send(str(self.home.run_dir(key[0])), {"type": control.SEAT, "seat": key[1], "held_by": None})
+        except control.ControlError:
+            pass   # the run has ended
+
+    def _leave_seats(self, client: Client) -> None:
+        """A client that left (detached, closed, lost) leaves its seats: they pause, the episode stays."""
+        for key in [k for k, holder in self.seats.items() if holder is client]:
+            self._leave_seat(key)
 
     # -- subscriptions -----------------------------------------------------
     def m_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def test_the_workers_guide_names_every_bundled_worker_and_every_sdk_module():
     guide = (ROOT / "docs" / "workers" / "README.md").read_text()
     workers = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["mosaic.workers"]
     bundled = sorted(name for name in workers if name != "synthetic")   # synthetic: the tests' own
-    assert len(bundled) == 7
+    assert len(bundled) == 8
     missing = [name for name in bundled if f"[{name}]({name}.md)" not in guide]
     assert missing == [], f"docs/workers/README.md does not link these workers: {missing}"
     sdk = ROOT / "workers" / "sdk"

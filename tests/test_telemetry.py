@@ -20,6 +20,8 @@ def _emit_all(em: tm.Emitter) -> None:
     em.heartbeat(60)
     em.phase("CartPole-v1", 70, index=1)
     em.llm_step(step=75, agent="0", reply="go forward", action="go forward", valid=True, latency_s=0.2)
+    em.keymap("0", ["left", "right"], {"left": 0, "right": 1}, "turn", rate=15.0, hold_ms=150, noop=None)
+    em.play(76, 0, "0", action=1, action_name="right", reward=1.0, waiting=True, held_by="app#1")
     em.run_failed("it broke", step=80)
     em.run_stopped(85, "/runs/x/checkpoints/stop_0001.pt", save_s=0.25)
     em.emit(tm.make_event(tm.RESTARTED, step=85, checkpoint="/runs/x/checkpoints/stop_0001.pt", restarts=1))
@@ -38,20 +40,20 @@ def test_every_event_type_round_trips():
     assert used == len(data)
     assert [e["type"] for e in events] == [tm.RUN_STARTED, tm.SCALAR, tm.SCALAR, tm.EPISODE,
                                            tm.CHECKPOINT_SAVED, tm.DATASET_SAVED, tm.HEARTBEAT, tm.PHASE, tm.LLM_STEP,
-                                           tm.RUN_FAILED, tm.RUN_STOPPED, tm.RESTARTED, tm.RUN_COMPLETED]
+                                           tm.KEYMAP, tm.PLAY, tm.RUN_FAILED, tm.RUN_STOPPED, tm.RESTARTED, tm.RUN_COMPLETED]
     emitted_types = {e["type"] for e in events}
     assert emitted_types | {tm.INVALID} == tm.EVENT_TYPES  # the test covers every type
     for event in events:
         assert tm.check_event(event) is event
     assert events[2]["value"] == "nan"
     assert events[3]["return"] == 200.0 and events[3]["agents"] == {"agent_0": 100.0}
-    assert em.lines_written == 13
+    assert em.lines_written == 15
     # what the daemon's ingest keeps of them: the stop, then the seam that clears it
     tail = RunTail("r", "/nonexistent", 0, {})
-    tail._absorb(events[:11])
+    tail._absorb(events[:13])
     assert tail.stopped == {"step": 85, "checkpoint": "/runs/x/checkpoints/stop_0001.pt"}
     assert tail.last_checkpoint == {"path": "checkpoints/model.pt", "step": 50}   # the periodic one
-    tail._absorb(events[11:])
+    tail._absorb(events[13:])
     assert tail.stopped is None and tail.failed_reason is None and tail.completed
 
 

@@ -53,6 +53,11 @@ LOGGED_UNTIL_ENV = "MOSAIC_LOGGED_UNTIL"
 # a few a second, see workers/sdk/llm/stream.py); the last one, without
 # ``partial``, is the record.
 LLM_STEP = "llm_step"
+# A human seat (docs/play.md): its controls once (the env's actions, the keys bound to them,
+# the timing mode), then one ``play`` per step it takes part in (what was done and what came of
+# it, whether the env waits for the human, a refused typed move and the legal ones).
+KEYMAP = "keymap"
+PLAY = "play"
 # Written by the daemon's ingest, never by a worker: a line that was not a
 # valid event (non-JSON, binary garbage, oversized). Keeps the stream total.
 INVALID = "invalid"
@@ -121,6 +126,31 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "restarts": ((int,), True),
         "skipped": ((list,), False),
         "requeued": ((bool,), False),   # continued by the daemon after the scheduler stopped it
+    },
+    KEYMAP: {
+        "seat": ((str,), True),
+        "actions": ((list,), True),
+        "keys": ((dict,), True),
+        "mode": ((str,), True),
+        "rate": (_FLOAT, False),
+        "hold_ms": ((int,), False),
+        "text": ((bool,), False),
+        "noop": ((int, type(None)), False),
+    },
+    PLAY: {
+        "step": ((int,), True),
+        "episode": ((int,), True),
+        "seat": ((str,), True),
+        "action": ((int, str, type(None)), False),
+        "action_name": ((str,), False),
+        "reward": (_FLOAT, False),
+        "return": (_FLOAT, False),
+        "waiting": ((bool,), False),
+        "held_by": ((str, type(None)), False),
+        "message": ((str,), False),
+        "legal": ((list,), False),
+        "refused": ((bool,), False),
+        "ended": ((bool,), False),
     },
     LLM_STEP: {
         "step": ((int,), True),
@@ -337,6 +367,16 @@ class Emitter:
             fields["cost"] = _finite(fields["cost"])
         fields = {key: value for key, value in fields.items() if value is not None or key in ("action", "error")}
         self.emit(make_event(LLM_STEP, step=int(step), agent=str(agent), reply=str(reply), **fields))
+
+    def keymap(self, seat: str, actions: list[str], keys: dict[str, int], mode: str, **fields: Any) -> None:
+        """A human seat's controls (docs/play.md), written at once: the app draws them."""
+        self.emit(make_event(KEYMAP, seat=str(seat), actions=list(actions), keys=dict(keys), mode=mode, **fields),
+                  flush=True)
+
+    def play(self, step: int, episode: int, seat: str, **fields: Any) -> None:
+        """A human seat's step, written at once: the person waits to see what came of the key."""
+        self.step = step = int(step)
+        self.emit(make_event(PLAY, step=step, episode=int(episode), seat=str(seat), **fields), flush=True)
 
     def run_completed(self, step: int | None = None) -> None:
         fields = {} if step is None else {"step": int(step)}

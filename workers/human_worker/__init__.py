@@ -1,0 +1,69 @@
+"""The human worker: a person plays an env from the keyboard (docs/play.md).
+
+A run of it is a run like any other (telemetry, episodes, frames, a moves log, a recorded
+dataset), whose actions come from the client that holds its seat: the app sends them through
+the daemon (the ``seat`` and ``act`` methods) into the run's control pipe (workers/sdk/control.py).
+The daemon imports this module: it stays light (no gymnasium).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from workers.human_worker import catalog
+from workers.sdk.config import ConfigError, RunConfig
+from workers.sdk.descriptor import WorkerDescriptor
+
+
+class HumanDescriptor(WorkerDescriptor):
+    name = "human"
+    package = "workers.human_worker"
+    upstream = "gymnasium"
+    description = ("a person at the keyboard plays any env with discrete actions: turn by turn or in real "
+                   "time, watched like any run, recorded as demonstrations")
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "paradigms": ["single_agent"],
+            "algorithms": catalog.ALGORITHMS,
+            "env_families": sorted(set(catalog.DEFAULT_MODE)),
+            "envs": {"play": catalog.EXAMPLES},
+            "action_spaces": {"play": ["discrete"]},
+            "max_agents": 1,
+            "self_play": False,
+            "pause": False, "stop": False,
+            "checkpoints": False,
+            "gpu": False,
+            "frames": True,
+            "human": True,
+            "schema_version": catalog.SCHEMA_VERSION,
+        }
+
+    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
+        if algo not in catalog.ALGORITHMS:
+            raise self.unknown_algo(algo, catalog.ALGORITHMS)
+        return catalog.schema(algo, env)
+
+    def check_env(self, config: RunConfig) -> None:
+        if catalog.continuous_only(config.env):
+            raise ConfigError("env", f"{config.env} has continuous actions only: a person plays discrete actions "
+                                     f"from the keyboard (a discrete variant, e.g. LunarLander-v3, or "
+                                     f"MountainCar-v0 for MountainCarContinuous)")
+        if config.mode == "eval":
+            raise ConfigError("mode", "a human play is its own kind of run: use mode 'train' (the default)")
+        if config.checkpoint is not None:
+            raise ConfigError("checkpoint", "a person has no checkpoint to start from")
+        if config.placement.backend != "local":
+            raise ConfigError("placement", "a play runs beside its player: its placement is local")
+
+    def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
+        if config.params.get("mode") is None:
+            config.params["mode"] = catalog.default_mode(config.env)
+        # a person sees each step: frames always, at the most the limiter allows (a turn's frame is
+        # never dropped), unless the run says otherwise
+        frames = given.get("frames") or {}
+        config.frames.enabled = True
+        if "fps" not in frames:
+            config.frames.fps = 120.0
+
+
+WORKER = HumanDescriptor()

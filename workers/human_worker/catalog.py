@@ -1,0 +1,62 @@
+"""The human worker's catalog: what a person can play, its params and their defaults (light:
+the daemon imports it). The key maps themselves are keymaps.py's, read in the process."""
+from __future__ import annotations
+
+from typing import Any
+
+from workers.sdk.config import SCHEMA_DIALECT
+from workers.sdk.envs import env_info
+
+SCHEMA_VERSION = 1
+ALGORITHMS = ["play"]
+TURN, REALTIME = "turn", "realtime"
+
+# env families by id prefix (ids gymnasium's own table does not hold), and how each is played
+PREFIX_FAMILIES = {
+    "MiniGrid-": "minigrid", "BabyAI-": "minigrid", "MosaicMultiGrid-": "multigrid", "MiniHack-": "minihack",
+    "NetHack": "nethack", "ALE/": "atari", "Vizdoom": "vizdoom", "jumanji/": "jumanji", "crafter": "crafter",
+}
+# the timing a family is played in by default: one step a key where the env waits for a move,
+# a fixed rate where it would not (docs/play.md)
+DEFAULT_MODE = {"classic_control": TURN, "box2d": REALTIME, "minigrid": TURN, "multigrid": TURN,
+                "minihack": TURN, "nethack": TURN, "atari": REALTIME, "vizdoom": REALTIME, "jumanji": TURN,
+                "crafter": TURN}
+EXAMPLES = ["MiniGrid-Empty-5x5-v0", "CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3",
+            "ALE/Breakout-v5", "ALE/Pong-v5", "BabyAI-GoToRedBallGrey-v0"]
+
+PARAMS: dict[str, Any] = {
+    "mode": {"type": ["string", "null"], "enum": [TURN, REALTIME, None], "default": None,
+             "description": "turn: one env step a key; realtime: the env steps at `rate` and a held key repeats "
+                            "(default: the family's, docs/play.md)"},
+    "rate": {"type": "number", "default": 15.0, "exclusiveMinimum": 0, "maximum": 120,
+             "description": "realtime: env steps a second"},
+    "hold_ms": {"type": "integer", "default": 150, "minimum": 10, "maximum": 5000,
+                "description": "realtime, where the terminal sends no key releases: a key stays held so long "
+                               "after its last press (its auto-repeat renews it)"},
+    "episodes": {"type": "integer", "default": 10, "minimum": 0, "maximum": 100000,
+                 "description": "episodes to play (0: until cancelled)"},
+}
+
+
+def family_of(env: str) -> str | None:
+    info = env_info(env)
+    if info is not None:
+        return info["family"]
+    for prefix, family in PREFIX_FAMILIES.items():
+        if env.startswith(prefix):
+            return family
+    return None
+
+
+def continuous_only(env: str) -> bool:
+    info = env_info(env)
+    return info is not None and info.get("actions") == "continuous"
+
+
+def default_mode(env: str) -> str:
+    return DEFAULT_MODE.get(family_of(env) or "", TURN)
+
+
+def schema(algo: str, env: str | None = None) -> dict[str, Any]:
+    return {"$schema": SCHEMA_DIALECT, "title": f"human {algo}", "type": "object", "properties": PARAMS,
+            "additionalProperties": False}

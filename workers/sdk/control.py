@@ -1,0 +1,131 @@
+"""A human's actions, from the app to a worker: both ends of the wire (docs/play.md).
+
+A run with a human seat (the human worker, a MOSAIC LLM match with a ``human`` seat) creates
+``RUN_DIR/control.fifo``, a named pipe, and reads it. A client holds a seat through the daemon
+(the ``seat`` and ``act`` methods, docs/protocol.md); the daemon writes each of its messages
+into the pipe as one JSON line (shorter than PIPE_BUF, so never interleaved):
+
+    {"type": "seat", "seat": "0", "held_by": "app@laptop"}      a client took the seat (null: left it)
+    {"type": "act", "seat": "0", "action": 2, "hold_ms": 150}    the human's action (a number, the
+                                                                 typed text of a text env, or null:
+                                                                 the key was released)
+
+Why a FIFO: no port, no path length limit (a Unix socket's is 108 bytes), and nothing to
+connect or reconnect: the daemon opens it non-blocking for each message, and a worker that is
+not (yet) reading makes the open fail at once (ENXIO), which the daemon says in words.
+
+Standard library only: the daemon imports the writing half.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import time
+from typing import Any
+
+CONTROL_FIFO = "control.fifo"
+MAX_MESSAGE = 4000        # bytes of one line: under PIPE_BUF (4096), so a write is atomic
+SEAT, ACT = "seat", "act"
+
+
+class ControlError(Exception):
+    """A message could not reach the worker: one line, naming why."""
+
+
+# -- the daemon's half: write ---------------------------------------------------------------
+def send(run_dir: str, message: dict[str, Any]) -> None:
+    line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+    if len(line) > MAX_MESSAGE:
+        raise ControlError(f"message of {len(line)} bytes: at most {MAX_MESSAGE}")
+    path = os.path.join(run_dir, CONTROL_FIFO)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ControlError("the run has no human seat (no control pipe in its directory)") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise ControlError("the run is not listening for the human yet (starting, or ended)") from None
+        raise ControlError(f"cannot reach the run: {exc.strerror}") from None
+    try:
+        os.write(fd, line)
+    except BlockingIOError:
+        raise ControlError("the run is not reading its actions (its pipe is full)") from None
+    finally:
+        os.close(fd)
+
+
+# -- the worker's half: read ----------------------------------------------------------------
+class Controls:
+    """The worker's end: creates the pipe, reads whole messages. ``seats``: who holds each seat
+    (None: nobody, the seat is paused)."""
+
+    def __init__(self, run_dir: str = "."):
+        self.path = os.path.join(run_dir, CONTROL_FIFO)
+        try:
+            os.unlink(self.path)   # a pipe from an earlier start of the run
+        except FileNotFoundError:
+            pass
+        os.mkfifo(self.path, 0o600)
+        # read-write: the pipe never reports end-of-file when the daemon closes its end
+        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        self.buffer = b""
+        self.seats: dict[str, str | None] = {}
+        self.waiting: list[dict[str, Any]] = []   # act messages of other seats, kept for their turn
+
+    def poll(self, timeout: float = 0.0) -> list[dict[str, Any]]:
+        """The messages that arrived, waiting up to ``timeout`` s for the first; seat messages
+        update ``seats`` and are returned too."""
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not ready:
+            return []
+        try:
+            while True:
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    break
+                self.buffer += chunk
+                if len(chunk) < 65536:
+                    break
+        except BlockingIOError:
+            pass
+        messages = []
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("type") == SEAT:
+                self.seats[str(message.get("seat"))] = message.get("held_by")
+            messages.append(message)
+        return messages
+
+    def next_action(self, seat: str, timeout: float) -> dict[str, Any] | None:
+        """The next ``act`` message for ``seat`` within ``timeout`` s, or None; other seats' wait
+        in ``waiting`` for their turn."""
+        for i, message in enumerate(self.waiting):
+            if str(message.get("seat")) == seat:
+                return self.waiting.pop(i)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = None
+            for message in self.poll(max(0.0, deadline - time.monotonic())):
+                if message.get("type") != ACT:
+                    continue
+                if found is None and str(message.get("seat")) == seat:
+                    found = message
+                else:
+                    self.waiting.append(message)
+            if found is not None or time.monotonic() >= deadline:
+                return found
+
+    def close(self) -> None:
+        os.close(self.fd)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
