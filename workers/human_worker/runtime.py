@@ -20,7 +20,9 @@ import time
 from typing import Any
 
 from workers.human_worker import catalog, keymaps
+from workers.sdk import minigrid
 from workers.sdk.control import Controls
+from workers.sdk.envs import MINIGRID_ENVS
 from workers.sdk.dataset import env_recorder
 from workers.sdk.frames import env_frames
 from workers.sdk.registration import prepare_process, register_family_of
@@ -29,15 +31,172 @@ from workers.sdk.telemetry import Emitter
 SEAT = "0"
 MOVES_FILE = "moves.jsonl"     # in the run directory: every action taken, as taken
 IDLE_S = 1.0                   # how often a waiting play beats its heart and looks for a stop
+MAX_COMMAND = 200              # characters of a typed command (a text env's action)
 
 
-def make_env(env_id: str, family: str | None) -> Any:
+def make_env(env_id: str, family: str | None, rate: float = 15.0) -> Any:
+    """The env a person plays, made for the family: frames as RGB (``render()``), and where the
+    env has words for the player, ``info["message"]`` (NLE's message line, the game's text of
+    TextWorld, Crafter's achievements) and ``info["legal"]`` (TextWorld's admissible commands)."""
     import gymnasium as gym
 
+    if family == "textworld":
+        return TextWorldEnv(env_id)
+    if family == "crafter":
+        return crafter_env()
+    if family in ("minihack", "nethack"):
+        import nle  # noqa: F401 -- registers NetHack*
+        if family == "minihack":
+            import minihack  # noqa: F401 -- registers MiniHack-*
+        # "pixel": NLE's own tiles of the tty screen, as an RGB array
+        return nle_messages(gym.make(env_id, render_mode="pixel"))
     register_family_of(env_id)   # Atari, ViZDoom, MultiGrid, Jumanji's gym ids
+    if env_id in MINIGRID_ENVS:  # the flat view a learner on this id sees: a recorded play trains it
+        return minigrid.make(env_id, render_mode="rgb_array")
     if family == "minigrid":
-        import minigrid  # noqa: F401 -- registers MiniGrid's and BabyAI's ids
-    return gym.make(env_id, render_mode="rgb_array")
+        import minigrid as minigrid_package  # noqa: F401 -- registers MiniGrid's and BabyAI's ids
+    if family == "vizdoom":
+        # Doom runs 35 tics a second: a step lasts as many tics as the play's rate leaves (real time)
+        return gym.make(env_id, render_mode="rgb_array", frame_skip=max(1, round(DOOM_TICS / rate)))
+    if family == "multigrid":
+        return solo_multigrid(env_id)
+    if family == "jumanji":
+        try:
+            return gym.make(env_id, render_mode="rgb_array")
+        except TypeError:    # an env without a matplotlib viewer (SlidingTilePuzzle...): played without frames
+            return gym.make(env_id)
+    return gym.make(env_id, render_mode="rgb_array", **catalog.DISCRETE_VARIANTS.get(env_id, {}))
+
+
+DOOM_TICS = 35
+CRAFTER_FRAME = (256, 256)     # Crafter draws its 9x9 view at any size; its observation stays 64x64
+
+
+def nle_message(obs: Any) -> str:
+    """NLE's ``message`` observation (the top line NetHack writes), as text."""
+    return bytes(obs["message"]).rstrip(b"\0").decode("latin-1").strip() if "message" in obs else ""
+
+
+def nle_messages(env: Any) -> Any:
+    import gymnasium as gym
+
+    class NLEMessages(gym.Wrapper):
+        """info["message"]: the message line after each reset and step."""
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            return obs, {**info, "message": nle_message(obs)}
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            return obs, reward, terminated, truncated, {**info, "message": nle_message(obs)}
+
+    return NLEMessages(env)
+
+
+def crafter_env(seed: int | None = None) -> Any:
+    """Crafter (old gym API, 4-tuple steps) as a gymnasium Env: its 17 actions by
+    ``crafter.constants.actions``; a step that unlocks achievements says which in its message."""
+    import crafter
+    import gymnasium as gym
+    import numpy as np
+
+    class Crafter(gym.Env):
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+        render_mode = "rgb_array"
+        action_names = list(crafter.constants.actions)
+
+        def __init__(self):
+            self.env = crafter.Env(seed=seed)
+            self.action_space = gym.spaces.Discrete(len(self.action_names))
+            self.observation_space = gym.spaces.Box(0, 255, tuple(self.env.observation_space.shape), np.uint8)
+            self.achieved: set[str] = set()
+
+        def reset(self, *, seed: int | None = None, options: dict | None = None):
+            if seed is not None:   # crafter seeds its worlds when made
+                self.env = crafter.Env(seed=seed)
+            self.achieved = set()
+            return self.env.reset(), {}
+
+        def step(self, action):
+            obs, reward, done, info = self.env.step(int(action))
+            new = sorted(name for name, count in info["achievements"].items() if count and name not in self.achieved)
+            self.achieved.update(new)
+            dead = info.get("discount", 1.0) == 0
+            message = "you died" if dead else f"achievement: {', '.join(new)}" if new else ""
+            return obs, float(reward), bool(done and dead), bool(done and not dead), (
+                {"message": message} if message else {})
+
+        def render(self):
+            return self.env.render(size=CRAFTER_FRAME)
+
+    return Crafter()
+
+
+def solo_multigrid(env_id: str) -> Any:
+    """A MOSAIC MultiGrid solo drill (one agent: ``MosaicMultiGrid-S-G-1v0-v1``...) as a
+    single-agent gymnasium Env: its dict API keyed by agent 0 unwrapped; actions by
+    mosaic_multigrid's ``Action``."""
+    import gymnasium as gym
+    from mosaic_multigrid.core.actions import Action
+
+    from workers.sdk import multigrid
+
+    class SoloMultiGrid(gym.Env):
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+        render_mode = "rgb_array"
+        actions = list(Action)
+
+        def __init__(self):
+            self.env = multigrid.make(env_id)
+            self.action_space = self.env.action_space[0]
+            self.observation_space = self.env.observation_space[0]
+
+        def reset(self, *, seed: int | None = None, options: dict | None = None):
+            obs, _ = self.env.reset(seed=seed)
+            return obs[0], {}
+
+        def step(self, action):
+            obs, reward, terminated, truncated, _ = self.env.step({0: int(action)})
+            return obs[0], float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+
+        def render(self):
+            return self.env.render()
+
+        def close(self):
+            self.env.close()
+
+    return SoloMultiGrid()
+
+
+class TextWorldEnv:
+    """A TextWorld game (BALROG's textworld-coin/-treasure/-cooking, made by
+    workers/sdk/llm/textworld.py) stepped by typed commands: ``info["message"]`` is the game's
+    text, ``info["legal"]`` its admissible commands. A command outside them goes to the game all
+    the same: the game answers it in its own words ("That's not a verb I recognise.")."""
+    MAX_STEPS = 200
+
+    def __init__(self, env_id: str):
+        from workers.sdk.llm.textworld import TextWorldText
+
+        self.game = TextWorldText(env_id, max_episode_steps=self.MAX_STEPS)
+        self.unwrapped = self
+
+    def _info(self, observation: dict[str, str]) -> dict[str, Any]:
+        return {"message": observation["long_term_context"], "legal": list(self.game.actions)}
+
+    def reset(self, seed: int | None = None, **_: Any):
+        observation = self.game.reset(seed=seed)
+        return observation, self._info(observation)
+
+    def step(self, command: str):
+        observation, reward, terminated, truncated = self.game.step(command)
+        return observation, reward, terminated, truncated, self._info(observation)
+
+    def render(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.game.close()
 
 
 class Play:
@@ -49,15 +208,17 @@ class Play:
         self.config, self.emitter = config, emitter
         self.p = config["params"]
         self.family = catalog.family_of(config["env"])
-        self.recorder = env_recorder(config)
-        env = make_env(config["env"], self.family)
-        if not isinstance(env.action_space, gym.spaces.Discrete):
+        self.text = self.family in catalog.TEXT_FAMILIES     # actions are typed commands
+        self.recorder = None if self.text else env_recorder(config)
+        env = make_env(config["env"], self.family, float(self.p["rate"]))
+        if not self.text and not isinstance(env.action_space, gym.spaces.Discrete):
             env.close()
             raise ValueError(f"{config['env']} has {type(env.action_space).__name__} actions: a person plays "
                              f"discrete actions from the keyboard")
         self.keymap = keymaps.keymap_for(config["env"], self.family, env)
         self.env = self.recorder.wrap(env) if self.recorder is not None else env
-        self.frames = env_frames(config)
+        self.frames = None if self.text else env_frames(config)
+        self.legal: list[str] | None = None     # a text env's admissible commands now
         self.controls = Controls(".")
         self.moves = open(MOVES_FILE, "a", encoding="utf-8", buffering=1)
         self.step = self.episode = self.length = 0
@@ -80,35 +241,56 @@ class Play:
 
     def reset(self) -> None:
         seed = self.config["seed"] if self.episode == 0 else None
-        self.env.reset(seed=seed)
+        _, info = self.env.reset(seed=seed)
         self.length, self.episode_return = 0, 0.0
         self.publish()
-        self.emitter.play(self.step, self.episode, SEAT, waiting=True, held_by=self.held_by, **{"return": 0.0})
+        self.emitter.play(self.step, self.episode, SEAT, waiting=True, held_by=self.held_by,
+                          **self.words(info), **{"return": 0.0})
+
+    def words(self, info: dict[str, Any]) -> dict[str, Any]:
+        """What the env says to the player this step: its message line, a text env's legal commands."""
+        fields = {}
+        if "message" in info:
+            fields["message"] = str(info["message"])
+        if "legal" in info:
+            self.legal = fields["legal"] = list(info["legal"])
+        return fields
 
     def act(self, action: int) -> bool:
         """One env step; True when the episode ended."""
-        _, reward, terminated, truncated, _ = self.env.step(action)
+        _, reward, terminated, truncated, info = self.env.step(action)
         self.step += 1
         self.length += 1
         self.episode_return += float(reward)
         self.publish()
         ended = bool(terminated or truncated)
-        name = self.keymap["actions"][action] if action < len(self.keymap["actions"]) else str(action)
+        if self.text:
+            name = action
+        else:
+            name = self.keymap["actions"][action] if action < len(self.keymap["actions"]) else str(action)
         self.moves.write(json.dumps({"episode": self.episode, "step": self.step, "seat": SEAT, "action": action,
                                      "action_name": name, "reward": float(reward), "t": round(time.time(), 4)}) + "\n")
         self.emitter.play(self.step, self.episode, SEAT, action=action, action_name=name, reward=float(reward),
-                          waiting=not ended, held_by=self.held_by, ended=ended, **{"return": self.episode_return})
+                          waiting=not ended, held_by=self.held_by, ended=ended, **self.words(info),
+                          **{"return": self.episode_return})
         if ended:
             self.emitter.episode(self.step, self.episode_return, self.length)
             self.episode += 1
         return ended
 
     def refuse(self, action: Any) -> None:
+        if self.text:
+            self.emitter.play(self.step, self.episode, SEAT, refused=True, waiting=True, held_by=self.held_by,
+                              message=f"{action!r} is not a command: type one (at most {MAX_COMMAND} characters)",
+                              **({"legal": self.legal} if self.legal is not None else {}))
+            return
         self.emitter.play(self.step, self.episode, SEAT, refused=True, waiting=True, held_by=self.held_by,
                           message=f"{action!r} is not an action of {self.config['env']} (0 to "
                                   f"{len(self.keymap['actions']) - 1})")
 
     def valid(self, action: Any) -> bool:
+        if self.text:   # any command, admissible or not: the game answers it (TextWorldEnv)
+            return isinstance(action, str) and 0 < len(action.strip()) <= MAX_COMMAND
         return isinstance(action, int) and not isinstance(action, bool) and 0 <= action < self.env.action_space.n
 
     def done(self) -> bool:
@@ -188,7 +370,8 @@ def play(config: dict[str, Any], emitter: Emitter) -> int:
     emitter.run_started("human", "play", config["env"], total_steps=config.get("steps"), mode=p["mode"])
     try:
         emitter.keymap(SEAT, game.keymap["actions"], game.keymap["keys"], p["mode"], rate=float(p["rate"]),
-                       hold_ms=p["hold_ms"], noop=game.keymap.get("noop"))
+                       hold_ms=p["hold_ms"], noop=game.keymap.get("noop"),
+                       **({"text": True} if game.keymap.get("text") else {}))
         game.reset()
         (_realtime if p["mode"] == catalog.REALTIME else _turns)(game)
         if game.recorder is not None:

@@ -44,6 +44,15 @@ for _name in ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidS
 # The families of envs that come from packages other than gymnasium, and the
 # module a worker's process imports to register their ids with gymnasium.
 ATARI, VIZDOOM, MULTIGRID = "atari", "vizdoom", "multigrid"
+MINIGRID = "minigrid"
+# MiniGrid's single-agent grid worlds (Farama's minigrid, registered when it is imported): the
+# ones a learner here trains on, through workers/sdk/minigrid.py's flat view of the agent's 7x7
+# cells. The human worker plays any MiniGrid or BabyAI id.
+MINIGRID_ENVS: dict[str, dict[str, str]] = {env: {"family": MINIGRID, "actions": "discrete"} for env in (
+    "MiniGrid-Empty-5x5-v0", "MiniGrid-Empty-Random-5x5-v0", "MiniGrid-Empty-6x6-v0", "MiniGrid-Empty-8x8-v0",
+    "MiniGrid-Empty-16x16-v0", "MiniGrid-DoorKey-5x5-v0", "MiniGrid-DoorKey-6x6-v0", "MiniGrid-DoorKey-8x8-v0",
+    "MiniGrid-FourRooms-v0", "MiniGrid-LavaGapS5-v0", "MiniGrid-SimpleCrossingS9N1-v0",
+    "MiniGrid-KeyCorridorS3R1-v0", "MiniGrid-Unlock-v0", "MiniGrid-Dynamic-Obstacles-5x5-v0")}
 PACKAGE_FAMILIES = {ATARI: "ale_py", VIZDOOM: "vizdoom.gymnasium_wrapper", MULTIGRID: "mosaic_multigrid"}
 # the distribution that brings each family (what a user installs)
 FAMILY_DISTRIBUTIONS = {"classic_control": "gymnasium", "box2d": "gymnasium[box2d]", "mujoco": "gymnasium[mujoco]",

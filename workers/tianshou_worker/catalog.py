@@ -26,7 +26,8 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError
 from workers.sdk.descriptor import package_dirs
-from workers.sdk.envs import ATARI, JUMANJI_GYM_ENVS, MULTIGRID, VIZDOOM, gymnasium_envs, multigrid_envs, resolve_alias
+from workers.sdk.envs import (ATARI, JUMANJI_GYM_ENVS, MINIGRID, MINIGRID_ENVS, MULTIGRID, VIZDOOM, gymnasium_envs,
+                              multigrid_envs, resolve_alias)
 
 ONLINE_OFF, ONLINE_ON, OFFLINE = "off-policy", "on-policy", "offline"
 TRAINER_PARAMS = {ONLINE_OFF: "OffPolicyTrainerParams", ONLINE_ON: "OnPolicyTrainerParams",
@@ -362,6 +363,11 @@ IMAGE_NETS = {"dqn": "DQNet", "c51": "C51Net", "rainbow": "RainbowNet", "qrdqn":
 # actions (BinPack, Cleaner, Tetris...) are left out: Tianshou 2.0.1's actors (DiscreteActor,
 # the Q-networks) output one categorical over Discrete(n).
 ENVS.update({env: info for env, info in JUMANJI_GYM_ENVS.items() if info["actions"] in ("discrete", "continuous")})
+
+# MiniGrid through workers/sdk/minigrid.py: the agent's 7x7 view, flattened (Box(147,) uint8) for the
+# MLPs; the human worker records plays through the same view (docs/play.md: demonstrations)
+FAMILIES[MINIGRID] = ("gymnasium", "minigrid")
+ENVS.update(MINIGRID_ENVS)
 
 # MOSAIC MultiGrid (multiagent.py): every agent its own learner under Tianshou's multi-agent
 # dispatcher, all agents moving at once. The DQN family only: Tianshou 2.0.1's MultiAgentPolicy

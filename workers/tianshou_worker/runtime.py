@@ -18,9 +18,9 @@ import os
 import sys
 from typing import Any, Callable
 
-from workers.sdk import vizdoom
+from workers.sdk import minigrid, vizdoom
 from workers.sdk.dataset import Recorder, env_recorder
-from workers.sdk.envs import ATARI, VIZDOOM
+from workers.sdk.envs import ATARI, MINIGRID_ENVS, VIZDOOM
 from workers.sdk.frames import EnvFrames, env_frames, publishing
 from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, periodic_checkpoint_saved
@@ -34,13 +34,16 @@ def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False
     """The env of ``env_id``; image families preprocessed to 4 stacked grey 84x84 frames:
     Atari by Tianshou's own ``wrap_deepmind`` (its examples/atari: no-op reset, max-and-skip 4, fire
     reset; while training also end-of-life as episode end and rewards clipped to their sign),
-    ViZDoom by ``workers.sdk.vizdoom``. ``render()`` gives the game's rgb screen either way."""
+    ViZDoom by ``workers.sdk.vizdoom``; MiniGrid as its agent's flat view (``workers.sdk.minigrid``).
+    ``render()`` gives the game's rgb screen either way."""
     import gymnasium as gym
 
     family = register_family_of(env_id)  # Atari, ViZDoom, MultiGrid, jumanji/<Env> (Jumanji's gym wrapper)
     render_mode = "rgb_array" if render else None
     if family == VIZDOOM:
         env = vizdoom.make(env_id, render_mode=render_mode)
+    elif env_id in MINIGRID_ENVS:
+        env = minigrid.make(env_id, render_mode=render_mode)
     elif family == ATARI:
         from tianshou.env.atari.atari_wrapper import wrap_deepmind
 
