@@ -37,6 +37,7 @@ from daemon.ingest import RunTail
 from daemon import frame_spill
 from daemon.placement import OUTSIDE_CANCEL, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
+from daemon.placement import ray_relay
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
 from daemon.shim import write_json_atomic
@@ -150,6 +151,7 @@ class RunManager:
         self.cluster_poll_seconds = cluster_poll_seconds
         self.default_placement = dict(default_placement or {})
         self._job_endings: dict[str, JobStatus] = {}   # a job that ended: its status, for _finish
+        self._relays: dict[str, ray_relay.LogRelay] = {}   # unshared Ray runs: their job's log (cluster thread)
         self._cluster_pool: ThreadPoolExecutor | None = None   # the schedulers' commands (_cluster_call)
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
@@ -327,6 +329,9 @@ class RunManager:
         refusal = placement.get("requeue") and desc.stop_refusal(config)
         if refusal:
             raise ConfigError("placement", f"requeue: {refusal}, so it cannot go on in a new job")
+        refusal = ray_relay.refusal(config)   # a home the Ray nodes do not share: what cannot work
+        if refusal:
+            raise ConfigError("placement", refusal)
         try:
             backend = placement_backend(placement["backend"], placement)
         except PlacementError as exc:
@@ -454,8 +459,11 @@ class RunManager:
                     shim)
             self._start_on_cluster(run, run_dir, shim, env, placement)
             return
+        # a run a person plays (capability "human") waits on them, not on the CPU: it is not made
+        # nicer, or a busy machine's training runs would stand between a key and its frame
+        interactive = bool(self._capabilities(run["worker"]).get("human"))
         shim = [sys.executable, "-m", "daemon.shim", run_dir, "--grace", str(self.grace_seconds),
-                "--nice", str(self.worker_nice)]
+                "--nice", "0" if interactive else str(self.worker_nice)]
         if resources.get("cpus"):
             shim += ["--cpus", ",".join(str(c) for c in resources["cpus"])]
         limits = run["config"].get("limits") or {}
@@ -557,9 +565,13 @@ class RunManager:
             answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError] = {}
             for engine, runs in by_engine.items():
                 try:
-                    answers[engine] = placement_backend(engine[0], runs[0].placement).poll([a.job_id for a in runs])
+                    backend = placement_backend(engine[0], runs[0].placement)
+                    answers[engine] = backend.poll([a.job_id for a in runs])
                 except PlacementError as exc:
                     answers[engine] = exc
+                    continue
+                # unshared Ray runs: their events and exit record from the job's log (after its status)
+                ray_relay.relay_all(backend, runs, answers[engine], self._relays)
             return answers
 
         def answered(answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError]) -> None:
@@ -987,6 +999,9 @@ class RunManager:
         desc = self.workers.get(run["worker"])
         if desc is None:
             return f"worker {run['worker']!r} is no longer installed"
+        if ray_relay.unshared(run["config"].get("placement")):
+            return (f"run {run['name']} runs on Ray in a directory of its node's own (placement.shared_home is "
+                    f"false): its checkpoint would stay on the node, so it cannot stop and continue")
         try:
             return desc.stop_refusal(run["config"])
         except Exception as exc:  # noqa: BLE001 -- a worker's bug must not take the daemon's request down
@@ -1075,6 +1090,13 @@ class RunManager:
             return explain(run_dir) if explain is not None else None
         except PlacementError:
             return None
+
+    def _capabilities(self, worker: str) -> dict[str, Any]:
+        desc = self.workers.get(worker)
+        try:
+            return (desc.capabilities() or {}) if desc is not None else {}
+        except Exception:  # noqa: BLE001 -- a descriptor's bug costs the answer, not the start
+            return {}
 
     def _requeue(self, run_id: str) -> None:
         """Continue a run the scheduler stopped (placement.requeue) as a new job of the same run."""

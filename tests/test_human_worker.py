@@ -104,3 +104,25 @@ def test_continuous_actions_are_refused_in_one_line(daemon, mosaic):
     proc = mosaic.run("submit", "--worker", "human", "--algo", "play", "--env", "Pendulum-v1")
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
     assert "continuous actions only" in proc.stderr
+
+
+def test_a_play_runs_at_the_daemons_priority_a_training_run_nicer(daemon, mosaic):
+    """A person waits on a play, not on the CPU: its worker is not niced as training runs are
+    (daemon/runs.py), or a busy machine's training would stand between a key and its frame."""
+    import psutil
+    home = mosaic.home
+    play = mosaic.submit("--worker", "human", "--algo", "play", "--env", "CartPole-v1", "--set", "episodes=1")
+    training = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000000",
+                             "--set", "rate=10")
+
+    def worker_nice(run_id: str) -> int:
+        supervisor = wait_for(lambda: (home.run_dir(run_id) / "supervisor.json").exists() and json.loads(
+            (home.run_dir(run_id) / "supervisor.json").read_text()), 60, 0.1, what="the supervisor")
+        return psutil.Process(supervisor["worker_pid"]).nice() - psutil.Process(supervisor["supervisor_pid"]).nice()
+
+    try:
+        assert worker_nice(play) == 0
+        assert worker_nice(training) == 10
+    finally:
+        mosaic.run("cancel", play)
+        mosaic.run("cancel", training)
