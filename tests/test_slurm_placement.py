@@ -336,3 +336,23 @@ def test_without_slurms_commands_a_submit_says_so_in_one_line(home, mosaic, monk
         assert mosaic.run("ls", "--json", check=True).stdout.strip() in ("[]", "")
     finally:
         mosaic.run("daemon", "stop")
+
+
+def test_metrics_follow_reads_a_slurm_run_as_a_local_one(slurm_daemon, mosaic):
+    """`mosaic metrics --follow` started while the job runs prints every point once, and ends with
+    the run."""
+    import subprocess
+    import sys
+    from tests.helpers import ROOT
+    home = mosaic.home
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "2000",
+                           "--set", "rate=400", "--placement", "slurm", "--name", "followed")
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > 100, 90, 0.2, what="the run under way")
+    follow = subprocess.run([sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "metrics", run_id,
+                             "--follow", "--csv", "--metric", "synthetic/value_0"],
+                            capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert follow.returncode == 0, follow.stderr
+    assert mosaic.show(run_id)["state"] == "succeeded"
+    rows = follow.stdout.splitlines()[1:]   # tag,step,value,wall_time
+    steps = [int(r.split(",")[1]) for r in rows]
+    assert steps == sorted(set(steps)) and steps == scalar_steps(home, run_id, "synthetic/value_0")
