@@ -20,11 +20,17 @@ supervisor and exit records, cancel and stop work as for a local run.
   with ``--signal-file``: it looks for that file in the run directory once a second and acts on
   the signal named in it as if it had come (daemon/shim.py), so it needs the home on a
   filesystem the Ray nodes share, as the run's events do.
+- A home the nodes do not share (``placement.shared_home: false``): the entrypoint is
+  ``daemon.event_echo``, which runs the supervisor in a directory of the node's own and writes the
+  run's events into the job's log; the daemon reads them back from there (``node_log``,
+  daemon/placement/ray_relay.py). The run's config goes with the job (``MOSAIC_RUN_CONFIG_B64``
+  in its env_vars, base64: a config holds no secrets).
 
 Standard library only: urllib and json.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import http.client
 import json
@@ -40,6 +46,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from daemon.event_echo import CONFIG_ENV
 from daemon.placement import JobStatus, PlacementError, job_name
 
 HTTP_SECONDS = 10.0             # a request the dashboard does not answer in this time has failed
@@ -132,8 +139,10 @@ class RayBackend:
         self.address = dashboard_address(address)
 
     # -- the Jobs API --------------------------------------------------------------------
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, missing_ok: bool = False) -> Any:
-        """The dashboard's JSON answer; None for a 404 when ``missing_ok``; PlacementError, one line."""
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, missing_ok: bool = False,
+              raw: bool = False) -> Any:
+        """The dashboard's JSON answer (``raw``: its bytes); None for a 404 when ``missing_ok``;
+        PlacementError, one line."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         token = auth_token()
         if token:
@@ -142,7 +151,10 @@ class RayBackend:
                                          data=json.dumps(body).encode() if body is not None else None)
         try:
             with urllib.request.urlopen(request, timeout=HTTP_SECONDS) as response:
-                text = response.read().decode(errors="replace")
+                data = response.read()
+                if raw:
+                    return data
+                text = data.decode(errors="replace")
         except urllib.error.HTTPError as exc:
             said = _said(exc.read().decode(errors="replace"))
             if exc.code == 404 and missing_ok:
@@ -178,6 +190,13 @@ class RayBackend:
                 f">> {shlex.quote(os.path.join(run_dir, SUPERVISOR_LOG))} 2>&1")
 
     @staticmethod
+    def unshared_entrypoint(run_id: str, run_dir: str, shim_argv: list[str]) -> str:
+        """The job's shell command for a home the nodes do not share: daemon.event_echo, which runs
+        the supervisor in a run directory of the node's own and echoes its events into the job's
+        log (its stdout); no signal file (a stop cannot reach it: refused)."""
+        return f"exec {shlex.join([sys.executable, '-m', 'daemon.event_echo', run_id, run_dir, '--', *shim_argv])}"
+
+    @staticmethod
     def grace_of(shim_argv: list[str]) -> float:
         try:
             return float(shim_argv[shim_argv.index("--grace") + 1])
@@ -199,12 +218,21 @@ class RayBackend:
         # read by the job's JobSupervisor: its stop's signal, and how long before SIGKILL
         env_vars["RAY_JOB_STOP_SIGNAL"] = "SIGTERM"
         env_vars["RAY_JOB_STOP_WAIT_TIME_S"] = str(math.ceil(self.grace_of(shim_argv)) + STOP_MARGIN_SECONDS)
+        shared = placement.get("shared_home") is not False
+        if not shared:   # the node has no run directory of ours: the config goes with the job
+            try:
+                with open(os.path.join(run_dir, "config.json"), "rb") as f:
+                    env_vars[CONFIG_ENV] = base64.b64encode(f.read()).decode()
+            except OSError as exc:
+                raise PlacementError(f"cannot read the run's config: {exc}") from None
         runtime_env["env_vars"] = env_vars
         body: dict[str, Any] = {
-            "entrypoint": self.entrypoint(run_dir, shim_argv),
+            "entrypoint": self.entrypoint(run_dir, shim_argv) if shared else
+            self.unshared_entrypoint(run_id, run_dir, shim_argv),
             "submission_id": submission_id or f"{job_name(run_id)}-{secrets.token_hex(3)}",
             "runtime_env": runtime_env,
-            "metadata": {"mosaic_run_id": run_id, "mosaic_run_dir": run_dir},
+            "metadata": {"mosaic_run_id": run_id, "mosaic_run_dir": run_dir,
+                         **({} if shared else {"mosaic_shared_home": "false"})},
             "entrypoint_num_cpus": placement.get("cpus") or DEFAULT_CPUS,
         }
         if placement.get("gpus"):
@@ -241,6 +269,12 @@ class RayBackend:
     # -- what it is doing ----------------------------------------------------------------
     def job(self, job_id: str) -> dict[str, Any] | None:
         return self._call("GET", f"/api/jobs/{urllib.parse.quote(job_id, safe='')}", missing_ok=True)
+
+    def node_log(self, node_id: str, filename: str, lines: int) -> bytes:
+        """The last ``lines`` lines (-1: all) of a log file of a node (Ray's logs directory there),
+        as bytes: the state API's log endpoint, which asks that node's agent."""
+        query = urllib.parse.urlencode({"node_id": node_id, "filename": filename, "lines": lines})
+        return self._call("GET", f"/api/v0/logs/file?{query}", raw=True)
 
     def poll(self, job_ids: list[str]) -> dict[str, JobStatus]:
         """Each job's status (one list of the cluster's jobs for several); a job Ray does not
@@ -295,6 +329,9 @@ class RayBackend:
         if job is None:
             raise PlacementError(f"the Ray cluster at {self.address} does not know job {job_id}")
         run_dir = (job.get("metadata") or {}).get("mosaic_run_dir")
+        if (job.get("metadata") or {}).get("mosaic_shared_home") == "false":
+            raise PlacementError(f"job {job_id} runs in a directory of its node's own (placement.shared_home "
+                                 f"is false): no signal reaches its supervisor but Ray's stop")
         if not run_dir:
             raise PlacementError(f"job {job_id} was not submitted by mosaic: its metadata names no run directory")
         path = os.path.join(run_dir, SIGNAL_FILE)

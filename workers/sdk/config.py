@@ -66,6 +66,9 @@ class PlacementConfig(BaseModel):
     runtime_env: dict[str, Any] | None = Field(default=None, description="Ray's runtime_env for the job")
     resources: dict[str, float] | None = Field(default=None, description="Ray's entrypoint_resources: custom "
                                                                          "resources the job needs, e.g. {\"a100\": 1}")
+    shared_home: bool | None = Field(default=None, description="Ray: the nodes mount the home (the default); "
+                                                               "false: the run works in a directory of its node's "
+                                                               "own, its events come back through the job's log")
 
     @field_validator("resources")
     @classmethod
@@ -96,6 +99,7 @@ class PlacementConfig(BaseModel):
         slurm_only = [name for name in ("partition", "account", "time") if getattr(self, name) is not None]
         slurm_only += [name for name in ("extra_args", "requeue") if getattr(self, name)]
         ray_only = [name for name in ("address", "runtime_env", "resources") if getattr(self, name) is not None]
+        ray_only += ["shared_home"] if self.shared_home is not None else []
         if self.backend != "slurm" and slurm_only:
             raise ValueError(f"{', '.join(slurm_only)} {'is' if len(slurm_only) == 1 else 'are'} for backend slurm, "
                              f"not {self.backend}")
