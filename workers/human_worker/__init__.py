@@ -18,8 +18,8 @@ class HumanDescriptor(WorkerDescriptor):
     name = "human"
     package = "workers.human_worker"
     upstream = "gymnasium"
-    description = ("a person at the keyboard plays any env with discrete actions: turn by turn or in real "
-                   "time, watched like any run, recorded as demonstrations")
+    description = ("a person at the keyboard plays any env with discrete actions (or typed commands: TextWorld): "
+                   "turn by turn or in real time, watched like any run, recorded as demonstrations")
 
     def capabilities(self) -> dict[str, Any]:
         return {
@@ -27,7 +27,7 @@ class HumanDescriptor(WorkerDescriptor):
             "algorithms": catalog.ALGORITHMS,
             "env_families": sorted(set(catalog.DEFAULT_MODE)),
             "envs": {"play": catalog.EXAMPLES},
-            "action_spaces": {"play": ["discrete"]},
+            "action_spaces": {"play": ["discrete", "text"]},
             "max_agents": 1,
             "self_play": False,
             "pause": False, "stop": False,
@@ -44,10 +44,12 @@ class HumanDescriptor(WorkerDescriptor):
         return catalog.schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:
-        if catalog.continuous_only(config.env):
-            raise ConfigError("env", f"{config.env} has continuous actions only: a person plays discrete actions "
-                                     f"from the keyboard (a discrete variant, e.g. LunarLander-v3, or "
-                                     f"MountainCar-v0 for MountainCarContinuous)")
+        problem = catalog.unplayable(config.env)
+        if problem is not None:
+            raise ConfigError("env", problem)
+        if catalog.is_text(config.env) and config.record is not None:
+            raise ConfigError("record", f"{config.env}'s actions are typed commands, which a dataset of numbered "
+                                        f"actions cannot hold: its moves.jsonl has every command as typed")
         if config.mode == "eval":
             raise ConfigError("mode", "a human play is its own kind of run: use mode 'train' (the default)")
         if config.checkpoint is not None:
@@ -58,6 +60,8 @@ class HumanDescriptor(WorkerDescriptor):
     def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         if config.params.get("mode") is None:
             config.params["mode"] = catalog.default_mode(config.env)
+        if catalog.is_text(config.env) and config.params["mode"] != catalog.TURN:
+            raise ConfigError("params.mode", f"{config.env}'s actions are typed commands: it is played turn by turn")
         # a person sees each step: frames always, at the most the limiter allows (a turn's frame is
         # never dropped), unless the run says otherwise
         frames = given.get("frames") or {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT
-from workers.sdk.envs import env_info
+from workers.sdk.envs import JUMANJI_GYM_ENVS, env_info
 
 SCHEMA_VERSION = 1
 ALGORITHMS = ["play"]
@@ -15,14 +15,22 @@ TURN, REALTIME = "turn", "realtime"
 PREFIX_FAMILIES = {
     "MiniGrid-": "minigrid", "BabyAI-": "minigrid", "MosaicMultiGrid-": "multigrid", "MiniHack-": "minihack",
     "NetHack": "nethack", "ALE/": "atari", "Vizdoom": "vizdoom", "jumanji/": "jumanji", "crafter": "crafter",
+    "textworld-": "textworld",
 }
+# envs where the action is a typed text (a command), not a key: turn by turn only, nothing to record
+TEXT_FAMILIES = {"textworld"}
+TEXTWORLD_ENVS = ["textworld-coin", "textworld-treasure", "textworld-cooking"]   # workers/sdk/llm/textworld.py
+# continuous envs a person plays through their discrete variant: gymnasium.make's kwargs for it
+DISCRETE_VARIANTS = {"CarRacing-v3": {"continuous": False}}
 # the timing a family is played in by default: one step a key where the env waits for a move,
 # a fixed rate where it would not (docs/play.md)
 DEFAULT_MODE = {"classic_control": TURN, "box2d": REALTIME, "minigrid": TURN, "multigrid": TURN,
                 "minihack": TURN, "nethack": TURN, "atari": REALTIME, "vizdoom": REALTIME, "jumanji": TURN,
-                "crafter": TURN}
+                "crafter": TURN, "textworld": TURN}
 EXAMPLES = ["MiniGrid-Empty-5x5-v0", "CartPole-v1", "MountainCar-v0", "Acrobot-v1", "LunarLander-v3",
-            "ALE/Breakout-v5", "ALE/Pong-v5", "BabyAI-GoToRedBallGrey-v0"]
+            "ALE/Breakout-v5", "ALE/Pong-v5", "BabyAI-GoToRedBallGrey-v0", "CarRacing-v3", "VizdoomBasic-v1",
+            "crafter", "MiniHack-Room-5x5-v0", "NetHackScore-v0", "jumanji/Snake-v1", "jumanji/Game2048-v1",
+            "MosaicMultiGrid-S-G-1v0-v1", "textworld-coin"]
 
 PARAMS: dict[str, Any] = {
     "mode": {"type": ["string", "null"], "enum": [TURN, REALTIME, None], "default": None,
@@ -50,7 +58,30 @@ def family_of(env: str) -> str | None:
 
 def continuous_only(env: str) -> bool:
     info = env_info(env)
-    return info is not None and info.get("actions") == "continuous"
+    return info is not None and info.get("actions") == "continuous" and env not in DISCRETE_VARIANTS
+
+
+def unplayable(env: str) -> str | None:
+    """Why a person cannot play ``env`` from the keyboard (one line), or None."""
+    if continuous_only(env):
+        return (f"{env} has continuous actions only: a person plays discrete actions from the keyboard (a "
+                f"discrete variant, e.g. LunarLander-v3, or MountainCar-v0 for MountainCarContinuous)")
+    jumanji = JUMANJI_GYM_ENVS.get(env)
+    if jumanji is not None and jumanji["actions"] != "discrete":
+        kind = jumanji["actions"].replace("_", "-")
+        return (f"{env} has {kind} actions (several numbers in one action: a cell's row and column, a piece's "
+                f"place and turn...): a person plays one discrete action a key (docs/play.md)")
+    info = env_info(env)
+    if info is not None and info.get("agents", 1) > 1:
+        return (f"{env} has {info['agents']} agents: a person plays MultiGrid's solo drills (e.g. "
+                f"MosaicMultiGrid-S-G-1v0-v1); a seat beside agents is a MOSAIC LLM match's")
+    if env.startswith("textworld-") and env not in TEXTWORLD_ENVS:
+        return f"unknown TextWorld game {env!r}: choose from {', '.join(TEXTWORLD_ENVS)}"
+    return None
+
+
+def is_text(env: str) -> bool:
+    return family_of(env) in TEXT_FAMILIES
 
 
 def default_mode(env: str) -> str:
