@@ -289,3 +289,35 @@ def test_the_supervisor_acts_on_its_signal_file_as_on_the_signal(tmp_path):
         record = json.loads((run_dir / "exit.json").read_text())
         assert {k: record.get(k) for k in expected} == expected, record
         assert not request.exists()
+
+
+def test_a_ray_runs_frames_are_spilled_by_the_job_and_relayed(ray_daemon, mosaic, tmp_path):
+    """Frames on Ray (a home the nodes share): daemon.frame_spill runs in the job beside the
+    supervisor, and the daemon's relay sends them from the run directory, as for Slurm. The
+    node's FastLane segments are in a directory the daemon does not look in (MOSAIC_SHM_DIR of
+    the job's runtime_env), as a real node's /dev/shm is out of its reach."""
+    from daemon import protocol as P
+    from tests.helpers import connect
+    node_shm = tmp_path / "node-shm"
+    node_shm.mkdir()
+    run_id = submit_config(mosaic, {
+        "worker": "synthetic", "algo": "emit", "env": "none", "steps": 100000000, "params": {"rate": 100},
+        "frames": {"enabled": True, "fps": 20, "max_dim": 120},
+        "placement": {"backend": "ray", "runtime_env": {"env_vars": {"MOSAIC_SHM_DIR": str(node_shm)}}}})
+    spilled = mosaic.home.run_dir(run_id) / "frames" / "stream-0.json"
+    client = connect(mosaic.home, name="viewer")
+    try:
+        wait_for(lambda: spilled.exists(), 90, 0.2, what="the job's first spilled frame")
+        assert any(node_shm.iterdir())
+        client.call(P.FRAMES, run=run_id, fps=10, max_dim=120)
+        frame = None
+        for method, params in client.notifications(20.0):
+            if method == P.NOTIFY_FRAME:
+                frame = params
+                break
+        assert frame is not None and frame["run"] == run_id and max(frame["width"], frame["height"]) <= 120
+    finally:
+        client.close()
+        mosaic.run("cancel", run_id)
+    mosaic.run("wait", run_id, "--timeout", "60")
+    assert mosaic.show(run_id)["state"] == "cancelled"

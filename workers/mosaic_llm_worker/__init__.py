@@ -23,7 +23,7 @@ class MosaicLLMDescriptor(WorkerDescriptor):
     description = ("Multi-agent LLM teams (coordination levels L1-L3, egocentric or visible-teammates "
                    "observations) on MultiGrid soccer/basketball/football/collect and PettingZoo chess, connect "
                    "four, go, tic-tac-toe; seats mix LLMs (local Gemma, OpenAI-compatible, Anthropic), random, "
-                   "Stockfish and RLlib checkpoints; win/draw/loss and Elo per seat")
+                   "Stockfish, RLlib checkpoints and people (human seats); win/draw/loss and Elo per seat")
 
     def available(self) -> bool:
         return module_available("gymnasium") and (dist_version("mosaic-multigrid") is not None
@@ -36,7 +36,7 @@ class MosaicLLMDescriptor(WorkerDescriptor):
             "algorithms": list(catalog.ALGORITHMS),
             "env_families": sorted({catalog.env_family(e) for e in envs}),
             "envs": {"play": envs},
-            "seat_kinds": list(catalog.SEAT_KINDS),
+            "seat_kinds": list(catalog.AGENT_KINDS),
             "coordination_levels": list(catalog.LEVELS),
             "observation_modes": list(catalog.OBSERVATION_MODES),
             "llm_backends": ["local", "openai", "anthropic"],
@@ -46,6 +46,7 @@ class MosaicLLMDescriptor(WorkerDescriptor):
             "checkpoints": False,
             "gpu": False,
             "frames": True,
+            "human": True,   # a "human" seat: the client that holds it plays (docs/play.md)
             "schema_version": catalog.SCHEMA_VERSION,
         }
 
@@ -68,6 +69,13 @@ class MosaicLLMDescriptor(WorkerDescriptor):
     def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
         seats = catalog.check_seats(config.env, config.params)
         config.params["seats"] = seats
+        humans = [i for i, seat in enumerate(seats) if seat["kind"] == "human"]
+        if humans and config.placement.backend != "local":
+            raise ConfigError(f"params.seats[{humans[0]}]", f"a human seat is played from a client of this "
+                                                            f"daemon: the run's placement is local, not "
+                                                            f"{config.placement.backend}")
+        if humans:   # the person sees the board or the pitch
+            config.frames.enabled = True
 
 
 WORKER = MosaicLLMDescriptor()

@@ -24,7 +24,8 @@ CLASSIC = {
     "go_v5": ("go", None, ("black_0", "white_0")),
     "tictactoe_v3": ("tic-tac-toe", None, ("player_1", "player_2")),
 }
-SEAT_KINDS = ("llm", "random", "stockfish", "checkpoint")
+AGENT_KINDS = ("llm", "random", "stockfish", "checkpoint")   # capabilities' seat_kinds: the agents
+SEAT_KINDS = AGENT_KINDS + ("human",)   # and a person (capabilities' "human": true)
 LEVELS = ("L1", "L2", "L3")
 OBSERVATION_MODES = ("egocentric", "visible_teammates")
 ROLES = ("forward", "defender")
@@ -81,8 +82,9 @@ def stockfish_path() -> str | None:
 
 SEAT_SCHEMA: dict[str, Any] = {
     "type": ["object", "string"],
-    "description": "a seat: 'llm', 'random', 'stockfish', 'stockfish:<level>', 'checkpoint:<path>', or an "
-                   "object {kind, llm, level, movetime_ms, checkpoint, role}",
+    "description": "a seat: 'llm', 'random', 'stockfish', 'stockfish:<level>', 'checkpoint:<path>', 'human' "
+                   "(the client that holds the seat plays it, docs/play.md), or an object "
+                   "{kind, llm, level, movetime_ms, checkpoint, role}",
 }
 
 
@@ -159,7 +161,7 @@ def parse_seat(raw: Any, field: str) -> dict[str, Any]:
                           f"unknown seat kind {kind!r}{did_you_mean(str(kind), list(SEAT_KINDS)) or ''}; "
                           f"choose from {', '.join(SEAT_KINDS)}")
     allowed = {"kind", "role", "name"} | {"llm": {"llm"}, "random": set(), "stockfish": {"level", "movetime_ms"},
-                                          "checkpoint": {"checkpoint", "module"}}[kind]
+                                          "checkpoint": {"checkpoint", "module"}, "human": set()}[kind]
     for key in seat:
         if key not in allowed:
             raise ConfigError(f"{field}.{key}", f"is not a setting of a {kind} seat; its settings: "
@@ -211,6 +213,7 @@ def check_seats(env_id: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         elif kind == "checkpoint":
             _check_checkpoint(env_id, seat, field, params["env_kwargs"])
         seats.append(seat)
+    # "human" needs nothing more: its moves come from the client that holds the seat (docs/play.md)
     check_budget_params(params, [seat["llm"] for seat in seats if seat["kind"] == "llm"])
     return seats
 

@@ -12,10 +12,14 @@ A match is one env and one seat per agent. Each seat chooses its agent's moves:
 - ``CheckpointSeat``: a trained policy from another run's checkpoint, greedy:
   an RLlib module loaded and called with the ray worker's own eval code (its
   module, its observation layout), or (MultiGrid) a XuanCe model loaded by the
-  xuance worker's ``runtime.Policy``.
+  xuance worker's ``runtime.Policy``;
+- ``HumanSeat``: a person, through the client that holds the seat (``human.py``:
+  the run's control pipe, typed moves in the env's notation, refusals).
 
 MultiGrid agents act at once each step: the LLM seats of a step are asked
-concurrently, one thread each. Board games are played move by move. After each
+concurrently, one thread each; then the human seats' actions are awaited (no LLM
+call runs while a person thinks), and the env steps. Board games are played move
+by move. After each
 episode every seat gets win/draw/loss from its team's return, and an Elo rating
 updated pairwise against every seat of another team.
 """
@@ -25,10 +29,12 @@ import json
 import os
 import random
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.mosaic_llm_worker import human
 from workers.sdk.frames import env_frames
 from workers.sdk.guard import RunFailed
 from workers.sdk.llm import classic, multigrid
@@ -59,10 +65,18 @@ def play(config: dict[str, Any], emitter) -> int:
                         upstream=_upstream(config["env"]),
                         seats={sid: describe_seat(spec) for sid, spec in zip(ids, params["seats"])},
                         coordination=params["coordination"], observation_mode=params["observation_mode"])
-    seats, match, frames = [], None, None
+    seats, match, frames, humans = [], None, None, None
     try:
+        if any(spec["kind"] == "human" for spec in params["seats"]):
+            humans = human.Humans(".")   # the control pipe: a client can take a seat from now on
+            names = None if config["env"] in classic.GAMES else multigrid.action_names()
+            for sid, spec in zip(ids, params["seats"]):
+                if spec["kind"] == "human":
+                    controls = human.keymap(config["env"], names)
+                    emitter.keymap(sid, controls["actions"], controls["keys"], "turn", text=controls["text"],
+                                   noop=controls["noop"])
         emitter.phase("seat", step=0)
-        seats = make_seats(config["env"], params["seats"], params, int(config["seed"]))
+        seats = make_seats(config["env"], params["seats"], params, int(config["seed"]), humans, emitter)
         frames = env_frames(config)
         match = Match(config, seats, emitter, frames)
         emitter.phase("play", step=0)
@@ -74,6 +88,8 @@ def play(config: dict[str, Any], emitter) -> int:
             seat.close()
         if frames is not None:
             frames.close()
+        if humans is not None:
+            humans.close()
     emitter.run_completed(step=match.steps)
     return 0
 
@@ -106,6 +122,8 @@ class Move:
     prompt: Any = None
     observation: str = ""
     policy_observation: list[float] | None = None   # checkpoint seats: what the policy was given
+    typed: Any = None            # human seats: what the person sent (a chess move in SAN, a number ...)
+    shown: str | None = None     # human seats: the move as the person reads it (chess: SAN)
 
 
 class LLMFailed(RunFailed):
@@ -268,6 +286,15 @@ class CheckpointSeat(Seat):
         return Move(action, by_action[action], policy_observation=flat.tolist())
 
 
+class HumanSeat(Seat):
+    """A person: the client that holds the seat sends its moves (human.py); nobody holding it, it waits."""
+    kind = "human"
+
+    def __init__(self, seat_id, spec, rng, waiter: human.Waiter):
+        super().__init__(seat_id, spec, rng)
+        self.waiter = waiter
+
+
 def describe_seat(spec: dict[str, Any]) -> str:
     """A seat as the run's record says it, before it is seated: llm:openai:gpt-4o-mini, stockfish:5 ..."""
     kind = spec["kind"]
@@ -281,7 +308,8 @@ def describe_seat(spec: dict[str, Any]) -> str:
     return kind
 
 
-def make_seats(env_id: str, seats: list[dict[str, Any]], params: dict[str, Any], seed: int) -> list[Seat]:
+def make_seats(env_id: str, seats: list[dict[str, Any]], params: dict[str, Any], seed: int,
+               humans: human.Humans | None = None, emitter=None) -> list[Seat]:
     from workers.mosaic_llm_worker import catalog
 
     out: list[Seat] = []
@@ -294,6 +322,8 @@ def make_seats(env_id: str, seats: list[dict[str, Any]], params: dict[str, Any],
                 out.append(RandomSeat(seat_id, spec, rng))
             elif spec["kind"] == "stockfish":
                 out.append(StockfishSeat(seat_id, spec, rng, catalog.stockfish_path()))
+            elif spec["kind"] == "human":
+                out.append(HumanSeat(seat_id, spec, rng, human.Waiter(humans, seat_id, emitter)))
             else:
                 out.append(CheckpointSeat(seat_id, spec, rng, index))
     except BaseException:
@@ -361,6 +391,7 @@ class Match:
         self.steps = 0
         self.standings = Standings([s.seat_id for s in seats], k=float(self.params["elo_k"]))
         self.llm_seats = [s for s in seats if isinstance(s, LLMSeat)]
+        self.human_seats = [s for s in seats if isinstance(s, HumanSeat)]
         self.pool = ThreadPoolExecutor(max_workers=len(self.llm_seats), thread_name_prefix="seat") \
             if len(self.llm_seats) > 1 and self.params["concurrent"] else None
         self.budget = Budget(self.params)
@@ -390,7 +421,7 @@ class Match:
                 sys.stderr.write(f"mosaic_llm: {exc}; stopping\n")
                 self.emitter.phase(str(exc), step=self.steps)
                 return
-            self.finish_episode(returns, length, teams, points)
+            self.finish_episode(returns, length, teams, points, episode)
 
     def check_stop(self) -> None:
         """Before a step: a stop cuts the episode here (its moves so far stay in the transcript)."""
@@ -431,6 +462,9 @@ class Match:
         """One line of moves.jsonl: each seat's move at this step, and what each checkpoint policy saw."""
         line: dict[str, Any] = {"episode": episode, "step": step,
                                 "moves": {sid: move.name for sid, move in moves.items()}}
+        typed = {sid: move.typed for sid, move in moves.items() if move.typed is not None}
+        if typed:
+            line["typed"] = typed
         seen = {sid: move.policy_observation for sid, move in moves.items() if move.policy_observation is not None}
         if seen:
             line["policy_observations"] = seen
@@ -472,10 +506,17 @@ class Match:
                         return seat.choose_multigrid(legal, obs[index], game.action_space[index])
                     return seat.choose(legal)
 
+                # the agents' moves first (LLM calls timed by themselves), then the people's: nobody's
+                # thinking time runs against an LLM call's limit
+                agents = [seat for seat in self.seats if not isinstance(seat, HumanSeat)]
                 if self.pool is not None:
-                    moves = list(self.pool.map(choose, self.seats))
+                    chosen = dict(zip([s.seat_id for s in agents], self.pool.map(choose, agents)))
                 else:
-                    moves = [choose(seat) for seat in self.seats]
+                    chosen = {seat.seat_id: choose(seat) for seat in agents}
+                if self.human_seats:
+                    self.show(env)
+                    chosen.update(self.multigrid_humans(names, legal, step, episode, returns))
+                moves = [chosen[seat.seat_id] for seat in self.seats]
                 actions = {int(s.seat_id): m.action for s, m in zip(self.seats, moves)}
                 self.log_moves(episode, step, {s.seat_id: m for s, m in zip(self.seats, moves)})
                 obs, rewards, terminated, truncated, _ = env.step(actions)
@@ -484,11 +525,43 @@ class Match:
                 self.steps += 1
                 length += 1
                 ended = all(terminated.values()) or all(truncated.values())
+                for seat in self.human_seats:
+                    move = chosen[seat.seat_id]
+                    seat.waiter.tell(self.steps, episode, action=move.action, action_name=move.name,
+                                     reward=float(rewards[int(seat.seat_id)]), waiting=False,
+                                     **{"return": returns[seat.seat_id]})
                 if ended or (limit is not None and length >= limit):
                     self.publish(env)
                     return returns, length, teams, self.multigrid_points(game, returns, teams)
         finally:
             env.close()
+
+    def multigrid_humans(self, names: list[str], legal: dict[str, int], step: int, episode: int,
+                         returns: dict[str, float]) -> dict[str, Move]:
+        """The human seats' actions of a simultaneous step, the agents' being chosen: each seat is told
+        it is awaited (and which seats still are), then each is waited for in turn (one's early act
+        waits in the pipe for its turn)."""
+        pending = [seat.seat_id for seat in self.human_seats]
+        keys = ", ".join(f"{i} {name}" for i, name in enumerate(names))
+
+        def shown(seat: HumanSeat) -> dict[str, Any]:
+            others = [sid for sid in pending if sid != seat.seat_id]
+            also = f"; the step also waits for {', '.join(others)}" if others else ""
+            return {"message": f"agent {seat.seat_id}: your action ({keys}){also}", "waiting_for": list(pending),
+                    "return": returns[seat.seat_id]}
+
+        for seat in self.human_seats:
+            seat.waiter.tell(step, episode, waiting=True, legal=names, **shown(seat))
+        out: dict[str, Move] = {}
+        for seat in self.human_seats:
+            name, typed = seat.waiter.wait(step, episode, lambda t: human.read_action(names, t), names,
+                                           self.check_stop, **shown(seat))
+            pending.remove(seat.seat_id)
+            out[seat.seat_id] = Move(legal[name], name, typed=typed, shown=name)
+            if pending:   # in: the step waits for the others
+                seat.waiter.tell(step, episode, waiting=False, action=legal[name], action_name=name,
+                                 waiting_for=list(pending), message=f"{name} is in; waiting for {', '.join(pending)}")
+        return out
 
     @staticmethod
     def multigrid_points(game, returns: dict[str, float], teams: dict[str, Any]) -> dict[Any, float]:
@@ -534,16 +607,34 @@ class Match:
                     move = seat.choose(legal, env.unwrapped.board)
                 elif isinstance(seat, CheckpointSeat):
                     move = seat.choose(legal, observation, env.action_space(agent))
+                elif isinstance(seat, HumanSeat):
+                    move = self.classic_human(seat, env, legal, episode, returns[agent])
                 else:
                     move = seat.choose(legal)
                 self.log_moves(episode, self.steps, {agent: move})
                 env.step(move.action)
                 self.steps += 1
                 length += 1
+                if isinstance(seat, HumanSeat):
+                    seat.waiter.tell(self.steps, episode, action=move.action, action_name=move.shown, waiting=False)
             self.publish(env)
             return returns, length, teams, dict(returns)  # +1 / -1 / 0: a board game's result
         finally:
             env.close()
+
+    def classic_human(self, seat: HumanSeat, env, legal: dict[str, int], episode: int, ret: float) -> Move:
+        """A person's move, typed in the game's notation; refused until it is legal."""
+        self.show(env)
+        names = human.shown(self.env_id, env, legal)
+        last = human.last_move(self.env_id, env)
+        side = classic.seat_name(self.env_id, env, seat.seat_id)
+        fields = {"message": f"{side} to move{f' after {last}' if last else ''}: {human.HOW[self.env_id]}",
+                  "return": ret}
+        seat.waiter.tell(self.steps, episode, waiting=True, legal=names, **fields)
+        name, typed = seat.waiter.wait(self.steps, episode, lambda t: human.read_move(self.env_id, env, legal, t),
+                                       names, self.check_stop, **fields)
+        return Move(legal[name], name, typed=typed,
+                    shown=human.san(env, name) if self.env_id == "chess_v6" else name)
 
     # -- telemetry ----------------------------------------------------------------------------
     def publish(self, env) -> None:
@@ -551,10 +642,24 @@ class Match:
         if self.frames is not None:
             self.frames.maybe_publish(env.render)
 
+    def show(self, env) -> None:
+        """A frame now, before a person moves: they move on what they see (waits out the rate limit,
+        at most one frame interval)."""
+        if self.frames is None:
+            return
+        for _ in range(50):
+            if self.frames.failed or self.frames.writer.due():
+                break
+            time.sleep(0.005)
+        self.frames.maybe_publish(env.render)
+
     def finish_episode(self, returns: dict[str, float], length: int, teams: dict[str, Any],
-                       points: dict[Any, float]) -> None:
+                       points: dict[Any, float], episode: int = 0) -> None:
         outcome = self.standings.record(points, teams)
         step = self.steps
+        for seat in self.human_seats:   # the person is told how it ended
+            seat.waiter.tell(step, episode, waiting=False, ended=True, message=f"the game is over: a "
+                             f"{outcome[seat.seat_id]} for {seat.seat_id}", **{"return": returns[seat.seat_id]})
         self.emitter.episode(step, sum(returns.values()), length, agents=dict(returns))
         scalars: dict[str, float] = {}
         for seat in self.seats:

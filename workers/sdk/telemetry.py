@@ -151,6 +151,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "legal": ((list,), False),
         "refused": ((bool,), False),
         "ended": ((bool,), False),
+        "waiting_for": ((list,), False),
     },
     LLM_STEP: {
         "step": ((int,), True),
