@@ -305,3 +305,44 @@ def test_tictactoe_against_an_rllib_checkpoint(daemon, mosaic, tictactoe_checkpo
     assert int(moves[1]["moves"]["player_2"]) == _policy_reply(tictactoe_checkpoint, 4)
     cells = [next(iter(line["moves"].values())) for line in moves]
     assert len(set(cells)) == len(cells) >= 5    # every move on a free cell
+
+
+@pytest.mark.long
+@pytest.mark.ray   # its fixture starts a private Ray cluster
+@pytest.mark.slow  # its fixture trains an RLlib policy
+def test_an_rllib_evaluation_hands_one_agent_to_the_human(daemon, mosaic, tictactoe_checkpoint):
+    """The ray worker's eval of a multi-agent checkpoint with params.human_agent: player_1 is the
+    person's, player_2 the checkpoint's policy; a taken cell is refused with the legal ones, the
+    env does not step, and the game is played out."""
+    home = mosaic.home
+    path = home.root / "human-eval.json"
+    path.write_text(json.dumps({"worker": "ray", "algo": "PPO", "env": "tictactoe_v3", "mode": "eval",
+                                "checkpoint": tictactoe_checkpoint, "eval_episodes": 1,
+                                "params": {"human_agent": "player_1", "fcnet_hiddens": [16]}}))
+    run_id = mosaic.submit(str(path))
+    player = connect(home, name="player")
+    try:
+        take_seat(player, run_id, "player_1")
+        keymap = wait_for(lambda: next((e for e in events_of(home, run_id) if e["type"] == "keymap"), None), 60, 0.1,
+                          what="the keymap")
+        assert keymap["seat"] == "player_1" and len(keymap["actions"]) == 9
+        first = wait_for(lambda: next((e for e in plays(home, run_id, "player_1") if e.get("waiting")), None), 90,
+                         0.05, what="the person awaited")
+        player.call(P.ACT, run=run_id, seat="player_1", action=4)
+        sent = [4]
+        second = wait_for(lambda: next((e for e in plays(home, run_id, "player_1") if e.get("waiting")
+                                        and e["step"] > first["step"]), None), 30, 0.05, what="the next turn")
+        assert "4" not in second["legal"]
+        player.call(P.ACT, run=run_id, seat="player_1", action=4)     # taken: refused, nothing lost
+        assert "not a legal action" in refused(home, run_id, "player_1")["message"]
+        while not any(e["type"] == "episode" for e in events_of(home, run_id)):
+            waiting = [e for e in plays(home, run_id, "player_1") if e.get("waiting") and not e.get("refused")]
+            if waiting and len(waiting) > len(sent) and waiting[-1]["legal"]:
+                sent.append(int(waiting[-1]["legal"][0]))
+                player.call(P.ACT, run=run_id, seat="player_1", action=sent[-1])
+            time.sleep(0.05)
+        finish(mosaic, run_id)
+    finally:
+        player.close()
+    moved = [e["action"] for e in plays(home, run_id, "player_1") if "action" in e]
+    assert moved == sent and len(set(moved)) == len(moved)

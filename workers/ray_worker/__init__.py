@@ -79,6 +79,13 @@ class RayDescriptor(WorkerDescriptor):
             check_value(f"params.custom_resources_per_env_runner.{key}", {"type": "number", "minimum": 0}, amount)
         info = catalog.env_info(config.env)
         multi = info["kind"] != "gym"
+        if p["human_agent"] is not None:
+            if config.mode != "eval" or not multi:
+                raise ConfigError("params.human_agent", "hands one agent of a multi-agent checkpoint's evaluation "
+                                                        "(mode eval) to a person")
+            if config.placement.backend != "local":
+                raise ConfigError("params.human_agent", f"a person plays from a client of this daemon: the run's "
+                                                        f"placement is local, not {config.placement.backend}")
         policy = p["policy"]
         if not multi and policy != "shared":
             raise ConfigError("params.policy", f"{config.env} is a single-agent environment: only 'shared' applies")

@@ -214,6 +214,10 @@ COMMON: dict[str, Any] = {
                                                        "e.g. {\"sampler\": 1} to place runners on nodes "
                                                        "started with --resources '{\"sampler\": 2}'"},
     "torch_threads": _int(1, "torch intra-op threads of the learner (the worker process)", 1, 64),
+    # eval mode, a multi-agent checkpoint: one agent played by a person (docs/play.md)
+    "human_agent": {"type": ["string", "null"], "default": None,
+                    "description": "eval of a multi-agent checkpoint: this agent (e.g. player_1) is played by the "
+                                   "client holding its seat, the others by their policies"},
     # checkpoints
     "checkpoint_every": _int(0, "also save a checkpoint every N training iterations (0: only at the end)",
                              0, 1000000),
