@@ -48,9 +48,10 @@ class MosaicApp(App):
     def __init__(self, home: Home, *, connect: bool = True, clock: Callable[[], float] = time.time,
                  restore: bool = True, interval: float = 0.25, cursor_blink: bool = True,
                  remember: bool = True, default_theme: str | None = None, graphics=None,
-                 all_workers: bool = False) -> None:
+                 all_workers: bool = False, play: str | None = None) -> None:
         super().__init__()
         self.home = home
+        self.play_run = play        # `mosaic play`: the app opens on this run's Play screen
         self.all_workers = all_workers  # the new-run form offers hidden (test) workers too
         self.graphics = graphics    # graphics.detect.Capabilities, or None: half-blocks
         self.clock = clock
@@ -66,7 +67,7 @@ class MosaicApp(App):
         self._key_in_flight = 0     # the serial of the key not done yet, 0: none
         self._key_since = 0.0
         self.ui_state: dict[str, Any] = uistate.load_state(home) if restore else {}
-        self._restored = not restore
+        self._restored = not restore or play is not None   # a play opens on its own screen
         # the place the user left, as it was read: the runs table writes the row it highlights
         # into ui_state["run"] as soon as it has rows, which may be before the place is reopened
         self._place_left = dict(self.ui_state)
@@ -179,6 +180,8 @@ class MosaicApp(App):
         if self.connect:
             self.link.start()
             self.set_timer(self.FIRST_LIST_WAIT, self._first_list_late, name="first run list")
+        if self.play_run is not None:
+            self._after_first_screen(lambda: self.open_play(self.play_run))
 
     def _first_list_late(self) -> None:
         """No run list yet: say what the app waits for (the screen would otherwise just stay empty)."""
@@ -210,6 +213,33 @@ class MosaicApp(App):
     def open_new_run(self, clone: dict[str, Any] | None = None) -> None:
         from mosaic_tui.screens.new_run import NewRunScreen
         self.push_screen(NewRunScreen(clone=clone))
+
+    def open_play(self, run_id: str) -> None:
+        """The Play screen of a human run (docs/play.md): it takes the seat."""
+        from mosaic_tui.screens.play import PlayScreen
+        self.push_screen(PlayScreen(run_id))
+        self.remember_place()
+
+    def new_play(self, env: str = "") -> None:
+        """Ask which env, start a human play of it (its family's timing) and open its Play screen."""
+        from mosaic_tui.screens.play import PlayPrompt
+
+        def chosen(env_id: str | None) -> None:
+            if not env_id:
+                return
+
+            async def submit() -> None:
+                try:
+                    run = await self.link.call(P.SUBMIT, config={"worker": "human", "algo": "play", "env": env_id})
+                except (P.RPCError, ConnectionError) as exc:
+                    self.notify(getattr(exc, "message", None) or str(exc), title="play not started",
+                                severity="error")
+                    return
+                if run["id"] not in self.link.runs:
+                    self.link.feed(P.NOTIFY_RUN, {"rev": run.get("rev", 0), "run": run})
+                self.open_play(run["id"])
+            self.run_worker(submit(), group="play-submit")
+        self.push_screen(PlayPrompt(env), chosen)
 
     def open_compare(self, run_ids: list[str]) -> None:
         from mosaic_tui.screens.compare import CompareScreen
@@ -252,7 +282,7 @@ class MosaicApp(App):
                 # every few hundred keys for ~100 ms (a stall in the runs table); records replaced
                 # later are freed by their reference counts as ever.
                 gc.freeze()
-                if self.restore:
+                if self.restore and self.play_run is None:
                     self._after_first_screen(self._show_away)
             elif update.runs or update.deleted:
                 for run in self.end_watcher.ended(self.link.runs, update.runs | update.deleted):
@@ -521,12 +551,13 @@ def detect_graphics(args: Any = None):
     return detect(mode, timeout=0.3)
 
 
-def run_app(home: Home, args: Any = None) -> int:
-    """`mosaic` and `mosaic attach`: start the daemon if none runs, then the app."""
+def run_app(home: Home, args: Any = None, play: str | None = None) -> int:
+    """`mosaic` and `mosaic attach`: start the daemon if none runs, then the app (`mosaic play`: on
+    the Play screen of the run ``play``)."""
     from mosaic_tui.client import connect
     connect(home, name="mosaic-app-probe", timeout=5).close()  # starts the home's daemon (never a --socket one)
     app = MosaicApp(home, default_theme=terminal_default_theme(), graphics=detect_graphics(args),
-                    all_workers=getattr(args, "all_workers", False))
+                    all_workers=getattr(args, "all_workers", False), play=play)
     app.run()
     return app.return_code or 0
 

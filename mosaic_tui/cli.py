@@ -53,6 +53,17 @@ INTEGER = _typed("integer")
 NUMBER = _typed("number")
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """--resources: a JSON object (the daemon checks its names and amounts)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('expected a JSON object, e.g. \'{"a100": 1}\'')
+    return value
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line like every other error."""
 
@@ -255,14 +266,17 @@ def _set_placement(args: argparse.Namespace, config: dict[str, Any]) -> None:
     given = {key: getattr(args, attr) for key, attr in (("backend", "placement"), ("partition", "partition"),
                                                          ("account", "account"), ("cpus", "cpus"), ("mem", "mem"),
                                                          ("gpus", "gpus"), ("time", "time"),
-                                                         ("extra_args", "extra_args"), ("requeue", "requeue"))
+                                                         ("extra_args", "extra_args"), ("requeue", "requeue"),
+                                                         ("address", "address"), ("resources", "resources"),
+                                                         ("shared_home", "shared_home"))
              if getattr(args, attr, None) is not None}
     if not given:
         return
     placement = {**(config.get("placement") or {}), **given}
     if "backend" not in placement:
         raise CLIError("--partition, --cpus, --mem, --gpus, --time, --requeue and --sbatch-arg are requests to a "
-                       "scheduler: add --placement slurm", EXIT_USAGE)
+                       "scheduler: add --placement slurm (--address, --resources, --no-shared-home: "
+                       "--placement ray)", EXIT_USAGE)
     config["placement"] = placement
 
 
@@ -757,6 +771,39 @@ def cmd_app(args: argparse.Namespace) -> int:
     return run_app(_home(args), args)
 
 
+def cmd_play(args: argparse.Namespace) -> int:
+    """`mosaic play ENV`: a human run of ENV (docs/play.md), and the app open on its Play screen."""
+    try:
+        from mosaic_tui.app import run_app
+    except ImportError:
+        raise CLIError("the terminal app is not installed in this build; see `mosaic --help`") from None
+    config: dict[str, Any] = {"worker": "human", "algo": "play", "env": args.env}
+    params = {k: v for k, v in (("mode", args.mode), ("rate", args.rate), ("episodes", args.episodes))
+              if v is not None}
+    if params:
+        config["params"] = params
+    if args.seed is not None:
+        config["seed"] = args.seed
+    if args.name is not None:
+        config["name"] = args.name
+    if args.record_episodes is not None:
+        config["record"] = {"episodes": args.record_episodes}
+    home = _home(args)
+    with _client(args) as client:
+        run = client.call(P.SUBMIT, config=config)
+    code = run_app(home, args, play=run["id"])
+    from mosaic_tui.client import connect
+    try:
+        with connect(home, autostart=False, timeout=5) as client:
+            state = client.call(P.GET, run=run["id"])["state"]
+    except (OSError, ConnectionError, P.RPCError):
+        state = None
+    if state is not None and state not in P.FINAL_STATES:
+        print(f"{run['name']} waits, paused, for a player: P on its row in `mosaic` takes the seat again; "
+              f"`mosaic cancel {run['name']}` ends it", file=sys.stderr)
+    return code
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_watch
@@ -865,6 +912,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="a run stopped by its wall-time warning (or a preemption) goes on in a new job")
     placement.add_argument("--sbatch-arg", action="append", metavar="ARG", dest="extra_args",
                            help="one more sbatch argument, as given (repeatable)")
+    placement.add_argument("--address", metavar="URL", help="the Ray dashboard, http://head:8265 (else RAY_ADDRESS)")
+    placement.add_argument("--resources", type=_json_object, metavar="JSON",
+                           help='custom Ray resources the job needs, e.g. \'{"a100": 1}\'')
+    placement.add_argument("--no-shared-home", action="store_false", default=None, dest="shared_home",
+                           help="the Ray nodes do not mount the home: the run works in a directory of its node's "
+                                "own, its events come back through the job's log (no stop, frames)")
     p.add_argument("--wait", action="store_true", help="wait for the run to end")
     p.set_defaults(func=cmd_submit)
 
@@ -980,6 +1033,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("attach", parents=[common, graphics, app_options], help="open the terminal app (the default command)")
     p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("play", parents=[common, graphics],
+                       help="play ENV at the keyboard: a human run, opened in the app (docs/play.md)")
+    p.add_argument("env", help="an env with discrete actions, e.g. MiniGrid-Empty-5x5-v0, ALE/Breakout-v5")
+    p.add_argument("--mode", choices=["turn", "realtime"], help="turn: one step a key; realtime: --rate steps/s "
+                                                                   "(default: the env family's)")
+    p.add_argument("--rate", type=NUMBER, metavar="N", help="realtime: env steps a second (default 15)")
+    p.add_argument("--episodes", type=INTEGER, metavar="N", help="episodes to play (default 10; 0: until cancelled)")
+    p.add_argument("--seed", type=INTEGER, metavar="N", help="the first episode's seed")
+    p.add_argument("--name", help="the run's name")
+    p.add_argument("--record-episodes", type=INTEGER, metavar="N",
+                   help="record the first N episodes as a dataset (dataset.hdf5) for offline learners")
+    p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("watch", parents=[common, graphics], help="a compact pane following a run (the newest by default)")
     p.add_argument("run", nargs="?", help="run name or id prefix (default: the newest run, followed)")

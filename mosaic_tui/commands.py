@@ -1,4 +1,5 @@
-"""The command palette's run actions (ctrl+p): cancel, pause, resume, stop, continue, clone, delete, open, TensorBoard.
+"""The command palette's run actions (ctrl+p): cancel, pause, resume, stop, continue, clone, delete, open, play,
+TensorBoard.
 
 The runs offered first are the ones the current screen is about: the run of a
 detail screen, or the selected (else highlighted) runs of the runs table; then
@@ -21,6 +22,7 @@ ACTIONS = (
     ("clone", "Clone and edit", lambda r: True),
     ("delete", "Delete", lambda r: r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED),
     ("open", "Open", lambda r: True),
+    ("play", "Play (take the seat of)", lambda r: r.get("worker") == "human" and r["state"] not in P.FINAL_STATES),
 )
 
 
@@ -56,6 +58,8 @@ class RunCommands(Provider):
                 help_text = f"{run['worker']}/{run['algo']} {run['env']} · {run['state']}"
                 if action == "open":
                     callback = partial(app.open_run, run["id"])
+                elif action == "play":
+                    callback = partial(app.open_play, run["id"])
                 else:
                     callback = partial(app.act_on_runs, action, [run["id"]])
                 yield text, callback, help_text, run["id"] in focus_ids
@@ -64,6 +68,7 @@ class RunCommands(Provider):
             yield (f"TensorBoard for {names}", partial(app.open_tensorboard, [r["id"] for r in focus]),
                    "event files from the store; TensorBoard on a free localhost port", True)
         yield "New run", app.open_new_run, "worker → algorithm → environment → form", True
+        yield "Play an env", app.new_play, "a human play: you at the keyboard (docs/play.md)", True
         yield "Workers", app.open_workers, "installed workers and their capabilities", True
         yield "Cycle theme", app.action_cycle_theme, "mosaic-dark, mosaic-light, mosaic-high-contrast", True
         for alert, what in (("off", "a notification only"), ("bell", "a notification and the terminal bell"),

@@ -10,7 +10,9 @@ Both are small JSON files in the daemon home, next to the runs they describe:
 - ``<home>/keymap.json`` (and ``<config dir>/mosaic-tui/keymap.json`` for
   every home, the home's file winning): ``{"binding id": "key[,key...]"}``,
   e.g. ``{"runs.new": "N", "app.quit": "ctrl+d"}``. Binding ids are listed by
-  ``?`` in the app and in docs/app.md.
+  ``?`` in the app and in docs/app.md. Its ``play`` section holds a human play's keys
+  (docs/play.md): ``{"play": {"MiniGrid": {"w": "forward", "t": null}}}``, per env id, env
+  name or family, ``{key: action name}`` laid over the worker's key map (``null`` unbinds).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Any
 
 STATE_FILE = "ui-state.json"
 KEYMAP_FILE = "keymap.json"
+PLAY_SECTION = "play"      # keymap.json's human-play keys, not a binding id
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -85,8 +88,38 @@ def load_keymap(root: Path) -> tuple[dict[str, str], list[str]]:
             problems.append(f"{path}: must be a JSON object of binding id -> keys")
             continue
         for key, value in data.items():
+            if key == PLAY_SECTION:
+                continue        # load_play_keys reads it
             if isinstance(key, str) and isinstance(value, str) and value.strip():
                 keymap[key] = value.replace(" ", "")
             else:
                 problems.append(f"{path}: {key!r} must map to a key string")
     return keymap, problems
+
+
+def load_play_keys(root: Path) -> tuple[dict[str, dict[str, str | int | None]], list[str]]:
+    """(section -> {key: action name, index or None}, problems): the ``play`` sections of the
+    keymap files, the home's winning key by key. A section is an env id (``ALE/Breakout-v5``),
+    an env name (``Breakout``, ``MiniGrid``) or a family (``atari``, ``minigrid``), or ``*``."""
+    sections: dict[str, dict[str, str | int | None]] = {}
+    problems: list[str] = []
+    for path in keymap_paths(root):
+        if not path.exists():
+            continue
+        data = _read_json(path).get(PLAY_SECTION)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{path}: 'play' must be an object of env (id, name or family) -> {{key: action}}")
+            continue
+        for env, keys in data.items():
+            if not isinstance(keys, dict):
+                problems.append(f"{path}: play {env!r} must be an object of key -> action name")
+                continue
+            section = sections.setdefault(str(env), {})
+            for key, action in keys.items():
+                if isinstance(action, (str, int, type(None))) and not isinstance(action, bool) and key.strip():
+                    section[key.strip()] = action
+                else:
+                    problems.append(f"{path}: play {env!r} key {key!r} must map to an action name (or null)")
+    return sections, problems

@@ -49,7 +49,7 @@ _reliability = {"collected": 0, "passed": 0}
 
 # The real app in tmux, xterm or kitty: one at a time, so two terminals never wait on each other's redraws
 TERMINAL_MODULES = {"test_e2e_tmux", "test_loop_tmux", "test_tmux_keys", "test_alerts_tmux", "test_frames_terminals",
-                    "test_start_under_load"}
+                    "test_start_under_load", "test_play_tmux"}
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks

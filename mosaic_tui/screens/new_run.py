@@ -722,7 +722,10 @@ class NewRunScreen(Screen):
             link.feed(P.NOTIFY_RUN, {"rev": run.get("rev", 0), "run": run})
         self.notify(f"submitted {run['name']}", timeout=3)
         self.app.pop_screen()
-        self.app.open_run(run["id"])
+        if run.get("worker") == "human":
+            self.app.open_play(run["id"])      # a human play: you at the keyboard (docs/play.md)
+        else:
+            self.app.open_run(run["id"])
 
     def show_daemon_error(self, field: str, message: str) -> None:
         """The daemon refused the config: show its message under the field it names."""

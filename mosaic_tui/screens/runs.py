@@ -97,6 +97,7 @@ class RunsScreen(Screen):
         Binding("z", "stop", "Stop/continue", show=False, id="runs.stop"),
         Binding("D", "delete", "Delete", id="runs.delete"),
         Binding("w", "workers", "Workers", id="runs.workers"),
+        Binding("P", "play", "Play", show=False, id="runs.play"),
         Binding("number_sign", "edit('tags')", "Tags", show=False, id="runs.tags"),
         Binding("o", "edit('note')", "Note", show=False, id="runs.note"),
         Binding("f", "fold", "Fold seeds", show=False, id="runs.fold"),
@@ -358,6 +359,18 @@ class RunsScreen(Screen):
 
     def action_edit(self, what: str) -> None:
         self.app.edit_annotation(self.table.current_run_id, what)
+
+    def action_play(self) -> None:
+        """The highlighted run's Play screen if it is a human play still going, else a new play
+        (asking which env, the highlighted run's offered)."""
+        from mosaic_tui.screens.play import is_play
+        from daemon import protocol as P
+        rid = self.table.current_run_id
+        run = self.app.link.runs.get(rid) if rid else None
+        if is_play(run) and run["state"] not in P.FINAL_STATES:
+            self.app.open_play(run["id"])
+        else:
+            self.app.new_play(run["env"] if run and run.get("env") not in (None, "none") else "")
 
     def action_workers(self) -> None:
         self.app.open_workers()
