@@ -29,6 +29,20 @@ def mosaic(home) -> Mosaic:
 
 
 @pytest.fixture
+def tictactoe_checkpoint(daemon, mosaic) -> str:
+    """A tiny RLlib PPO policy trained on tic-tac-toe by the real ray worker (about 30 s here): the
+    opponent of the MOSAIC LLM worker's checkpoint seats and of the human's seats."""
+    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "tictactoe_v3", "--steps", "200",
+                           "--set", "train_batch_size_per_learner=200", "--set", "minibatch_size=100",
+                           "--set", "num_epochs=1", "--set", "fcnet_hiddens=[16]", "--set", "env_runners=0")
+    mosaic.run("wait", run_id, "--timeout", "600")
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded", (run.get("reason"), (mosaic.home.run_dir(run_id) / "stderr.log").read_text(
+        errors="replace")[-4000:])
+    return str(mosaic.home.run_dir(run_id) / "checkpoints" / "final")
+
+
+@pytest.fixture
 def daemon(home, mosaic):
     """A running daemon for the test's home."""
     mosaic.run("daemon", "start", check=True)

@@ -135,3 +135,52 @@ def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
             run = c.call(P.GET, run=run_id)
         return run if run["state"] in states else None
     return wait_for(check, timeout, 0.1, f"run {run_id} to reach {states}")
+
+
+# -- private clusters (tests/slurm_cluster.py, tests/ray_cluster.py) ----------------------------
+def processes_marked(marker: str, value: str) -> set[int]:
+    """Live processes whose environment holds ``marker=value`` (a private cluster's daemons and
+    everything they started inherit it), this one left out."""
+    needle = f"{marker}={value}\0".encode()
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read() + b"\0":
+                    pids.add(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def kill_until_gone(find, rounds: int) -> set[int]:
+    """SIGKILL what ``find()`` names, again until it names nothing (at most ``rounds`` times);
+    every pid killed."""
+    import signal as signals
+    killed: set[int] = set()
+    for _ in range(rounds):
+        left = find()
+        if not left:
+            break
+        killed |= left
+        for pid in left:
+            try:
+                os.kill(pid, signals.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    return killed
+
+
+def events_of(home, run_id: str) -> list[dict]:
+    """A run's events so far, whole lines only (its worker may be writing the next)."""
+    text = (home.run_dir(run_id) / "events.jsonl").read_text()
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
+
+
+def scalar_steps(home, run_id: str, tag: str) -> list[int]:
+    """The steps of one scalar tag in a run's events, in order."""
+    return [e["step"] for e in events_of(home, run_id) if e["type"] == "scalar" and e["tag"] == tag]
+

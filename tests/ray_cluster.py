@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import kill_until_gone, processes_marked
+
 MARKER = "MOSAIC_RAY_CLUSTER"    # in the environment of every process of a cluster: its temp root
 SECOND_NODE_RESOURCE = "mosaic_second_node"
 STOP_SECONDS = 3.0               # how long a node has to end on SIGTERM before SIGKILL
@@ -255,17 +257,7 @@ class RayCluster:
         pids = {p.pid for p in self.procs.values() if p.poll() is None}
         if self.root is None:
             return pids
-        needle = f"{MARKER}={self.root}\0".encode()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle in f.read() + b"\0":
-                        pids.add(int(entry))
-            except OSError:
-                continue
-        return pids
+        return pids | processes_marked(MARKER, str(self.root))
 
     def stop(self) -> None:
         if self.root is None:
@@ -287,17 +279,7 @@ class RayCluster:
             if not live:
                 break
         # what outlived them (GCS, raylets, workers, a job's entrypoint): SIGKILL, by pid
-        for _ in range(5):
-            left = self.own_pids()
-            if not left:
-                break
-            self.killed_pids |= left
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.2)
+        self.killed_pids |= kill_until_gone(self.own_pids, 5)
         self.procs = {}
         shutil.rmtree(self.root, ignore_errors=True)
         self.last_root, self.root = self.root, None
@@ -320,3 +302,19 @@ def ray_cluster():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def ray_daemon(ray_cluster, home, mosaic, monkeypatch):
+    """A daemon of the test's home whose Ray placements go to the session's cluster (RAY_ADDRESS,
+    its token file), polling it every 0.5 s; yields the cluster."""
+    import json
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(ray_cluster.token_file))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    home.root.mkdir(parents=True, exist_ok=True)
+    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
+    mosaic.run("daemon", "start", check=True)
+    yield ray_cluster
+    mosaic.run("daemon", "stop")
+

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import kill_until_gone, processes_marked
+
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 # a job's states once it ended (scontrol's JobState)
@@ -354,17 +356,7 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         pids = {p.pid for p in self.procs.values() if p.poll() is None}
         if self.root is None:
             return pids
-        needle = f"{MARKER}={self.root}\0".encode()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle in f.read() + b"\0":
-                        pids.add(int(entry))
-            except OSError:
-                continue
-        return pids
+        return pids | processes_marked(MARKER, str(self.root))
 
     def stop(self) -> None:
         if self.root is None:
@@ -395,17 +387,7 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
                     proc.kill()
                     proc.wait(timeout=10)
         # slurmstepd and job processes left behind (they outlive slurmd): SIGKILL, by pid
-        for _ in range(3):
-            left = self.own_pids()
-            if not left:
-                break
-            self.started_pids |= left
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.2)
+        self.started_pids |= kill_until_gone(self.own_pids, 3)
         self.procs = {}
         shutil.rmtree(self.root, ignore_errors=True)
         self.last_root, self.root = self.root, None

@@ -268,16 +268,6 @@ def test_two_human_seats_two_clients_and_no_cluster_placement(daemon, mosaic):
 
 
 # -- an RLlib checkpoint ------------------------------------------------------------------------------
-@pytest.fixture
-def tictactoe_checkpoint(daemon, mosaic) -> str:
-    """A tiny RLlib PPO policy trained on tic-tac-toe by the real ray worker (as test_mosaic_llm_worker's)."""
-    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "tictactoe_v3", "--steps", "200",
-                           "--set", "train_batch_size_per_learner=200", "--set", "minibatch_size=100",
-                           "--set", "num_epochs=1", "--set", "fcnet_hiddens=[16]", "--set", "env_runners=0")
-    finish(mosaic, run_id)
-    return str(mosaic.home.run_dir(run_id) / "checkpoints" / "final")
-
-
 @pytest.mark.long
 @pytest.mark.ray   # its fixture starts a private Ray cluster
 @pytest.mark.slow  # its fixture trains an RLlib policy

@@ -334,16 +334,6 @@ def _policy_reply(checkpoint: str, first_move: int) -> int:
     return int(evaluate.act(module, obs, env.action_space("player_2")))
 
 
-@pytest.fixture
-def tictactoe_checkpoint(daemon, mosaic) -> str:
-    """A tiny RLlib PPO policy trained on tic-tac-toe by the real ray worker (about 30 s here)."""
-    run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "tictactoe_v3", "--steps", "200",
-                           "--set", "train_batch_size_per_learner=200", "--set", "minibatch_size=100",
-                           "--set", "num_epochs=1", "--set", "fcnet_hiddens=[16]", "--set", "env_runners=0")
-    finish(mosaic, run_id)
-    return str(mosaic.home.run_dir(run_id) / "checkpoints" / "final")
-
-
 @pytest.mark.long
 @pytest.mark.ray   # its fixture starts a private Ray cluster
 @pytest.mark.slow  # its fixture trains an RLlib policy (38 s, loaded machine)

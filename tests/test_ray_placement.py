@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import scalar_steps, wait_for
 
 pytest_plugins = ["tests.ray_cluster"]
 pytestmark = [pytest.mark.xdist_group("ray")]
@@ -22,33 +22,10 @@ WAIT = "180"
 SYNTHETIC = ("--worker", "synthetic", "--algo", "emit", "--env", "none")
 
 
-@pytest.fixture
-def ray_daemon(ray_cluster, home, mosaic, monkeypatch):
-    """A daemon whose Ray placements go to the test's cluster (RAY_ADDRESS, its token file), polling
-    it every 0.5 s."""
-    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(ray_cluster.token_file))
-    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
-    home.root.mkdir(parents=True, exist_ok=True)
-    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
-    mosaic.run("daemon", "start", check=True)
-    yield ray_cluster
-    mosaic.run("daemon", "stop")
-
-
 def submit_config(mosaic, config: dict) -> str:
     path = mosaic.home.root / f"config-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(config))
     return mosaic.submit(str(path))
-
-
-def events_of(home, run_id: str) -> list[dict]:
-    text = (home.run_dir(run_id) / "events.jsonl").read_text()
-    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
-
-
-def scalar_steps(home, run_id: str, tag: str) -> list[int]:
-    return [e["step"] for e in events_of(home, run_id) if e["type"] == "scalar" and e["tag"] == tag]
 
 
 def job_of(mosaic, run_id: str) -> str:

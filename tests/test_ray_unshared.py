@@ -141,19 +141,6 @@ def test_what_an_unshared_run_cannot_do_is_refused_at_submit():
 
 
 # -- on a real two-node Ray --------------------------------------------------------------------------
-@pytest.fixture
-def unshared_daemon(ray_cluster, home, mosaic, monkeypatch, tmp_path):
-    """A daemon whose Ray placements go to the test's cluster, polling every 0.5 s."""
-    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(ray_cluster.token_file))
-    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
-    home.root.mkdir(parents=True, exist_ok=True)
-    (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
-    mosaic.run("daemon", "start", check=True)
-    yield ray_cluster
-    mosaic.run("daemon", "stop")
-
-
 def unshared(tmp_path, **config) -> dict:
     node_runs = tmp_path / "node"
     return {"worker": "synthetic", "algo": "emit", "env": "none", **config,
@@ -189,7 +176,7 @@ def value_steps(mosaic, run_id: str) -> list[int]:
     return [int(row.split(",")[1]) for row in rows[1:]]   # tag,step,value,t
 
 
-def test_an_unshared_run_comes_back_through_the_job_log_every_line_once(unshared_daemon, mosaic, tmp_path):
+def test_an_unshared_run_comes_back_through_the_job_log_every_line_once(ray_daemon, mosaic, tmp_path):
     path = mosaic.home.root / "config.json"
     path.write_text(json.dumps(unshared(tmp_path)))
     run_id = mosaic.submit(str(path), "--steps", "3000", "--set", "rate=1000", "--no-shared-home")
@@ -202,12 +189,12 @@ def test_an_unshared_run_comes_back_through_the_job_log_every_line_once(unshared
     node_steps = [json.loads(line)["step"] for line in lines_of(node_dir(tmp_path, run_id) / "events.jsonl")
                   if b'"synthetic/value_0"' in line]
     assert steps == node_steps and steps == sorted(set(steps)) and len(steps) > 100
-    record = unshared_daemon.job(job_of(mosaic, run_id))
+    record = ray_daemon.job(job_of(mosaic, run_id))
     assert record["entrypoint"].startswith("exec ") and "daemon.event_echo" in record["entrypoint"]
     assert record["metadata"]["mosaic_shared_home"] == "false"
 
 
-def test_an_unshared_run_survives_its_daemon_killed_with_every_line_once(unshared_daemon, mosaic, tmp_path):
+def test_an_unshared_run_survives_its_daemon_killed_with_every_line_once(ray_daemon, mosaic, tmp_path):
     home = mosaic.home
     run_id = submit_config(mosaic, {**unshared(tmp_path, steps=6000, params={"rate": 600}),
                                     "placement": {**unshared(tmp_path)["placement"], "shared_home": False}})
@@ -222,7 +209,7 @@ def test_an_unshared_run_survives_its_daemon_killed_with_every_line_once(unshare
     assert steps == sorted(set(steps)) and len(steps) == len(set(steps))
 
 
-def test_an_unshared_run_that_fails_says_why(unshared_daemon, mosaic, tmp_path):
+def test_an_unshared_run_that_fails_says_why(ray_daemon, mosaic, tmp_path):
     run_id = submit_config(mosaic, {**unshared(tmp_path, steps=200, params={"rate": 0,
                                                                                "raise_message": "the env broke"}),
                                     "placement": {**unshared(tmp_path)["placement"], "shared_home": False}})
@@ -232,7 +219,7 @@ def test_an_unshared_run_that_fails_says_why(unshared_daemon, mosaic, tmp_path):
     assert_only_through_the_log(mosaic, tmp_path, run_id)
 
 
-def test_an_unshared_run_cannot_stop_but_cancels_and_refuses_frames(unshared_daemon, mosaic, tmp_path):
+def test_an_unshared_run_cannot_stop_but_cancels_and_refuses_frames(ray_daemon, mosaic, tmp_path):
     placement = {**unshared(tmp_path)["placement"], "shared_home": False}
     proc = mosaic.run("submit", str(_config(mosaic, {**unshared(tmp_path, steps=10), "placement": placement})),
                       "--frames")
@@ -257,7 +244,7 @@ def _config(mosaic, config: dict):
     return path
 
 
-def test_a_cleanrl_ppo_run_trains_on_an_unshared_node(unshared_daemon, mosaic, tmp_path):
+def test_a_cleanrl_ppo_run_trains_on_an_unshared_node(ray_daemon, mosaic, tmp_path):
     pytest.importorskip("torch")
     run_id = submit_config(mosaic, {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 2048,
                                     "params": {"num-steps": 128},

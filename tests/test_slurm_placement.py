@@ -13,21 +13,12 @@ import time
 import pytest
 
 from daemon import proctree
-from tests.helpers import wait_for
+from tests.helpers import events_of, scalar_steps, wait_for
 
 pytest_plugins = ["tests.slurm_cluster"]
 pytestmark = [pytest.mark.xdist_group("slurm")]
 
 WAIT = "180"
-
-
-def events_of(home, run_id: str) -> list[dict]:
-    text = (home.run_dir(run_id) / "events.jsonl").read_text()
-    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
-
-
-def scalar_steps(home, run_id: str, tag: str) -> list[int]:
-    return [e["step"] for e in events_of(home, run_id) if e["type"] == "scalar" and e["tag"] == tag]
 
 
 def job_of(mosaic, run_id: str) -> str:
