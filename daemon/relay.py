@@ -32,7 +32,10 @@ class Relay:
         self.last_n: int | None = None
 
     def next_frame(self) -> dict[str, Any] | None:
-        """The newest frame if it is newer than the last one sent, else None."""
+        """The newest frame if it is newer than the last one sent, else None (cheap when there is
+        none: the segment's head is read, no pixels)."""
+        if self.last_n is not None and self.reader.attached and self.reader.head == self.last_n:
+            return None
         got = self.reader.latest()
         if got is None or got[0] == self.last_n:
             return None

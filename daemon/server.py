@@ -49,6 +49,9 @@ def peer_uid(sock: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
+RELAY_POLL_S = 0.01   # how often a frames relay looks for a new frame (docs/protocol.md, frames)
+
+
 class Client:
     _ids = 0
 
@@ -553,14 +556,20 @@ class Daemon:
         else:
             from daemon.relay import Relay  # numpy only once someone wants frames
             relay = Relay(run_id, stream, max_dim)
+        # Looked at every RELAY_POLL_S, sent at most fps a second: a frame after a quiet spell (a
+        # play's step after a key) leaves within a poll, not within a whole 1/fps
+        period = 1.0 / fps
+        last_sent = -period
         try:
             while not client.closed:
                 # a congested client skips frames: only the newest is ever worth sending
-                if not client.congested:
+                now = time.monotonic()
+                if not client.congested and now - last_sent >= period:
                     frame = relay.next_frame()
                     if frame is not None:
                         client.write(P.notification(P.NOTIFY_FRAME, frame))
-                await asyncio.sleep(1.0 / fps)
+                        last_sent = now
+                await asyncio.sleep(RELAY_POLL_S)
         except asyncio.CancelledError:
             pass
         finally:

@@ -13,7 +13,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,73 +22,17 @@ import pytest
 
 from daemon.home import Home
 from tests.helpers import ROOT, _stop_everything, wait_for
-
-SSHD = "/usr/sbin/sshd"
+from tests.sshd import SSHD, running_sshd
 
 pytestmark = pytest.mark.skipif(not (os.path.exists(SSHD) and shutil.which("ssh")),
                                 reason="openssh-server and openssh-client are needed")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def sshd():
-    """A real sshd on 127.0.0.1:<spare port> for this user; yields (ssh config file, host alias)."""
-    d = Path(tempfile.mkdtemp(prefix="msshd-", dir="/tmp"))
-    os.chmod(d, 0o700)
-    for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
-    shutil.copy(d / "client_key.pub", d / "authorized_keys")
-    os.chmod(d / "authorized_keys", 0o600)
-    port = free_port()
-    (d / "sshd_config").write_text(f"""
-Port {port}
-ListenAddress 127.0.0.1
-HostKey {d / 'host_key'}
-AuthorizedKeysFile {d / 'authorized_keys'}
-PidFile {d / 'sshd.pid'}
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-AllowStreamLocalForwarding yes
-AllowTcpForwarding yes
-""")
-    if os.getuid() == 0:
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # the privilege separation directory sshd needs as root
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=open(d / "sshd.log", "wb"))
-    config = d / "ssh_config"
-    config.write_text(f"""
-Host server
-  HostName 127.0.0.1
-  Port {port}
-  User {os.environ.get('USER') or __import__('pwd').getpwuid(os.getuid()).pw_name}
-  IdentityFile {d / 'client_key'}
-  IdentitiesOnly yes
-  StrictHostKeyChecking no
-  UserKnownHostsFile /dev/null
-  LogLevel ERROR
-""")
-    try:
-        def up():
-            return subprocess.run(["ssh", "-F", str(config), "-o", "BatchMode=yes", "server", "true"],
-                                  capture_output=True, timeout=20).returncode == 0
-        wait_for(up, 30, 0.2, "sshd to accept the test key")
-        yield str(config), "server", proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(d, ignore_errors=True)
+    """A real sshd on 127.0.0.1:<spare port> for this user; yields (ssh config file, host alias, process)."""
+    with running_sshd() as server:
+        yield server
 
 
 @pytest.fixture
