@@ -824,6 +824,12 @@ class RunManager:
             fields["exit_signal"] = record.get("signal_name") or proctree.signal_name(sig)
         if run["cancel_requested"] and (run["reason"] or "").startswith(STOP_OVERDUE):
             state, reason = P.FAILED, run["reason"]   # the stop's save did not fit its grace period
+        elif not run["cancel_requested"] and record.get("cancel_requested") and job_ended is not None \
+                and job_ended.state and not job_ended.cancelled:
+            # the scheduler ended the job (its node failed, its wall time, a preemption): the supervisor
+            # took the SIGTERM for a cancel, but no one cancelled it
+            state = P.FAILED
+            reason = f"job {job}: {self._job_cause(run, run_dir) or job_ended.ending}"
         elif run["cancel_requested"] or record.get("cancel_requested"):
             state, reason = P.CANCELLED, run["reason"] or "cancelled by the user"
             if not run["cancel_requested"] and job_ended is not None:

@@ -347,3 +347,20 @@ def test_metrics_follow_reads_a_slurm_run_as_a_local_one(slurm_daemon, mosaic):
     rows = follow.stdout.splitlines()[1:]   # tag,step,value,wall_time
     steps = [int(r.split(",")[1]) for r in rows]
     assert steps == sorted(set(steps)) and steps == scalar_steps(home, run_id, "synthetic/value_0")
+
+
+def test_a_job_whose_node_fails_ends_its_run_saying_so(slurm_daemon, mosaic):
+    """The node set DOWN under a running job (as Slurm does to a node that stops answering): Slurm
+    ends the job NODE_FAIL and the run fails with that reason in words; the node comes back after."""
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000000",
+                           "--set", "rate=50", "--placement", "slurm")
+    wait_for(lambda: mosaic.show(run_id)["state"] == "running", 90, 0.2, what="the run running")
+    node = slurm_daemon.node
+    slurm_daemon.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=mosaic-test")
+    try:
+        mosaic.run("wait", run_id, "--timeout", "120")
+        run = mosaic.show(run_id)
+    finally:
+        slurm_daemon.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
+        wait_for(lambda: slurm_daemon.node_state() in ("idle", "mixed", "allocated"), 60, 0.5, what="the node back")
+    assert run["state"] in ("failed", "lost") and "node failed" in run["reason"], run["reason"]
