@@ -336,3 +336,36 @@ def test_an_rllib_evaluation_hands_one_agent_to_the_human(daemon, mosaic, tictac
         player.close()
     moved = [e["action"] for e in plays(home, run_id, "player_1") if "action" in e]
     assert moved == sent and len(set(moved)) == len(moved)
+
+
+@pytest.mark.long
+@pytest.mark.slow  # trains a XuanCe IQL policy first
+def test_a_xuance_evaluation_hands_one_agent_to_the_human(daemon, mosaic):
+    """XuanCe's own evaluation loop of an IQL checkpoint on MPE simple_spread (discrete actions: a
+    person's keys), with agent_0 played by a person: an action the env does not have is refused,
+    the others are taken as sent."""
+    home = mosaic.home
+    trained = mosaic.submit("--worker", "xuance", "--algo", "iql", "--env", "simple_spread_v3", "--steps", "500",
+                            "--set", "parallels=2", "--name", "iql-for-a-person")
+    finish(mosaic, trained)
+    path = home.root / "xuance-human.json"
+    path.write_text(json.dumps({"worker": "xuance", "algo": "iql", "env": "simple_spread_v3", "mode": "eval",
+                                "checkpoint": "run:iql-for-a-person", "eval_episodes": 1,
+                                "params": {"human_agent": "agent_0", "env_kwargs": {"max_cycles": 5}}}))
+    run_id = mosaic.submit(str(path))
+    sent = [1, 2, 3, 4, 0]
+    player = connect(home, name="player")
+    try:
+        take_seat(player, run_id, "agent_0")
+        for index, action in enumerate(sent):
+            wait_for(lambda: len([e for e in plays(home, run_id, "agent_0") if e.get("waiting")
+                                  and not e.get("refused")]) > index, 120, 0.05, what=f"move {index} awaited")
+            if index == 0:
+                player.call(P.ACT, run=run_id, seat="agent_0", action=9)   # MPE has 5 actions
+                assert "not a legal action" in refused(home, run_id, "agent_0")["message"]
+            player.call(P.ACT, run=run_id, seat="agent_0", action=action)
+        finish(mosaic, run_id)
+    finally:
+        player.close()
+    assert [e["action"] for e in plays(home, run_id, "agent_0") if "action" in e] == sent
+    assert len([e for e in events_of(home, run_id) if e["type"] == "episode"]) == 1

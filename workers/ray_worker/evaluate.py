@@ -72,57 +72,23 @@ def act(module, obs, action_space) -> Any:
     return np.clip(unsquash_action(action, action_space), action_space.low, action_space.high)
 
 
-class HumanAgent:
-    """One agent of the evaluation played by a person (``params.human_agent``): its actions come
-    from the client holding its seat (workers/sdk/control.py), the others' from their modules.
-    Its moves wait for the person; an action the env masks or does not have is refused with the
-    legal ones, and the env does not step."""
+def human_agent(agent: str, env: Any, emitter: Emitter):
+    """``params.human_agent``'s seat (workers.sdk.control.HumanAgent), checked against the env."""
+    from workers.sdk.control import HumanAgent
+    if agent not in env.possible_agents:
+        raise ValueError(f"params.human_agent: {agent!r} is not an agent of this env "
+                         f"({', '.join(map(str, env.possible_agents))})")
+    space = env.action_spaces[agent]
+    if not hasattr(space, "n"):
+        raise ValueError(f"params.human_agent: {agent} has {type(space).__name__} actions: a person plays "
+                         f"discrete actions")
+    return HumanAgent(agent, space.n, emitter)
 
-    def __init__(self, agent: str, env: Any, emitter: Emitter):
-        from workers.sdk.control import Controls
-        if agent not in env.possible_agents:
-            raise ValueError(f"params.human_agent: {agent!r} is not an agent of this env "
-                             f"({', '.join(map(str, env.possible_agents))})")
-        self.agent, self.emitter = agent, emitter
-        self.space = env.action_spaces[agent]
-        if not hasattr(self.space, "n"):
-            raise ValueError(f"params.human_agent: {agent} has {type(self.space).__name__} actions: a person plays "
-                             f"discrete actions")
-        self.controls = Controls(".")
-        names = [str(i) for i in range(self.space.n)]
-        emitter.keymap(agent, names, {key: i for i, key in zip(range(self.space.n), "0123456789")}, "turn",
-                       text=True)
 
-    def legal(self, obs: Any) -> list[int]:
-        mask = obs.get("action_mask") if isinstance(obs, dict) else None
-        return [i for i in range(self.space.n) if mask is None or mask[i]]
-
-    def move(self, agent: str, obs: Any, step: int, episode: int) -> int:
-        legal = self.legal(obs)
-        said = [str(i) for i in legal]
-        self.emitter.play(step, episode, agent, waiting=True, legal=said, held_by=self.controls.seats.get(agent))
-        while True:
-            message = self.controls.next_action(agent, 1.0)
-            if message is None:
-                self.emitter.heartbeat(step, every=1.0)
-                continue
-            action = message.get("action")
-            try:
-                action = int(action) if not isinstance(action, bool) else None
-            except (TypeError, ValueError):
-                action = None
-            if action in legal:
-                return action
-            self.emitter.play(step, episode, agent, refused=True, waiting=True, legal=said,
-                              held_by=self.controls.seats.get(agent),
-                              message=f"{message.get('action')!r} is not a legal action now: {', '.join(said)}")
-
-    def moved(self, action: int, step: int, episode: int, agent_return: float) -> None:
-        self.emitter.play(step, episode, self.agent, action=int(action), action_name=str(action),
-                          held_by=self.controls.seats.get(self.agent), **{"return": agent_return})
-
-    def close(self) -> None:
-        self.controls.close()
+def legal_actions(obs: Any, n: int) -> list[int]:
+    """The actions the env's mask allows (PettingZoo's classic games), else all."""
+    mask = obs.get("action_mask") if isinstance(obs, dict) else None
+    return [i for i in range(n) if mask is None or mask[i]]
 
 
 def run(config: dict[str, Any], emitter: Emitter) -> int:
@@ -147,7 +113,7 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
         mapping = rllib.StaticMapping(meta["agent_to_module"])
     else:
         mapping = None
-    human = HumanAgent(config["params"]["human_agent"], env, emitter) if multi_agent and \
+    human = human_agent(config["params"]["human_agent"], env, emitter) if multi_agent and \
         config["params"].get("human_agent") else None
     emitter.phase("eval", step=0)
     steps = 0
@@ -163,7 +129,8 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
                 if frames is not None:
                     frames.maybe_publish(env.render)
                 if multi_agent:
-                    actions = {aid: human.move(aid, o, steps, index) if human is not None and aid == human.agent
+                    actions = {aid: human.move(steps, index, legal_actions(o, human.n))
+                               if human is not None and aid == human.agent
                                else act(modules[mapping(aid, episode)], o, env.action_spaces[aid])
                                for aid, o in obs.items()}
                     obs, rewards, terminateds, truncateds, _ = env.step(actions)

@@ -129,3 +129,51 @@ class Controls:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+class HumanAgent:
+    """One agent of a learners' evaluation played by a person (the ray and XuanCe workers'
+    ``params.human_agent``): a ``keymap`` event (its actions on the digits, or typed), then at each
+    of its moves a ``play`` event saying it waits, with the legal actions, and the wait for the
+    holder's action; an action not legal now is refused with the legal ones (``play`` with
+    ``refused``) and waited for again, so the env never steps on it. ``emitter``: the worker's
+    telemetry Emitter."""
+
+    def __init__(self, agent: str, n_actions: int, emitter: Any, run_dir: str = "."):
+        self.agent, self.n, self.emitter = str(agent), int(n_actions), emitter
+        self.controls = Controls(run_dir)
+        names = [str(i) for i in range(self.n)]
+        emitter.keymap(self.agent, names, {key: i for i, key in zip(range(self.n), "0123456789")}, "turn", text=True)
+
+    @property
+    def held_by(self) -> str | None:
+        return self.controls.seats.get(self.agent)
+
+    def move(self, step: int, episode: int, legal: list[int] | None = None) -> int:
+        legal = list(range(self.n)) if legal is None else [int(a) for a in legal]
+        said = [str(a) for a in legal]
+        self.emitter.play(step, episode, self.agent, waiting=True, legal=said, held_by=self.held_by)
+        while True:
+            message = self.controls.next_action(self.agent, 1.0)
+            if message is None:
+                self.emitter.heartbeat(step, every=1.0)
+                continue
+            action = message.get("action")
+            try:
+                action = None if isinstance(action, bool) else int(action)
+            except (TypeError, ValueError):
+                action = None
+            if action in legal:
+                return action
+            self.emitter.play(step, episode, self.agent, refused=True, waiting=True, legal=said,
+                              held_by=self.held_by,
+                              message=f"{message.get('action')!r} is not a legal action now: {', '.join(said)}")
+
+    def moved(self, action: int, step: int, episode: int, agent_return: float | None = None) -> None:
+        said = {} if agent_return is None else {"return": float(agent_return)}
+        self.emitter.play(step, episode, self.agent, action=int(action), action_name=str(action),
+                          held_by=self.held_by, **said)
+
+    def close(self) -> None:
+        self.controls.close()
+

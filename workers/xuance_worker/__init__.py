@@ -79,6 +79,11 @@ def mosaic_params(family: str, env_id: str, competitive_default: bool) -> dict[s
             "description": "competitive: every agent has its own networks and learns from its own "
                            "reward, teams are reported apart; cooperative: XuanCe's configuration as is",
         }
+        params["human_agent"] = {
+            "type": ["string", "null"], "default": None,
+            "description": "eval of a multi-agent checkpoint: this agent (e.g. agent_0) is played by the client "
+                           "holding its seat (docs/play.md), the others by their networks",
+        }
     return params
 
 
@@ -229,6 +234,13 @@ class XuanCeDescriptor(WorkerDescriptor):
             self._check_curriculum(config, family, env_id, schedule)
         if config.mode == "eval":
             self._check_checkpoint(config, family, env_id)
+        if params.get("human_agent") is not None:
+            if config.mode != "eval":
+                raise ConfigError("params.human_agent", "hands one agent of a multi-agent checkpoint's evaluation "
+                                                        "(mode eval) to a person")
+            if config.placement.backend != "local":
+                raise ConfigError("params.human_agent", f"a person plays from a client of this daemon: the run's "
+                                                        f"placement is local, not {config.placement.backend}")
 
     @staticmethod
     def _check_batches(params: dict[str, Any]) -> None:

@@ -765,9 +765,13 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
                       recorder=recorder)
         install_hooks(agent, hooks)
         hooks.watch(runner.envs)
+        human = hand_to_a_person(agent, runner.envs, config["params"]["human_agent"], emitter, hooks) \
+            if multi_agent and config["params"].get("human_agent") else None
         try:
             agent.test(test_episodes=config["eval_episodes"], test_envs=runner.envs, close_envs=False)
         finally:
+            if human is not None:
+                human.close()
             if frames is not None:
                 frames.close()
             if recorder is not None:
@@ -776,6 +780,39 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
         finish(runner, agent)
     emitter.run_completed(step=hooks.env_steps)
     return 0
+
+
+def hand_to_a_person(agent, envs, key: str, emitter: Emitter, hooks: Hooks):
+    """``params.human_agent``: XuanCe's own evaluation loop plays on, its ``get_actions`` answer for
+    that agent replaced by the person's action (workers.sdk.control.HumanAgent: the wait, the legal
+    actions from the env's available actions, refusals)."""
+    from workers.sdk.control import HumanAgent
+    if key not in agent.agent_keys:
+        raise ConfigError("params.human_agent", f"{key!r} is not an agent of this env ({', '.join(agent.agent_keys)})")
+    space = envs.action_space[key]
+    if not hasattr(space, "n"):
+        raise ConfigError("params.human_agent", f"{key} has {type(space).__name__} actions: a person plays "
+                                                f"discrete actions")
+    seat = HumanAgent(key, space.n, emitter)
+    get_actions, episode_ended = agent.get_actions, hooks._episode
+    episodes = [0]
+
+    def with_the_person(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        out = get_actions(*args, **kwargs)
+        avail = kwargs.get("avail_actions_dict")
+        for i, actions in enumerate(out["actions"]):
+            mask = avail[i].get(key) if avail is not None and avail[i] is not None else None
+            legal = None if mask is None else [a for a in range(space.n) if mask[a]]
+            actions[key] = seat.move(hooks.env_steps, episodes[0], legal)
+            seat.moved(actions[key], hooks.env_steps + 1, episodes[0])
+        return out
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        episodes[0] += 1
+        episode_ended(*args, **kwargs)
+
+    agent.get_actions, hooks._episode = with_the_person, counting
+    return seat
 
 
 def model_in(folder: str) -> str:
