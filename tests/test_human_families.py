@@ -163,6 +163,7 @@ def test_typing_nethack_keys_walks_the_hero_to_the_stairs(daemon, mosaic):
     assert plays[-1]["ended"] and not any(e["ended"] for e in plays[:-1])
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 @needs("crafter")
 def test_crafter_moves_on_its_keys(daemon, mosaic):
     run_id, player, keymap = start(mosaic, "crafter", "--steps", "3")
@@ -175,6 +176,7 @@ def test_crafter_moves_on_its_keys(daemon, mosaic):
     assert [json.loads(m)["action"] for m in moves] == [keys["a"], keys["w"], keys["space"]]
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 @needs("textworld")
 def test_a_textworld_command_is_typed_and_answered(game_home, daemon, mosaic):
     run_id, player, keymap = start(mosaic, "textworld-coin", "--set", "episodes=1")
@@ -195,6 +197,7 @@ def test_a_textworld_command_is_typed_and_answered(game_home, daemon, mosaic):
     assert [m["action"] for m in moves] == ["dance wildly", "take coin"]
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 @needs("jumanji")
 def test_jumanji_snake_steps_on_the_arrows(daemon, mosaic):
     run_id, player, keymap = start(mosaic, "jumanji/Snake-v1", "--steps", "3")
@@ -205,6 +208,7 @@ def test_jumanji_snake_steps_on_the_arrows(daemon, mosaic):
     assert [e["action_name"] for e in plays] == ["up", "left", "down"]
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 @needs("vizdoom")
 def test_vizdoom_basic_plays_in_real_time(daemon, mosaic):
     run_id, player, keymap = start(mosaic, "VizdoomBasic-v1", "--steps", "40", "--set", "rate=10")

@@ -210,6 +210,7 @@ def test_a_cleanrl_ppo_run_trains_on_ray(ray_daemon, mosaic):
     assert len(returns.splitlines()) > 10
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 def test_a_tianshou_dqn_run_trains_on_ray(ray_daemon, mosaic):
     pytest.importorskip("tianshou")
     run_id = submit_config(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 600,
@@ -223,6 +224,7 @@ def test_a_tianshou_dqn_run_trains_on_ray(ray_daemon, mosaic):
     assert len(mosaic.run("metrics", run_id, "--csv", "--metric", loss, check=True).stdout.splitlines()) > 2
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 def test_a_xuance_ppo_run_trains_on_ray(ray_daemon, mosaic):
     pytest.importorskip("xuance")
     run_id = mosaic.submit("--worker", "xuance", "--algo", "ppo", "--env", "CartPole-v1", "--steps", "1024",

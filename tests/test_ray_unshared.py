@@ -244,6 +244,7 @@ def _config(mosaic, config: dict):
     return path
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 def test_a_cleanrl_ppo_run_trains_on_an_unshared_node(ray_daemon, mosaic, tmp_path):
     pytest.importorskip("torch")
     run_id = submit_config(mosaic, {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 2048,

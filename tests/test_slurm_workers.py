@@ -30,6 +30,7 @@ WORKER_RUNS = [
 ]
 
 
+@pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 @pytest.mark.timeout(900)
 def test_every_worker_trains_or_plays_on_slurm(slurm_daemon, mosaic):
     if importlib.util.find_spec("llama_cpp") is None:

@@ -17,7 +17,6 @@ import pytest
 
 from tests.app.test_e2e_tmux import Tmux, mosaic_command
 from tests.helpers import wait_for
-from tests.test_slurm_placement import slurm_daemon  # noqa: F401  (the fixture)
 
 pytest_plugins = ["tests.slurm_cluster"]
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"),
