@@ -83,7 +83,8 @@ def test_what_a_person_cannot_play_is_refused_in_one_line():
 
     assert "continuous actions only" in refusal("Pendulum-v1")
     assert refusal("CarRacing-v3") is None      # played as its discrete variant
-    assert "multi-discrete" in refusal("jumanji/Minesweeper-v0")
+    assert "multi-discrete" in refusal("jumanji/Tetris-v0")
+    assert refusal("jumanji/Minesweeper-v0") is None   # its cells are typed
     assert "continuous" in refusal("jumanji/SearchAndRescue-v0")
     assert "solo drills" in refusal("MosaicMultiGrid-S-2v2-IndAgObs-v1")
     assert refusal("MosaicMultiGrid-S-G-1v0-v1") is None
@@ -206,6 +207,36 @@ def test_jumanji_snake_steps_on_the_arrows(daemon, mosaic):
         player.call(P.ACT, run=run_id, seat="0", action=keymap["keys"][key])
     plays = finish(mosaic, run_id, player)
     assert [e["action_name"] for e in plays] == ["up", "left", "down"]
+
+
+@pytest.mark.long   # Jumanji's Minesweeper compiles in JAX first (seconds to tens on a busy machine)
+@needs("jumanji")
+def test_minesweeper_cells_are_typed_and_an_open_cell_is_refused_again(daemon, mosaic):
+    """Minesweeper's one action is a cell (a multi-discrete row and column): the person types it,
+    "row col" or "row,col"; a word that is no cell, and a cell already opened, are refused with
+    the cells still open, and the env does not step on them."""
+    run_id, player, keymap = start(mosaic, "jumanji/Minesweeper-v0", "--steps", "2")
+    assert keymap["text"] and keymap["keys"] == {} and len(keymap["actions"]) == 100
+    assert keymap["actions"][:2] == ["0 0", "0 1"] and keymap["actions"][-1] == "9 9"
+    first = wait_for(lambda: next((e for e in of_type(mosaic.home, run_id, "play") if "legal" in e), None), 60,
+                     0.1, what="the open cells")
+    assert len(first["legal"]) == 100
+    player.call(P.ACT, run=run_id, seat="0", action="zz")
+    refusal = wait_for(lambda: next((e for e in of_type(mosaic.home, run_id, "play") if e.get("refused")), None),
+                       30, 0.1, what="a refusal")
+    assert "not an open cell" in refusal["message"] and len(refusal["legal"]) == 100
+    player.call(P.ACT, run=run_id, seat="0", action="4,5")
+    opened = wait_for(lambda: next((e for e in of_type(mosaic.home, run_id, "play") if "action" in e), None), 60,
+                      0.1, what="the cell opened")
+    assert opened["action"] == 45 and opened["action_name"] == "4 5"
+    if not opened.get("ended"):   # a mine ends the game at once
+        assert "4 5" not in opened["legal"]
+        player.call(P.ACT, run=run_id, seat="0", action="4 5")
+        wait_for(lambda: len([e for e in of_type(mosaic.home, run_id, "play") if e.get("refused")]) == 2, 30, 0.1,
+                 what="the opened cell refused")
+        player.call(P.ACT, run=run_id, seat="0", action="0 0")
+    plays = finish(mosaic, run_id, player)
+    assert [e["action_name"] for e in plays][:1] == ["4 5"]
 
 
 @pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)

@@ -19,6 +19,9 @@ PREFIX_FAMILIES = {
 }
 # envs where the action is a typed text (a command), not a key: turn by turn only, nothing to record
 TEXT_FAMILIES = {"textworld"}
+# envs whose one action is a cell of a board (row, column: a multi-discrete action): played by
+# typing the cell, "row col"; the cells still open are the legal ones (runtime.CellChoice)
+CELL_ENVS = {"jumanji/Minesweeper-v0"}
 TEXTWORLD_ENVS = ["textworld-coin", "textworld-treasure", "textworld-cooking"]   # workers/sdk/llm/textworld.py
 # continuous envs a person plays through their discrete variant: gymnasium.make's kwargs for it
 DISCRETE_VARIANTS = {"CarRacing-v3": {"continuous": False}}
@@ -67,7 +70,7 @@ def unplayable(env: str) -> str | None:
         return (f"{env} has continuous actions only: a person plays discrete actions from the keyboard (a "
                 f"discrete variant, e.g. LunarLander-v3, or MountainCar-v0 for MountainCarContinuous)")
     jumanji = JUMANJI_GYM_ENVS.get(env)
-    if jumanji is not None and jumanji["actions"] != "discrete":
+    if jumanji is not None and jumanji["actions"] != "discrete" and env not in CELL_ENVS:
         kind = jumanji["actions"].replace("_", "-")
         return (f"{env} has {kind} actions (several numbers in one action: a cell's row and column, a piece's "
                 f"place and turn...): a person plays one discrete action a key (docs/play.md)")

@@ -170,6 +170,9 @@ def keymap_for(env_id: str, family: str | None, env: Any) -> dict[str, Any]:
     """{"actions": names, "keys": {key: index}, "noop": index or None[, "text": True]} for a made env."""
     if family == "textworld":
         return dict(TEXT_KEYMAP)
+    cells = getattr(env, "cell_names", None)
+    if cells is not None:   # a board's cell, typed "row col" (runtime.CellChoice): no keys
+        return {"actions": list(cells), "keys": {}, "noop": None, "text": True}
     n = env.action_space.n
     base = env_id.split("/")[-1].split("-")[0]
     if base in CONTROL_MAPS:

@@ -60,12 +60,49 @@ def make_env(env_id: str, family: str | None, rate: float = 15.0) -> Any:
         return gym.make(env_id, render_mode="rgb_array", frame_skip=max(1, round(DOOM_TICS / rate)))
     if family == "multigrid":
         return solo_multigrid(env_id)
+    if env_id in catalog.CELL_ENVS:
+        return CellChoice(gym.make(env_id, render_mode="rgb_array"))
     if family == "jumanji":
         try:
             return gym.make(env_id, render_mode="rgb_array")
         except TypeError:    # an env without a matplotlib viewer (SlidingTilePuzzle...): played without frames
             return gym.make(env_id)
     return gym.make(env_id, render_mode="rgb_array", **catalog.DISCRETE_VARIANTS.get(env_id, {}))
+
+
+def _cell_choice_class():
+    import gymnasium as gym
+    import numpy as np
+
+    class CellChoice(gym.Wrapper):
+        """A board whose one action is a cell (Jumanji's Minesweeper: MultiDiscrete([rows, cols]))
+        as one Discrete action per cell, named "row col", which the person types. ``info["legal"]``:
+        the cells still hidden (the env's action mask: the first rows x cols values of the flattened
+        observation, gymnasium's Dict keys being sorted and ``action_mask`` the first)."""
+
+        def __init__(self, env):
+            super().__init__(env)
+            self.rows, self.cols = (int(n) for n in env.action_space.nvec)
+            self.action_space = gym.spaces.Discrete(self.rows * self.cols)
+            self.cell_names = [f"{r} {c}" for r in range(self.rows) for c in range(self.cols)]
+
+        def said(self, obs) -> dict:
+            mask = np.asarray(obs).reshape(-1)[:self.rows * self.cols]
+            return {"legal": [name for name, open_ in zip(self.cell_names, mask) if open_ > 0]}
+
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            return obs, {**info, **self.said(obs)}
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(np.array(divmod(int(action), self.cols)))
+            return obs, reward, terminated, truncated, {**info, **self.said(obs)}
+
+    return CellChoice
+
+
+def CellChoice(env):  # noqa: N802 -- made like the class it returns (gymnasium is imported lazily)
+    return _cell_choice_class()(env)
 
 
 DOOM_TICS = 35
@@ -284,14 +321,31 @@ class Play:
                               message=f"{action!r} is not a command: type one (at most {MAX_COMMAND} characters)",
                               **({"legal": self.legal} if self.legal is not None else {}))
             return
+        if self.keymap.get("text"):   # typed cells: say which are open
+            self.emitter.play(self.step, self.episode, SEAT, refused=True, waiting=True, held_by=self.held_by,
+                              message=f"{action!r} is not an open cell: type one as \"row col\"",
+                              **({"legal": self.legal} if self.legal is not None else {}))
+            return
         self.emitter.play(self.step, self.episode, SEAT, refused=True, waiting=True, held_by=self.held_by,
                           message=f"{action!r} is not an action of {self.config['env']} (0 to "
                                   f"{len(self.keymap['actions']) - 1})")
 
+    def typed(self, action: Any) -> Any:
+        """A typed action of an env whose actions are named for typing (a board's cell, "3 4" or
+        "3,4"): its index; anything else as it came."""
+        if isinstance(action, str) and not self.text and self.keymap.get("text"):
+            name = " ".join(action.replace(",", " ").split())
+            if name in self.keymap["actions"]:
+                return self.keymap["actions"].index(name)
+        return action
+
     def valid(self, action: Any) -> bool:
         if self.text:   # any command, admissible or not: the game answers it (TextWorldEnv)
             return isinstance(action, str) and 0 < len(action.strip()) <= MAX_COMMAND
-        return isinstance(action, int) and not isinstance(action, bool) and 0 <= action < self.env.action_space.n
+        if not (isinstance(action, int) and not isinstance(action, bool) and 0 <= action < self.env.action_space.n):
+            return False
+        # a board's cell must still be open (the env's legal ones, where it names them)
+        return self.legal is None or self.keymap["actions"][action] in self.legal
 
     def done(self) -> bool:
         episodes, steps = self.p["episodes"], self.config.get("steps")
@@ -310,7 +364,7 @@ def _turns(play: Play) -> None:
         if message is None:
             play.emitter.heartbeat(play.step, every=IDLE_S)
             continue
-        action = message.get("action")
+        action = play.typed(message.get("action"))
         if action is None:      # a release: nothing to do in turn mode
             continue
         if not play.valid(action):
