@@ -303,8 +303,9 @@ def test_tictactoe_against_an_rllib_checkpoint(daemon, mosaic, tictactoe_checkpo
 @pytest.mark.ray   # trains an RLlib policy on a private Ray first
 @pytest.mark.slow
 def test_connect_four_against_an_rllib_checkpoint(daemon, mosaic):
-    """The human against a ray-worker checkpoint of connect four: columns typed, a full column
-    refused with the open ones, the game played out; every move of both seats in moves.jsonl."""
+    """The human (player_0, first) against a ray-worker checkpoint of connect four: columns typed, one
+    the board does not have refused with the open ones, the game played out; every move of both
+    seats in moves.jsonl."""
     home = mosaic.home
     trained = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "connect_four_v3", "--steps", "200",
                             "--set", "train_batch_size_per_learner=200", "--set", "minibatch_size=100",
@@ -315,26 +316,28 @@ def test_connect_four_against_an_rllib_checkpoint(daemon, mosaic):
     player = connect(home, name="player")
     sent: list[str] = []
     try:
-        take_seat(player, run_id, "player_1")
-        step = 0
+        take_seat(player, run_id, "player_0")
+        step, deadline = 0, time.monotonic() + 240
         while not any(e["type"] == "episode" for e in events_of(home, run_id)):
+            assert time.monotonic() < deadline, plays(home, run_id, "player_0")[-3:]
             try:
-                wait = awaited(home, run_id, "player_1", step, timeout=5)
+                wait = awaited(home, run_id, "player_0", step, timeout=5)
             except Exception:  # noqa: BLE001 -- the policy ended the game
                 continue
+            if step == 0:   # a board has columns 0 to 6: 9 is refused with the open ones, nothing played
+                player.call(P.ACT, run=run_id, seat="player_0", action="9")
+                refusal = refused(home, run_id, "player_0")
+                assert refusal["legal"] == [str(c) for c in range(7)] and refusal["step"] == 0, refusal
             column = "3" if "3" in wait["legal"] else wait["legal"][0]   # the middle until it is full
-            if column != "3" and len(sent) >= 6 and not any(e.get("refused") for e in plays(home, run_id, "player_1")):
-                player.call(P.ACT, run=run_id, seat="player_1", action="3")   # the full column
-                assert "3" in refused(home, run_id, "player_1")["message"]
-            player.call(P.ACT, run=run_id, seat="player_1", action=column)
+            player.call(P.ACT, run=run_id, seat="player_0", action=column)
             sent.append(column)
             step += 2
         finish(mosaic, run_id)
     finally:
         player.close()
     moves = moves_of(home, run_id)
-    mine = [line["moves"]["player_1"] for line in moves if "player_1" in line["moves"]]
-    theirs = [line["moves"]["player_2"] for line in moves if "player_2" in line["moves"]]
+    mine = [line["moves"]["player_0"] for line in moves if "player_0" in line["moves"]]
+    theirs = [line["moves"]["player_1"] for line in moves if "player_1" in line["moves"]]
     assert mine == sent and len(theirs) in (len(sent) - 1, len(sent))
 
 
