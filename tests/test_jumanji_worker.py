@@ -372,6 +372,7 @@ def test_every_view_shows_the_compiling_phase(daemon, mosaic):
     mosaic.run("cancel", run_id, check=True)
 
 
+@pytest.mark.long   # two A2C runs compiled and trained side by side (70 s here): CI's half hour (make test-long)
 def test_a2c_stopped_and_continued_trains_exactly_as_without_the_stop(daemon, mosaic):
     """mosaic stop saves the whole training state (params, optimiser, env states, keys) between two
     epochs; mosaic continue loads it into the same run: every epoch once, in order, and the same
