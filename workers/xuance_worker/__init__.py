@@ -25,7 +25,7 @@ from typing import Any
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_version, torch_has_gpu_build
 from workers.sdk.rundir import read_checkpoint_meta
-from workers.xuance_worker import catalog, vizdoom
+from workers.xuance_worker import catalog, user_config, vizdoom
 
 
 _CURRICULUM_PHASE = {
@@ -59,6 +59,7 @@ def mosaic_params(family: str, env_id: str, competitive_default: bool) -> dict[s
             "description": "torch intra-op threads; XuanCe's networks are small: one thread is "
                            "fastest when several runs share the CPU",
         },
+        user_config.PARAM: user_config.schema_property(),
     }
     if family == catalog.MULTIGRID:
         params["env_kwargs"] = {
@@ -200,8 +201,11 @@ class XuanCeDescriptor(WorkerDescriptor):
         if kind is not None and kind not in info["actions"] and family != catalog.MULTIGRID:
             raise ConfigError("env", f"{config.algo} needs {' or '.join(info['actions'])} actions; "
                                      f"{env_id} has {kind} actions")
-        self._config_file(config.algo, family, env_id)
+        template = self._config_file(config.algo, family, env_id)
         check_torch_device(config.device)
+        if config.params.get(user_config.PARAM) is not None:  # the user's own XuanCe YAML, under the params
+            user_config.merge(config, self.schema(config.algo, config.env)["properties"],
+                              user_config.run_values(config, family, env_id, template))
         if config.record is not None and family in catalog.MULTI_AGENT:
             raise ConfigError("record", f"datasets are single-agent (Tianshou's replay buffer); "
                                         f"{config.env} is a {family} environment")

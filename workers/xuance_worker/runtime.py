@@ -45,7 +45,7 @@ from workers.sdk.rundir import (CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
 from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
-from workers.xuance_worker import agent_count_mismatch, catalog
+from workers.xuance_worker import agent_count_mismatch, catalog, user_config
 from workers.sdk import registration
 from workers.xuance_worker import mpe_alias, multigrid, vizdoom
 
@@ -57,7 +57,10 @@ RESUME_STATE = "resume_state.pt"
 # a replay buffer larger than this is not saved: the continued run refills it before it learns again
 BUFFER_LIMIT_BYTES = 2 << 30
 # params that are mosaic's, not keys of XuanCe's config
-MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode")
+MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode",
+                 user_config.PARAM)
+# in a training run's directory: the config XuanCe built and trained with (its Namespace), to read back
+PARSED_CONFIG = "xuance_args.json"
 PERIODIC_PREFIX = "step_"   # checkpoints/step_<N>/: the ones saved on the way (kept: keep_checkpoints)
 
 
@@ -632,6 +635,10 @@ def prepare_run(config: dict[str, Any]) -> None:
     prepare_process(config["params"]["torch_threads"])
     jumanji_envs.register_for(config["env"].split(":", 1)[-1])
 
+    text = config["params"].get(user_config.PARAM)
+    if text is not None:  # the user's own XuanCe YAML, kept with the run (its values are in the params)
+        with open(user_config.FILE_NAME, "w", encoding="utf-8") as f:
+            f.write(text)
 
 def train(config: dict[str, Any], emitter: Emitter) -> int:
     prepare_run(config)
@@ -662,6 +669,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     runner = build_runner(config, family, env_id, template, args)
     agent = runner.agent
     train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
+    write_parsed_config(agent.config)
     first, left = 0, train_steps[0]
     if resume is not None:
         restore_resume_state(agent, resume)
@@ -709,6 +717,12 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
 
 
 def install_hooks(agent, hooks: Hooks) -> None:
+def write_parsed_config(namespace: Namespace) -> None:
+    """XuanCe's own config of the run (its YAML files and our parser_args, as it merged them)."""
+    with open(PARSED_CONFIG, "w", encoding="utf-8") as f:
+        json.dump(vars(namespace), f, indent=1, sort_keys=True, default=str)
+
+
     agent.callback = hooks
     log_infos = agent.log_infos
 
