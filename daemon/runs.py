@@ -44,7 +44,7 @@ from daemon.shim import write_json_atomic
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError, new_ulid
 from workers.fastlane import layout as fastlane_layout
-from workers.sdk.config import ConfigError
+from workers.sdk.config import ConfigError, draw_seed
 from workers.sdk.descriptor import WorkerDescriptor
 from workers.sdk import telemetry as tm
 from workers.sdk.rundir import (CHECKPOINT_MINUTES_DEFAULT, CHECKPOINT_MINUTES_ENV, KEEP_CHECKPOINTS_DEFAULT,
@@ -237,6 +237,7 @@ class RunManager:
         if isinstance(config.get("checkpoint"), str) and config["checkpoint"]:
             # resolved first, so every worker validates an absolute, existing path
             config = {**config, "checkpoint": self._checkpoint_path(config["checkpoint"])}
+        config = draw_seed(config)
         if isinstance(config.get("dataset"), str) and config["dataset"]:
             config = {**config, "dataset": self._dataset_path(config["dataset"], config.get("env"))}
         return desc, desc.validate(config)

@@ -12,7 +12,8 @@ A sweep spec (YAML or JSON, `mosaic sweep SPEC.yaml`):
       num-steps: {int: [64, 256], log: false}
       anneal-lr: {categorical: [true, false]}
     trials: 8                           # default: the grid's size; else 10
-    seeds: 3                            # runs per trial: seeds base.seed, base.seed+1, ...
+    seeds: 3                            # runs per trial: seeds base.seed, base.seed+1, ... (base seed
+                                        # null or random: drawn once, at the sweep's start)
     parallel: 2                         # trials in flight at once
     sampler: tpe                        # grid | random | tpe (default: grid when every param is a grid/list)
     objective: {tag: episode/return, last: 20, agg: mean, direction: maximize}
@@ -46,7 +47,7 @@ from daemon import protocol as P
 from daemon.home import EVENTS_FILE, Home
 from daemon.ingest import read_range
 from daemon.store import Store, new_ulid
-from workers.sdk.config import ConfigError, param_name
+from workers.sdk.config import ConfigError, draw_seed, param_name
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon.sweeps")
@@ -175,8 +176,9 @@ def check_spec(spec: Any, runs) -> dict[str, Any]:
 
 
 def checked_base(base: dict[str, Any]) -> dict[str, Any]:
-    """The base as the user wrote it, less what each run sets itself."""
-    return {k: v for k, v in base.items() if k not in ("name", "run_id")}
+    """The base as the user wrote it, less what each run sets itself; a random seed is drawn once
+    here, so every trial's seeds are the same ones (trials differ by their params only)."""
+    return draw_seed({k: v for k, v in base.items() if k not in ("name", "run_id")})
 
 
 def aggregate(values: list[float], agg: str) -> float | None:

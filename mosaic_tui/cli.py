@@ -53,6 +53,22 @@ INTEGER = _typed("integer")
 NUMBER = _typed("number")
 
 
+def seed_text(config: dict[str, Any]) -> str | None:
+    """The run's seed, and whether it was drawn (so a re-run knows to give it)."""
+    if config.get("seed") is None:
+        return None
+    return f"{config['seed']} (drawn at random)" if config.get("seed_drawn") else str(config["seed"])
+
+
+def _seed(text: str):
+    """--seed N, or --seed random: the daemon draws one and records it in the run."""
+    from workers.sdk.config import RANDOM_SEED
+    return RANDOM_SEED if text.strip().lower() == RANDOM_SEED else INTEGER(text)
+
+
+_seed.__name__ = "seed"
+
+
 def _json_object(text: str) -> dict[str, Any]:
     """--resources: a JSON object (the daemon checks its names and amounts)."""
     try:
@@ -408,7 +424,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = run.get("summary") or {}
     best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
-              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")), ("state", state_label(run)),
+              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")),
+              ("seed", seed_text(run.get("config") or {})), ("state", state_label(run)),
               ("reason", run.get("reason") or failure_reason(run)), *_job_fields(run),
               ("progress", f"{num(s.get('steps'))} / {num(s.get('total_steps'))} steps "
                            f"({progress_text(run)})"),
@@ -896,7 +913,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algo")
     p.add_argument("--env")
     p.add_argument("--steps", type=INTEGER)
-    p.add_argument("--seed", type=INTEGER)
+    p.add_argument("--seed", type=_seed, metavar="N|random",
+                   help="the run's seed; random: one drawn by the daemon, recorded in the run (seed_drawn)")
     p.add_argument("--device")
     p.add_argument("--name")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an algorithm parameter (repeatable)")

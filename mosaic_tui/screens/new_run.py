@@ -52,7 +52,9 @@ def common_specs() -> dict[str, dict[str, Any]]:
         "name": {"type": ["string", "null"], "pattern": NAME_RE.pattern,
                  "description": "unique run name (empty: <algo>-<env>-N)"},
         "steps": _field_spec(RunConfig, "steps", "total environment steps (empty: the algorithm's default)"),
-        "seed": _field_spec(RunConfig, "seed", "random seed"),
+        # empty (or "random"): the daemon draws the seed and records it in the run (seed_drawn)
+        "seed": {**_field_spec(RunConfig, "seed", "the run's seed; empty or random: drawn at submit, recorded"),
+                 "type": ["integer", "null"], "x-null-words": ["random"], "x-empty": "random"},
         "device": {"type": "string", "enum": ["cpu", "auto", "cuda", "cuda:0", "cuda:1"], "default": "cpu",
                    "description": "where the model trains"},
         "mode": _field_spec(RunConfig, "mode", "train, or play a checkpoint without training"),
@@ -608,6 +610,8 @@ class NewRunScreen(Screen):
             return None, errors
         config = {k: values[k] for k in ("worker", "algo", "env", "name", "steps", "seed", "device")
                   if values.get(k) is not None}
+        if self.field("seed").display and values.get("seed") is None:
+            config["seed"] = None       # a random seed, drawn by the daemon
         config["mode"] = values.get("mode") or "train"
         if values.get("checkpoint"):
             config["checkpoint"] = values["checkpoint"]

@@ -188,7 +188,7 @@ class SchemaField(Vertical):
 
     def _placeholder(self) -> str:
         if "null" in types_of(self.spec):
-            return "empty for none"
+            return self.spec.get("x-empty", "empty for none")
         return ""
 
     @property

@@ -246,3 +246,21 @@ async def test_a_mistyped_env_is_refused_as_it_is_typed_with_the_closest_ids(dae
         await wait_until(pilot, lambda: not env.error and shows_schema(screen, "cleanrl", "dqn"),
                          what="the env taken")
         await wait_until(pilot, lambda: not screen.query_one("#submit", Button).disabled, what="ready to submit")
+
+
+async def test_the_seed_field_takes_a_number_random_or_nothing(daemon):
+    """An empty seed, or the word random, asks the daemon for a drawn seed (recorded in the run)."""
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        seed = screen.field("seed")
+        assert seed.raw() == "1" and seed.editor.placeholder == "random"
+        for typed, want in (("7", 7), ("random", None), ("", None), (" Random", None)):
+            seed.editor.value = typed
+            await pilot.pause()
+            config, errors = screen.collect()
+            assert errors == [] and config["seed"] == want, (typed, config, errors)
+        seed.editor.value = "lucky"
+        await pilot.pause()
+        config, errors = screen.collect()
+        assert config is None and any(e.startswith("seed: ") for e in errors), errors

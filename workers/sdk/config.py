@@ -134,6 +134,21 @@ class RecordConfig(BaseModel):
         return self
 
 
+# drawn seeds stay below 2**31 - 2**16: every library takes them (numpy's legacy RandomState, torch, jax,
+# ALE), with room for a sweep's seeds (base seed + k)
+SEED_DRAWN_BELOW = 2**31 - 2**16
+RANDOM_SEED = "random"
+
+
+def draw_seed(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with ``seed: null`` or ``seed: "random"`` made a drawn seed, recorded as drawn."""
+    seed = config.get("seed", 1)
+    if seed is None or (isinstance(seed, str) and seed.strip().lower() == RANDOM_SEED):
+        import secrets
+        return {**config, "seed": secrets.randbelow(SEED_DRAWN_BELOW), "seed_drawn": True}
+    return config
+
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -145,7 +160,10 @@ class RunConfig(BaseModel):
     algo: str
     env: str
     steps: int | None = Field(default=None, gt=0, description="total environment steps")
+    # a run that asked for a random seed (seed: null, or "random") gets one drawn by the daemon at
+    # submit (draw_seed), recorded here with seed_drawn, so the run can be repeated exactly
     seed: int = Field(default=1, ge=0)
+    seed_drawn: bool = False
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:\d+)?|auto)$")
     name: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -162,6 +180,9 @@ class RunConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # where it runs: here, or as a Slurm or Ray job (settings.json's "placement" fills what a run leaves out)
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
+    # mirrored live to W&B and/or MLflow by the daemon (daemon/mirror.py, docs/mirrors.md); None:
+    # as the home's settings.json says (mirrors.<target>.enabled), [] none
+    mirror: list[Literal["wandb", "mlflow"]] | None = None
     # set by the daemon, not the user
     run_id: str | None = None
     # set by the daemon when it continues a stopped run (mosaic continue): the checkpoint the
@@ -295,7 +316,8 @@ def coerce_text(spec: dict[str, Any], text: str) -> Any:
     """Turn what a user typed (a form field, ``--set k=v``) into a typed value."""
     types = _types_of(spec)
     raw = text.strip()
-    if "null" in types and raw.lower() in ("", "none", "null"):
+    # x-null-words: more words that mean null in this field (the form's seed: "random")
+    if "null" in types and raw.lower() in ("", "none", "null", *spec.get("x-null-words", ())):
         return None
     if "boolean" in types:
         low = raw.lower()
