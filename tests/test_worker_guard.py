@@ -20,9 +20,9 @@ import pytest
 
 from tests.helpers import ROOT, wait_for
 
-BUNDLED = ("cleanrl", "xuance", "ray", "tianshou", "jumanji", "balrog", "mosaic_llm")
-# the entry points a runtime.py defines, by worker: train/evaluate, or play for the LLM workers
-ENTRY_POINTS = {"balrog": ("play",), "mosaic_llm": ("play",)}
+BUNDLED = ("cleanrl", "xuance", "ray", "tianshou", "jumanji", "balrog", "mosaic_llm", "human")
+# the entry points a runtime.py defines, by worker: train/evaluate, or play for the LLM workers and a person
+ENTRY_POINTS = {"balrog": ("play",), "mosaic_llm": ("play",), "human": ("play",)}
 CLI_MAX_LINES = 30
 
 
