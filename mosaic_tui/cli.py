@@ -271,10 +271,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
             params = dict(config.get("params") or {})
             params.update(_parse_sets(client, config.get("worker"), config.get("algo"), config.get("env"), args.set))
             config["params"] = params
+        if args.xuance_config:
+            config["params"] = {**(config.get("params") or {}), "xuance_config": _read_text(args.xuance_config)}
         _set_frames(args, config)
         _set_placement(args, config)
         run = client.call(P.SUBMIT, config=config)
     return _submitted(args, run)
+
+
+def _read_text(path: str) -> str:
+    """A file the run takes as text (the daemon may be on another machine: it never reads ours)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CLIError(f"{path} is not a text file (UTF-8)") from None
 
 
 def _set_placement(args: argparse.Namespace, config: dict[str, Any]) -> None:
@@ -287,25 +300,12 @@ def _set_placement(args: argparse.Namespace, config: dict[str, Any]) -> None:
                                                          ("shared_home", "shared_home"))
              if getattr(args, attr, None) is not None}
     if not given:
-        if args.xuance_config:
-            config["params"] = {**(config.get("params") or {}), "xuance_config": _read_text(args.xuance_config)}
         return
     placement = {**(config.get("placement") or {}), **given}
     if "backend" not in placement:
         raise CLIError("--partition, --cpus, --mem, --gpus, --time, --requeue and --sbatch-arg are requests to a "
                        "scheduler: add --placement slurm (--address, --resources, --no-shared-home: "
                        "--placement ray)", EXIT_USAGE)
-def _read_text(path: str) -> str:
-    """A file the run takes as text (the daemon may be on another machine: it never reads ours)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as exc:
-        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CLIError(f"{path} is not a text file (UTF-8)") from None
-
-
     config["placement"] = placement
 
 
@@ -918,6 +918,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device")
     p.add_argument("--name")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an algorithm parameter (repeatable)")
+    p.add_argument("--xuance-config", metavar="FILE",
+                   help="your own XuanCe YAML config, sent with the run: under the --set params, over XuanCe's "
+                        "defaults (params.xuance_config)")
     p.add_argument("--mode", choices=("train", "eval"), help="eval: play --checkpoint's policy, train nothing")
     p.add_argument("--checkpoint", metavar="REF",
                    help="a checkpoint: a path, run:NAME (that run's latest); train: resume from it")
@@ -936,9 +939,6 @@ def build_parser() -> argparse.ArgumentParser:
     placement.add_argument("--account", help="Slurm account (sbatch --account)")
     placement.add_argument("--cpus", type=INTEGER, metavar="N", help="CPUs for the job (sbatch --cpus-per-task)")
     placement.add_argument("--mem", metavar="SIZE", help="memory for the job, e.g. 8G (sbatch --mem)")
-    p.add_argument("--xuance-config", metavar="FILE",
-                   help="your own XuanCe YAML config, sent with the run: under the --set params, over XuanCe's "
-                        "defaults (params.xuance_config)")
     placement.add_argument("--gpus", type=INTEGER, metavar="N", help="GPUs for the job (sbatch --gres=gpu:N)")
     placement.add_argument("--time", metavar="T", help="wall time, e.g. 2:00:00 (sbatch --time); the run stops "
                                                        "with a checkpoint before it")

@@ -73,6 +73,12 @@ def mosaic_params(family: str, env_id: str, competitive_default: bool) -> dict[s
             "description": f"keyword arguments of the MPE scenario, e.g. {{\"N\": 2, \"max_cycles\": 25}} "
                            f"for simple_spread_v3 (mpe2.{env_id}.parallel_env)",
         }
+    if family == catalog.SISL:
+        params["env_kwargs"] = {
+            "type": "object", "default": {},
+            "description": f"keyword arguments of the SISL game, e.g. {{\"n_pursuers\": 4, \"max_cycles\": 200}} "
+                           f"for pursuit_v5 (pettingzoo.sisl.{env_id}.parallel_env)",
+        }
     if family in catalog.MULTI_AGENT:
         params["training_mode"] = {
             "type": "string", "enum": ["cooperative", "competitive"],
@@ -109,7 +115,9 @@ class XuanCeDescriptor(WorkerDescriptor):
             "algorithms": algorithms,
             "env_families": families,
             # by algorithm, as every worker's: the env ids of the algorithm's family
-            "envs": {a: [e for f in catalog.families_of(a) for e in known.get(f, [])] for a in algorithms},
+            "envs": {a: [e for f in catalog.families_of(a)
+                         for e in (catalog.sisl_envs_of(a) if f == catalog.SISL else known.get(f, []))]
+                     for a in algorithms},
             "env_families_by_algorithm": {a: [f for f in catalog.families_of(a) if f in families]
                                           for a in algorithms},
             "action_spaces": {a: sorted(set(catalog.ALGORITHMS[a]["actions"])
@@ -150,6 +158,9 @@ class XuanCeDescriptor(WorkerDescriptor):
         defaults = catalog.merged_config(path)
         if family == catalog.MULTIGRID:
             defaults.update(catalog.MULTIGRID_DEFAULTS[algo])
+        if family == catalog.SISL:  # pursuit as MultiGrid (discrete), multiwalker continuous
+            discrete = catalog.action_kind(family, env_id) == "discrete"
+            defaults.update(catalog.MULTIGRID_DEFAULTS.get(algo, {}) if discrete else {"continuous_action": True})
         comments = catalog.comments_for(path)
         env_competitive = (catalog.MPE_ENVS.get(env_id, {}).get("competitive", False) if family == catalog.MPE
                            else catalog.multigrid_envs().get(env_id, {}).get("competitive", False))
@@ -197,8 +208,13 @@ class XuanCeDescriptor(WorkerDescriptor):
                                      f"-agent algorithm for {' and '.join(families)}; {config.env} is a "
                                      f"{family} environment")
         kind = catalog.action_kind(family, env_id)
+        if family == catalog.SISL and env_id not in catalog.sisl_envs_of(config.algo):
+            takes = ", ".join(catalog.sisl_envs_of(config.algo))
+            raise ConfigError("env", f"{config.algo} does not run on {env_id} ({kind} actions); of the SISL "
+                                     f"games it takes {takes}" if env_id in catalog.SISL_ENVS else
+                                     f"unknown SISL game {env_id!r}; known: {', '.join(catalog.SISL_ENVS)}")
         # "actions" are the kinds of the algorithm's own family's configs; on MultiGrid it runs discrete
-        if kind is not None and kind not in info["actions"] and family != catalog.MULTIGRID:
+        if kind is not None and kind not in info["actions"] and family not in (catalog.MULTIGRID, catalog.SISL):
             raise ConfigError("env", f"{config.algo} needs {' or '.join(info['actions'])} actions; "
                                      f"{env_id} has {kind} actions")
         template = self._config_file(config.algo, family, env_id)
@@ -288,6 +304,14 @@ class XuanCeDescriptor(WorkerDescriptor):
         if family == catalog.MULTIGRID:
             if params.get("continuous_action"):
                 raise ConfigError("params.continuous_action", f"{env_id}'s actions are discrete (Discrete(8))")
+            return
+        if family == catalog.SISL:
+            kind = catalog.action_kind(family, env_id)
+            if bool(params.get("continuous_action")) != (kind == "continuous"):
+                raise ConfigError("params.continuous_action", f"{env_id}'s actions are {kind}: "
+                                                              f"{str(kind == 'continuous').lower()}")
+            if "render_mode" in (params.get("env_kwargs") or {}):
+                raise ConfigError("params.env_kwargs.render_mode", "is set by XuanCe (frames)")
             return
         kind = catalog.action_kind(catalog.MPE, env_id, params)
         if kind is not None and kind not in info["actions"]:

@@ -28,19 +28,22 @@ SINGLE_AGENT_EXTRA = (BOX2D, MUJOCO, ATARI, VIZDOOM)
 
 # The families this worker runs, and the module each needs. MultiGrid
 # (mosaic_multigrid) is not XuanCe's: workers/xuance_worker/multigrid.py adds it.
+# PettingZoo's SISL games (pursuit, multiwalker) are not XuanCe's family either: workers/xuance_worker/sisl.py.
+SISL = "sisl"
 FAMILIES = {CLASSIC_CONTROL: "gymnasium", BOX2D: "Box2D", MUJOCO: "mujoco", ATARI: "ale_py", VIZDOOM: "vizdoom",
-            MPE: "mpe2", MULTIGRID: "mosaic_multigrid"}
-MULTI_AGENT = (MPE, MULTIGRID)
+            MPE: "mpe2", MULTIGRID: "mosaic_multigrid", SISL: "pettingzoo"}
+MULTI_AGENT = (MPE, MULTIGRID, SISL)
 # XuanCe's name for the family inside its configs (``env_name``), and its runner.
 ENV_NAME = {CLASSIC_CONTROL: "Classic Control", BOX2D: "Box2D", MUJOCO: "MuJoCo", ATARI: "Atari", VIZDOOM: "ViZDoom",
-            MPE: "mpe", MULTIGRID: "multigrid"}
+            MPE: "mpe", MULTIGRID: "multigrid", SISL: "sisl"}
 RUNNER = {CLASSIC_CONTROL: "DRL", BOX2D: "DRL", MUJOCO: "DRL", ATARI: "DRL", VIZDOOM: "DRL", MPE: "MARL",
-          MULTIGRID: "MARL"}
+          MULTIGRID: "MARL", SISL: "MARL"}
 VECTORIZERS = {CLASSIC_CONTROL: ["DummyVecEnv", "SubprocVecEnv"],
                BOX2D: ["DummyVecEnv", "SubprocVecEnv"], MUJOCO: ["DummyVecEnv", "SubprocVecEnv"],
                ATARI: ["Dummy_Atari", "Subproc_Atari"], VIZDOOM: ["DummyVecEnv", "SubprocVecEnv"],
                MPE: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"],
-               MULTIGRID: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
+               MULTIGRID: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"],
+               SISL: ["DummyVecMultiAgentEnv", "SubprocVecMultiAgentEnv"]}
 
 # Gymnasium's classic-control tasks: action kind, and the spaces (for
 # checking a curriculum at submit time; the worker checks again with the real envs).
@@ -73,6 +76,13 @@ MPE_ENVS: dict[str, dict[str, Any]] = {
                       "competitive": True},
     "simple_world_comm_v3": {"agents": _count(("num_good", 2), ("num_adversaries", 4)), "alike": False,
                              "competitive": True},
+}
+
+# PettingZoo 1.27's SISL games: agents for their keyword arguments, and their kind of action. Cooperative:
+# the agents share the reward (pursuit's shared_reward, multiwalker's shared_reward).
+SISL_ENVS: dict[str, dict[str, Any]] = {
+    "pursuit_v5": {"agents": _count(("n_pursuers", 8)), "actions": "discrete"},
+    "multiwalker_v9": {"agents": _count(("n_walkers", 3)), "actions": "continuous"},
 }
 
 # The algorithms that run here (XuanCe 1.4.4, torch 2.13 CPU, gymnasium 1.2.2,
@@ -153,7 +163,18 @@ def families_of(algo: str) -> list[str]:
     family = ALGORITHMS[algo]["family"]
     if family == CLASSIC_CONTROL:
         return [family, *(f for f in SINGLE_AGENT_EXTRA if config_file(algo, f, "") is not None)]
-    return [family, MULTIGRID] if algo in MULTIGRID_ALGORITHMS else [family]
+    families = [family, MULTIGRID] if algo in MULTIGRID_ALGORITHMS else [family]
+    if family == MPE and sisl_envs_of(algo):
+        families.append(SISL)
+    return families
+
+
+def sisl_envs_of(algo: str) -> list[str]:
+    """The SISL games an MPE algorithm takes: the discrete one (pursuit) as MultiGrid's discrete
+    algorithms take it, the continuous one (multiwalker) with its continuous MPE configuration."""
+    actions = ALGORITHMS[algo]["actions"]
+    return [env for env, info in SISL_ENVS.items()
+            if (algo in MULTIGRID_ALGORITHMS if info["actions"] == "discrete" else "continuous" in actions)]
 
 
 # -- the installed package ----------------------------------------------------
@@ -231,6 +252,8 @@ def known_envs() -> dict[str, list[str]]:
         envs[MPE] = mpe_scenarios()
     if MULTIGRID in families:
         envs[MULTIGRID] = list(multigrid_envs())
+    if SISL in families:
+        envs[SISL] = list(SISL_ENVS)
     return envs
 
 
@@ -282,6 +305,8 @@ def action_kind(family: str, env_id: str, params: dict[str, Any] | None = None) 
         return "continuous" if params["continuous_action"] else "discrete"
     if family in (MULTIGRID, ATARI, VIZDOOM):
         return "discrete"
+    if family == SISL:
+        return SISL_ENVS.get(env_id, {}).get("actions")
     if family in (BOX2D, MUJOCO):
         return gymnasium_envs([env_id]).get(env_id, {}).get("actions") if env_id in ALL_GYMNASIUM else None
     return None
@@ -301,6 +326,11 @@ def agent_count(family: str, env_id: str, env_kwargs: dict[str, Any] | None) -> 
     """How many agents a multi-agent env has (None when unknown)."""
     if family == MULTIGRID:
         return multigrid_envs().get(env_id, {}).get("agents")
+    if family == SISL:
+        try:
+            return SISL_ENVS[env_id]["agents"](env_kwargs or {}) if env_id in SISL_ENVS else None
+        except (TypeError, ValueError):
+            return None
     return mpe_agent_count(env_id, env_kwargs)
 
 
@@ -327,6 +357,8 @@ def config_file(algo: str, family: str, env_id: str) -> str | None:
     if family in (MUJOCO, ATARI, VIZDOOM):  # one file for the whole family (ViZDoom: the Atari CNN's)
         path = os.path.join(root, algo, (ATARI if family == VIZDOOM else family) + ".yaml")
         return path if os.path.isfile(path) else None
+    if family == SISL:  # no file of XuanCe's: the algorithm's MPE configuration, as MultiGrid's
+        return config_file(algo, MPE, "simple_spread_v3")
     folder = os.path.join(root, algo, MPE if family == MULTIGRID else family)
     if not os.path.isdir(folder):
         return None

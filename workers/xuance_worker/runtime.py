@@ -45,7 +45,7 @@ from workers.sdk.rundir import (CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR
 from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
-from workers.xuance_worker import agent_count_mismatch, catalog, user_config
+from workers.xuance_worker import agent_count_mismatch, catalog, sisl, user_config
 from workers.sdk import registration
 from workers.xuance_worker import mpe_alias, multigrid, vizdoom
 
@@ -75,6 +75,7 @@ def prepare_process(torch_threads: int) -> None:
     mpe_alias.install()
     multigrid.install()
     vizdoom.install()
+    sisl.install()  # PettingZoo's SISL games in XuanCe's multi-agent registry
 
 
 def process_environment(torch_threads: int) -> dict[str, str]:
@@ -716,13 +717,13 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     return 0
 
 
-def install_hooks(agent, hooks: Hooks) -> None:
 def write_parsed_config(namespace: Namespace) -> None:
     """XuanCe's own config of the run (its YAML files and our parser_args, as it merged them)."""
     with open(PARSED_CONFIG, "w", encoding="utf-8") as f:
         json.dump(vars(namespace), f, indent=1, sort_keys=True, default=str)
 
 
+def install_hooks(agent, hooks: Hooks) -> None:
     agent.callback = hooks
     log_infos = agent.log_infos
 

@@ -23,6 +23,8 @@ def _install():
     mpe_alias.install()
     multigrid.install()  # the multigrid family in XuanCe's registry, once XuanCe loads it
     vizdoom.install()  # and ViZDoom in its single-agent one
+    from workers.xuance_worker import sisl
+    sisl.install()  # and PettingZoo's SISL games in its multi-agent one
 
 
 # never stop a process from starting: XuanCe's ImportError follows, where it matters
