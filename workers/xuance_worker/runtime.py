@@ -635,11 +635,11 @@ def prepare_run(config: dict[str, Any]) -> None:
     ids "jumanji/<Env>" (env "classic_control:jumanji/TSP-v1": Jumanji's envs through its gym wrapper)."""
     prepare_process(config["params"]["torch_threads"])
     jumanji_envs.register_for(config["env"].split(":", 1)[-1])
-
     text = config["params"].get(user_config.PARAM)
     if text is not None:  # the user's own XuanCe YAML, kept with the run (its values are in the params)
         with open(user_config.FILE_NAME, "w", encoding="utf-8") as f:
             f.write(text)
+
 
 def train(config: dict[str, Any], emitter: Emitter) -> int:
     prepare_run(config)
@@ -669,8 +669,8 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     mpe_alias.set_env_kwargs(phases[0]["env_kwargs"])
     runner = build_runner(config, family, env_id, template, args)
     agent = runner.agent
-    train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
     write_parsed_config(agent.config)
+    train_steps = [max(1, phase["steps"] // runner.n_envs) for phase in phases]
     first, left = 0, train_steps[0]
     if resume is not None:
         restore_resume_state(agent, resume)
