@@ -7,6 +7,7 @@ is the user's guide.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -99,12 +100,15 @@ class RayDescriptor(WorkerDescriptor):
             if info["kind"] != "parallel":
                 raise ConfigError("params.policy", "shared_value needs a simultaneous-move (parallel) environment; "
                                                    f"{config.env} is turn-based")
+        self._check_model(config, given)
         if info["kind"] == "turn_based" and config.algo not in catalog.ACTOR_CRITIC:
             raise ConfigError("algo", f"{config.env} is a turn-based game with illegal moves masked out; the "
                                       f"masking module exists for {', '.join(catalog.ACTOR_CRITIC)} only")
         kind = catalog.action_kind(config.env, p["env_kwargs"])
         if kind not in catalog.ACTIONS[config.algo]:
             hint = " (MPE: env_kwargs {\"continuous_actions\": true})" if info["family"] == "mpe" else ""
+            if "discrete_with" in info:
+                hint = f" (env_kwargs {json.dumps(info['discrete_with'])}: discrete)"
             raise ConfigError("env", f"{config.algo} needs {' or '.join(catalog.ACTIONS[config.algo])} actions; "
                                      f"{config.env} has {kind} actions{hint}")
         if "minibatch_size" in p and p["minibatch_size"] > p["train_batch_size_per_learner"]:
@@ -131,6 +135,60 @@ class RayDescriptor(WorkerDescriptor):
             self._check_checkpoint(config)
         elif config.mode == "eval":
             raise ConfigError("checkpoint", "is required when mode is 'eval'")
+
+    @staticmethod
+    def _check_model(config: RunConfig, given: dict[str, Any]) -> None:
+        """The encoder fits the observations: a CNN for images, an MLP for vectors; the params of
+        the other one, given other than their defaults (a form sends them all), would be silently
+        unused: refused."""
+        p = config.params
+        env = config.env
+
+        def changed(name: str) -> bool:
+            return name in given and given[name] != catalog.COMMON[name]["default"]
+
+        images = catalog.observes_images(env)
+        if images:
+            seen = "observed as 84x84x4 grey frames" if not catalog.pettingzoo_images(env) else \
+                f"observed as {p['image_size']}x{p['image_size']} images"
+            if p["model"] == "mlp":
+                raise ConfigError("params.model", f"{env} is {seen}: RLlib's MLP takes vectors; use model 'cnn' "
+                                                  f"(or 'auto')")
+            for name in ("fcnet_hiddens", "fcnet_activation"):
+                if changed(name):
+                    raise ConfigError(f"params.{name}", f"sizes the MLP of vector observations; {env} is {seen} "
+                                                        f"by RLlib's CNN: set conv_filters instead")
+            if p["policy"] == "shared_value":
+                raise ConfigError("params.policy", f"shared_value's critic concatenates every agent's vector "
+                                                   f"observation; {env} is {seen}")
+        else:
+            if p["model"] == "cnn":
+                raise ConfigError("params.model", f"{env} observes vectors: the CNN takes image observations "
+                                                  f"(Atari, ViZDoom, {', '.join(catalog.image_envs())})")
+            for name in ("conv_filters", "conv_activation"):
+                if changed(name):
+                    raise ConfigError(f"params.{name}", f"configures the CNN of image observations; {env} "
+                                                        f"observes vectors (model 'mlp', fcnet_hiddens)")
+        if not catalog.pettingzoo_images(env):
+            for name in catalog.IMAGE_DEFAULTS:
+                if changed(name):
+                    raise ConfigError(f"params.{name}", f"shapes the PettingZoo image games' observations "
+                                                        f"({', '.join(catalog.image_envs())}); not {env}'s")
+        filters = p["conv_filters"]
+        if filters is not None:
+            if not filters:
+                raise ConfigError("params.conv_filters", "is empty: give at least one [out_channels, kernel, "
+                                                         "stride] layer, or null for RLlib's default")
+            layer = {"type": "integer", "minimum": 1, "maximum": 4096}
+            for index, spec in enumerate(filters):  # check_params leaves items to us
+                if not isinstance(spec, list) or len(spec) != 3:
+                    raise ConfigError(f"params.conv_filters[{index}]", "must be [out_channels, kernel, stride]")
+                for part, value in zip(("out_channels", "kernel", "stride"), spec):
+                    check_value(f"params.conv_filters[{index}].{part}", layer, value)
+        elif images and catalog.pettingzoo_images(env) and p["image_size"] not in catalog.DEFAULT_FILTER_SIZES:
+            sizes = ", ".join(map(str, catalog.DEFAULT_FILTER_SIZES))
+            raise ConfigError("params.conv_filters", f"RLlib has default filters for {sizes}-pixel images only; "
+                                                     f"give conv_filters for image_size {p['image_size']}")
 
     @staticmethod
     def _check_checkpoint(config: RunConfig) -> None:

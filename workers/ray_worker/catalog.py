@@ -109,10 +109,24 @@ ENVS: dict[str, dict[str, Any]] = {
                        "alike": True, "agents": 3},
     "pursuit_v5": {"family": "sisl", "module": "pettingzoo.sisl.pursuit_v5", "actions": "discrete",
                    "alike": True, "agents": 8},
+    # Image games: every agent observes an RGB view (pistonball 457x120 per piston, cooperative pong
+    # the whole 280x480 screen), resized, grey and frame-stacked by envs.ImageParallelEnv into RLlib's
+    # CNN encoder. Pistonball's pistons move continuously unless env_kwargs {"continuous": false}.
+    "pistonball_v6": {"family": "butterfly", "module": "pettingzoo.butterfly.pistonball_v6",
+                      "actions": "continuous", "discrete_with": {"continuous": False},
+                      "alike": True, "agents": 20, "image": True, "view": (457, 120)},
+    "cooperative_pong_v6": {"family": "butterfly", "module": "pettingzoo.butterfly.cooperative_pong_v6",
+                            "actions": "discrete", "alike": True, "agents": 2, "image": True, "view": (280, 480)},
 }
-# Not offered, though their family installs: pistonball_v6 and cooperative_pong_v6
-# observe 457x120 and 280x480 RGB images, which RLlib's default (MLP) model cannot
-# take and no CNN setting here is tested; waterworld is gone from PettingZoo 1.27.
+# Not offered: waterworld is gone from PettingZoo 1.27.
+
+# How the PettingZoo image games are observed (params image_size, grayscale, frame_stack): the
+# recipe of PettingZoo's own RLlib and SB3 pistonball tutorials (SuperSuit's color_reduction,
+# resize 84x84, frame_stack 3), done in envs.ImageParallelEnv without SuperSuit.
+IMAGE_DEFAULTS = {"image_size": 84, "grayscale": True, "frame_stack": 3}
+# Image sizes RLlib 2.60 has default conv filters for (ray.rllib.models.utils.get_filter_config);
+# any other size needs params.conv_filters.
+DEFAULT_FILTER_SIZES = (42, 64, 84, 96)
 
 
 def family_available(family: str) -> bool:
@@ -141,9 +155,29 @@ def action_kind(env_id: str, env_kwargs: dict[str, Any] | None = None) -> str | 
     info = ENVS.get(env_id)
     if info is None:
         return None
-    if info["family"] == "mpe" and (env_kwargs or {}).get("continuous_actions"):
+    kwargs = env_kwargs or {}
+    if info["family"] == "mpe" and kwargs.get("continuous_actions"):
         return "continuous"
+    switch = info.get("discrete_with")
+    if switch and all(k in kwargs and kwargs[k] == v for k, v in switch.items()):
+        return "discrete"
     return info["actions"]
+
+
+def observes_images(env_id: str) -> bool:
+    """Observed as images, through RLlib's CNN encoder: Atari, ViZDoom, the PettingZoo image games."""
+    info = ENVS.get(resolve_alias(env_id)) or {}
+    return bool(info.get("atari") or info.get("image"))
+
+
+def pettingzoo_images(env_id: str) -> bool:
+    """A PettingZoo image game: its observations are shaped by params image_size, grayscale, frame_stack."""
+    info = ENVS.get(resolve_alias(env_id)) or {}
+    return bool(info.get("image")) and FAMILIES[info["family"]]["kind"] == "parallel"
+
+
+def image_envs() -> list[str]:
+    return [env for env in ENVS if pettingzoo_images(env)]
 
 
 # -- schemas --------------------------------------------------------------------------
@@ -192,6 +226,24 @@ COMMON: dict[str, Any] = {
                       "default": [256, 256], "description": "hidden layer sizes of the policy and value networks"},
     "fcnet_activation": {"type": "string", "enum": ["tanh", "relu", "swish", "linear"], "default": "tanh",
                          "description": "activation of the hidden layers"},
+    # image observations (Atari, ViZDoom, pistonball_v6, cooperative_pong_v6): RLlib's CNN encoder
+    "model": {"type": "string", "enum": ["auto", "mlp", "cnn"], "default": "auto",
+              "description": "the encoder: 'auto' takes a CNN for image observations (Atari, ViZDoom, "
+                             "pistonball_v6, cooperative_pong_v6) and an MLP (fcnet_hiddens) for the rest; "
+                             "'mlp' or 'cnn' says which, and is refused where the env's observations do not fit"},
+    "conv_filters": {"type": ["array", "null"], "default": None,
+                     "items": {"type": "array", "minItems": 3, "maxItems": 3,
+                               "items": {"type": "integer", "minimum": 1, "maximum": 4096}},
+                     "description": "CNN layers as [out_channels, kernel, stride] ('same' padding), e.g. "
+                                    "[[16, 8, 4], [32, 4, 2], [256, 11, 1]]; null: RLlib's default for the image "
+                                    f"size (sizes {', '.join(map(str, DEFAULT_FILTER_SIZES))} only)"},
+    "conv_activation": {"type": "string", "enum": ["relu", "tanh", "swish", "linear"], "default": "relu",
+                        "description": "activation of the CNN layers"},
+    "image_size": _int(IMAGE_DEFAULTS["image_size"], "PettingZoo image games: each agent's view is resized "
+                                                     "(area-averaged) to image_size x image_size", 8, 512),
+    "grayscale": _bool(IMAGE_DEFAULTS["grayscale"], "PettingZoo image games: one grey channel instead of RGB"),
+    "frame_stack": _int(IMAGE_DEFAULTS["frame_stack"], "PettingZoo image games: the last N views stacked on "
+                                                       "the channel axis (motion: the ball's speed)", 1, 16),
     # resources
     "address": {"type": "string", "default": "",
                 "pattern": r"^$|^auto$|^ray://[^\s:]+:\d+$|^[^\s:/]+:\d+$",

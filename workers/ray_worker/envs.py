@@ -14,10 +14,14 @@ Observations are reshaped for RLlib's default (MLP) models:
   ``[own observation, state]``, the state being all agents' observations
   concatenated (zeros for an agent that is gone): the centralised critic reads
   the state, the agent's actor only its own part.
+
+The PettingZoo image games (pistonball, cooperative pong) keep their images,
+for RLlib's CNN encoder: ``ImageParallelEnv`` below.
 """
 from __future__ import annotations
 
 import importlib
+from collections import deque
 from typing import Any
 
 import gymnasium as gym
@@ -88,6 +92,82 @@ class ParallelEnv(ParallelPettingZooEnv):
         return self.par_env.render()
 
 
+def area_weights(size_in: int, size_out: int) -> np.ndarray:
+    """(size_out, size_in) weights of an area-averaging resize along one axis: each output
+    pixel is the mean of the input pixels (and fractions of pixels) it covers."""
+    scale = size_in / size_out
+    edges = np.arange(size_out + 1) * scale
+    pixels = np.arange(size_in)[None, :]
+    overlap = np.minimum(pixels + 1, edges[1:, None]) - np.maximum(pixels, edges[:-1, None])
+    return (np.clip(overlap, 0.0, None) / scale).astype(np.float32)
+
+
+GREY = np.array([0.299, 0.587, 0.114], dtype=np.float32)   # ITU-R BT.601 luma, as OpenCV's RGB2GRAY
+
+
+class ImageParallelEnv(ParallelPettingZooEnv):
+    """A PettingZoo parallel game observed as images by RLlib's CNN encoder.
+
+    Each agent's RGB view is resized to size x size (area averaging: thin
+    objects such as pong's ball survive a 5x reduction), optionally made grey,
+    scaled to -1..1 as RLlib's Atari wrapper scales its frames, and the last
+    ``frames`` views are stacked on the channel axis (the first view repeated
+    after a reset). PettingZoo's own RLlib tutorial does the same with SuperSuit
+    (not a dependency here).
+    """
+
+    def __init__(self, par_env, image_size: int = 84, grayscale: bool = True, frame_stack: int = 3):
+        super().__init__(par_env)
+        self.possible_agents = list(par_env.possible_agents)
+        self.size = image_size
+        self.grayscale = grayscale
+        self.frames = frame_stack
+        self._weights: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        channels = (1 if grayscale else 3) * frame_stack
+        space = gym.spaces.Box(-1.0, 1.0, (image_size, image_size, channels), dtype=np.float32)
+        self.observation_spaces = {aid: space for aid in self.possible_agents}
+        self.action_spaces = {aid: par_env.action_space(aid) for aid in self.possible_agents}
+        self.observation_space = gym.spaces.Dict(self.observation_spaces)
+        self.action_space = gym.spaces.Dict(self.action_spaces)
+        self._stacks: dict[str, deque] = {}
+
+    def view(self, rgb) -> np.ndarray:
+        """One agent's RGB view (H, W, 3) as a (size, size, 1 or 3) float32 image in -1..1."""
+        image = np.asarray(rgb, dtype=np.float32)
+        height, width = image.shape[:2]
+        if (height, width) not in self._weights:
+            self._weights[(height, width)] = (area_weights(height, self.size), area_weights(width, self.size))
+        rows, cols = self._weights[(height, width)]
+        if self.grayscale:
+            small = (rows @ (image @ GREY) @ cols.T)[..., None]
+        else:
+            small = np.einsum("oh,hwc,pw->opc", rows, image, cols)
+        return small / 128.0 - 1.0
+
+    def _convert(self, obs: dict, reset: bool) -> dict:
+        out = {}
+        for aid, rgb in obs.items():
+            image = self.view(rgb)
+            if reset or aid not in self._stacks:
+                self._stacks[aid] = deque([image] * self.frames, maxlen=self.frames)
+            else:
+                self._stacks[aid].append(image)
+            out[aid] = np.concatenate(self._stacks[aid], axis=-1, dtype=np.float32)
+        return out
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        self._stacks.clear()
+        return self._convert(obs, reset=True), info
+
+    def step(self, action_dict):
+        obs, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        return self._convert(obs, reset=False), rewards, terminateds, truncateds, infos
+
+    def render(self):
+        return self.par_env.render()
+
+
 class TurnBasedEnv(PettingZooEnv):
     """A PettingZoo AEC game (agents move in turn) whose observations carry their action mask."""
 
@@ -138,7 +218,8 @@ def make_pettingzoo(env_id: str, env_kwargs: dict[str, Any] | None = None, rende
 def make_env(env_config: dict[str, Any]):
     """The env creator registered with Ray as ``mosaic_env``.
 
-    env_config: {"env": id, "env_kwargs": {...}, "policy": ..., "render_mode": None}
+    env_config: {"env": id, "env_kwargs": {...}, "policy": ..., "render_mode": None,
+    "image": {"image_size": 84, "grayscale": True, "frame_stack": 3} (PettingZoo image games)}
     """
     env_id = env_config["env"]
     info = catalog.env_info(env_id)
@@ -167,6 +248,8 @@ def make_env(env_config: dict[str, Any]):
     raw = make_pettingzoo(env_id, kwargs, render_mode)
     if info["kind"] == "turn_based":
         return TurnBasedEnv(raw)
+    if catalog.pettingzoo_images(env_id):
+        return ImageParallelEnv(raw, **{**catalog.IMAGE_DEFAULTS, **(env_config.get("image") or {})})
     return ParallelEnv(raw, global_state=env_config.get("policy") == "shared_value")
 
 

@@ -102,6 +102,8 @@ def run(config: dict[str, Any], emitter: Emitter) -> int:
     frames = env_frames(config)
     env_config = {"env": env_id, "env_kwargs": meta.get("env_kwargs", config["params"]["env_kwargs"]),
                   "policy": policy, "render_mode": "rgb_array" if frames is not None else None}
+    if catalog.pettingzoo_images(env_id):  # observed as the modules were trained
+        env_config["image"] = meta.get("image") or {k: config["params"][k] for k in catalog.IMAGE_DEFAULTS}
     env = envs.make_env(env_config)
     multi_agent = catalog.is_multi_agent(env_id)
     recorder = env_recorder(config)  # single-agent only: the descriptor refuses the rest

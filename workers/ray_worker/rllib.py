@@ -282,6 +282,17 @@ def training_kwargs(algo: str, params: dict[str, Any], multi_agent: bool) -> dic
     return kwargs
 
 
+def model_config_of(env_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The default RLModules' model config: RLlib's CNN encoder for image observations
+    (conv_filters null: RLlib's default filters for the image size), its MLP for the rest."""
+    if catalog.observes_images(env_id):
+        config: dict[str, Any] = {"conv_activation": params["conv_activation"]}
+        if params["conv_filters"]:
+            config["conv_filters"] = [list(layer) for layer in params["conv_filters"]]
+        return config
+    return {"fcnet_hiddens": list(params["fcnet_hiddens"]), "fcnet_activation": params["fcnet_activation"]}
+
+
 class Setup:
     """What the worker derived from a run config: the AlgorithmConfig and the policy layout."""
 
@@ -293,6 +304,8 @@ class Setup:
         self.policy = self.params["policy"]
         self.multi_agent = catalog.is_multi_agent(self.env_id)
         self.env_config = {"env": self.env_id, "env_kwargs": self.params["env_kwargs"], "policy": self.policy}
+        if catalog.pettingzoo_images(self.env_id):
+            self.env_config["image"] = {k: self.params[k] for k in catalog.IMAGE_DEFAULTS}
         self.agent_to_module: dict[str, str] = {}
         self.module_ids: list[str] = []
         self.agents: list[str] = []
@@ -329,7 +342,7 @@ class Setup:
             config.reporting(min_sample_timesteps_per_iteration=p["min_sample_timesteps_per_iteration"])
         config.debugging(seed=self.run_config["seed"], log_level="WARN")
         config.callbacks(EpisodeCallbacks)
-        model_config = {"fcnet_hiddens": list(p["fcnet_hiddens"]), "fcnet_activation": p["fcnet_activation"]}
+        model_config = model_config_of(self.env_id, p)
         if self.multi_agent:
             self._multi_agent(config, model_config)
         else:
@@ -418,10 +431,13 @@ class Setup:
 
     def describe(self) -> dict[str, Any]:
         """What a checkpoint needs to be played back (mosaic_checkpoint.json)."""
-        return {"algo": self.algo, "env": self.env_id, "env_kwargs": self.params["env_kwargs"],
+        meta = {"algo": self.algo, "env": self.env_id, "env_kwargs": self.params["env_kwargs"],
                 "policy": self.policy, "agents": self.agents, "modules": self.module_ids,
                 "agent_to_module": self.agent_to_module, "league_size": self.params["league_size"],
                 "seed": self.run_config["seed"]}
+        if "image" in self.env_config:  # an evaluation must observe as the modules were trained
+            meta["image"] = self.env_config["image"]
+        return meta
 
 
 # -- self-play league -----------------------------------------------------------------------
