@@ -151,11 +151,12 @@ def test_capabilities():
     assert caps["paradigms"] == ["single_agent", "multi_agent"]
     assert caps["algorithms"] == list(catalog.ALGORITHMS)
     assert {"ppo", "dqn", "mappo", "ippo", "qmix", "vdn", "maddpg", "iql", "masac"} <= set(caps["algorithms"])
-    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "vizdoom", "mpe", "multigrid"]
+    assert caps["env_families"] == ["classic_control", "box2d", "mujoco", "atari", "vizdoom", "mpe", "multigrid",
+                                    "sisl"]
     assert "vizdoom" in caps["env_families_by_algorithm"]["ppo"] and "VizdoomBasic-v1" in caps["envs"]["dqn"]
     assert "MosaicMultiGrid-S-1v1-IndAgObs-v1" in caps["envs"]["mappo"]
-    assert caps["env_families_by_algorithm"]["mappo"] == ["mpe", "multigrid"]
-    assert caps["env_families_by_algorithm"]["maddpg"] == ["mpe"]
+    assert caps["env_families_by_algorithm"]["mappo"] == ["mpe", "multigrid", "sisl"]
+    assert caps["env_families_by_algorithm"]["maddpg"] == ["mpe", "sisl"]   # multiwalker_v9 (continuous)
     assert "simple_spread_v3" in caps["envs"]["mappo"] and "CartPole-v1" in caps["envs"]["ppo"]
     assert "CartPole-v1" not in caps["envs"]["mappo"] and "simple_spread_v3" not in caps["envs"]["dqn"]
     assert caps["action_spaces"]["dqn"] == ["discrete"] and caps["action_spaces"]["td3"] == ["continuous"]
