@@ -60,13 +60,13 @@ def train_through_the_daemon(mosaic, algo: str, env: str, steps: int, *sets: str
 
 def test_iql_trains_on_pursuit_with_returns_and_frames(daemon, mosaic):
     run, events, framed = train_through_the_daemon(
-        mosaic, "iql", "pursuit_v5", 600, "parallels=2", "vectorize=DummyVecMultiAgentEnv",
-        "env_kwargs={\"n_pursuers\": 4, \"n_evaders\": 10, \"max_cycles\": 25}", "start_training=100",
-        "buffer_size=600", "batch_size=32", frames=True)
+        mosaic, "iql", "pursuit_v5", 400, "parallels=2", "vectorize=DummyVecMultiAgentEnv",
+        "env_kwargs={\"n_pursuers\": 4, \"n_evaders\": 10, \"max_cycles\": 20}", "start_training=100",
+        "buffer_size=400", "batch_size=32", frames=True)
     assert events[0]["family"] == "sisl" and events[0]["n_agents"] == 4
     episodes = [e for e in events if e["type"] == "episode"]
-    # 600 steps over 2 envs, episodes of 25 steps: XuanCe counts steps of both envs together
-    assert len(episodes) == 600 // 25 and all(e["length"] == 25 for e in episodes)
+    # 400 steps over 2 envs, episodes of 20 steps: XuanCe counts steps of both envs together
+    assert len(episodes) == 400 // 20 and all(e["length"] == 20 for e in episodes)
     assert set(episodes[0]["agents"]) == {f"pursuer_{i}" for i in range(4)}
     assert any(e["return"] != 0 for e in episodes)     # pursuit rewards catches and tags
     assert any(worker_scalar(e) and "/loss_Q" in e["tag"] for e in events)   # it learned

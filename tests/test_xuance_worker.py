@@ -203,8 +203,8 @@ MAPPO = {"worker": "xuance", "algo": "mappo", "env": "simple_spread_v3", "steps"
 
 @pytest.mark.parametrize("config, field", [
     ({**PPO, "algo": "npg"}, "algo"),                                     # not among those that run here
-    ({**PPO, "algo": "dreamerv3"}, "algo"),
-    ({**MAPPO, "algo": "coma"}, "algo"),
+    ({**MAPPO, "algo": "dcg"}, "algo"),
+    ({**PPO, "algo": "dreamerv3", "env": "VizdoomBasic-v1"}, "env"),      # Dreamer's decoder: 64x64, not 84x84
     ({**PPO, "env": "simple_spread_v3"}, "env"),                          # single-agent algo, MPE env
     ({**MAPPO, "env": "CartPole-v1"}, "env"),
     ({**PPO, "algo": "dqn", "env": "Pendulum-v1"}, "env"),                # discrete algo, continuous env
@@ -528,6 +528,9 @@ def walk_config(algo: str) -> dict:
         params.update(start_training=64, batch_size=32, buffer_size=1000)
     if "n_epochs" in defaults:
         params["n_epochs"] = 1
+    if "world_model" in defaults:   # Dreamer: XuanCe's sizes take minutes for a few hundred steps
+        from tests.test_xuance_algorithms import SMALL_DREAMER
+        params.update(SMALL_DREAMER)
     return {"worker": "xuance", "algo": algo, "env": env, "steps": steps, "seed": 1, "params": params}
 
 
