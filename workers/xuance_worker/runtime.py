@@ -47,7 +47,7 @@ from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
 from workers.xuance_worker import agent_count_mismatch, catalog, sisl, user_config
 from workers.sdk import registration
-from workers.xuance_worker import mpe_alias, multigrid, vizdoom
+from workers.xuance_worker import fixes, mpe_alias, multigrid, vizdoom
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
@@ -76,6 +76,7 @@ def prepare_process(torch_threads: int) -> None:
     multigrid.install()
     vizdoom.install()
     sisl.install()  # PettingZoo's SISL games in XuanCe's multi-agent registry
+    fixes.install()  # XuanCe's bugs that keep COMA and Dreamer from starting
 
 
 def process_environment(torch_threads: int) -> dict[str, str]:

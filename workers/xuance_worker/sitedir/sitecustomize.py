@@ -1,4 +1,4 @@
-"""Serves ``pettingzoo.mpe.*`` from mpe2, and adds MultiGrid and ViZDoom to XuanCe's registries, in every process of a XuanCe run.
+"""Serves ``pettingzoo.mpe.*`` from mpe2, adds MultiGrid and ViZDoom to XuanCe's registries and fixes XuanCe's bugs (fixes.py), in every process of a XuanCe run.
 
 The XuanCe worker puts this directory first on PYTHONPATH. Python runs this
 file at the start of every process that inherits it, in particular the
@@ -18,13 +18,14 @@ except ImportError:  # mosaic-tui not importable from sys.path: from the checkou
 
 
 def _install():
-    from workers.xuance_worker import mpe_alias, multigrid, vizdoom
+    from workers.xuance_worker import fixes, mpe_alias, multigrid, vizdoom
 
     mpe_alias.install()
     multigrid.install()  # the multigrid family in XuanCe's registry, once XuanCe loads it
     vizdoom.install()  # and ViZDoom in its single-agent one
     from workers.xuance_worker import sisl
     sisl.install()  # and PettingZoo's SISL games in its multi-agent one
+    fixes.install()  # XuanCe's import-time fixes (workers/xuance_worker/fixes.py)
 
 
 # never stop a process from starting: XuanCe's ImportError follows, where it matters
