@@ -67,6 +67,7 @@ SETTINGS_TYPES = {
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
     "worker_nice": "an integer from 0 to 19",
     "resource_sample_seconds": "a number of seconds >= 0.2 (0 turns the sampling off)",
+    "mirrors": "an object: {\"wandb\": {\"enabled\": true, \"project\": ...}, \"mlflow\": {...}} (docs/mirrors.md)",
 }
 
 
@@ -115,6 +116,12 @@ def load_settings(home: Home) -> dict:
             "resource_sample_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
             and (v == 0 or v >= 0.2),
         }.get(key)
+        if key == "mirrors":   # a nested object: daemon/mirror.py names what is wrong in it
+            from daemon.mirror import check_settings
+            problem = check_settings(value)
+            if problem:
+                raise SettingsError(f"{home.settings_file}: {problem}")
+            continue
         if ok is None:
             raise SettingsError(f"{home.settings_file}: unknown setting {key!r} "
                                 f"(known: {', '.join(SETTINGS_TYPES)})")

@@ -172,6 +172,8 @@ class RunManager:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._more_pending: set[str] = set()
         self._history_saved: dict[str, float] = {}   # run id -> when its history was last saved (monotonic)
+        self._mirrors: dict[str, subprocess.Popen] = {}   # run id -> its W&B/MLflow mirror (daemon/mirror.py)
+        self._checkpoints_listed: dict[str, int] = {}   # run id -> checkpoints in its analytics.json
         self._loop: asyncio.AbstractEventLoop | None = None
         # set by the server: called with (run_id, from, to, raw_events) and with run records
         self.on_events: Callable[[str, int, int, list[bytes]], None] = lambda *a: None
@@ -213,6 +215,7 @@ class RunManager:
                 self._watch(run, run_dir, pid, None)
                 continue
             tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
+            self._start_mirror(run, run_dir)   # it mirrors what the run left, then sees it ended
             if os.path.exists(os.path.join(run_dir, EXIT_FILE)):
                 log.info("run %s ended while no daemon ran; recording its exit", run["id"])
                 self._finish(run["id"], run_dir, tail)
@@ -221,6 +224,16 @@ class RunManager:
                           if pid and proctree.is_alive(pid) else "supervisor process vanished without an exit record")
                 self._drain(run["id"], tail)
                 self._set_final(run["id"], P.LOST, tail, reason=reason)
+        self._resume_mirrors()
+
+    def _resume_mirrors(self) -> None:
+        """Mirrors the last daemon's end left unfinished (SIGKILLed with it after their run ended):
+        started again, they go on from the offsets they kept (daemon/mirror.py)."""
+        from daemon import mirror
+        for run_id in mirror.unfinished(str(self.home.runs_dir)):
+            run = self.store.get(run_id)
+            if run is not None and run_id not in self.active and run_id not in self._mirrors:
+                self._start_mirror(run, str(self.home.run_dir(run_id)))
 
     # -- submit ------------------------------------------------------------
     def validate(self, config: dict[str, Any]) -> tuple[WorkerDescriptor, dict[str, Any]]:
@@ -623,6 +636,7 @@ class RunManager:
         active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen, job)
         active.placement = run["config"].get("placement") or {}
         self.active[run["id"]] = active
+        self._start_mirror(run, run_dir)
         if self.inotify is not None:
             try:
                 active.wd = self.inotify.add_watch(tail.path)
@@ -675,7 +689,44 @@ class RunManager:
             with STALLS.timed("ingest (a run's new lines, their history and their delivery)"):
                 self._ingest(run_id)
 
+    def _start_mirror(self, run: dict[str, Any], run_dir: str) -> None:
+        """The run's W&B/MLflow mirror when its config or the home asks for one: a process of its own
+        (daemon/mirror.py; W&B and MLflow are never imported here), at the workers' niceness. One that
+        still lives (this daemon was SIGKILLed and restarted) keeps the run: the new one leaves."""
+        from daemon import mirror
+        try:
+            self._write_analytics(run, run_dir, tail=None)
+            if not mirror.run_targets(run["config"], mirror.home_settings(self.home)):
+                return
+        except Exception:  # noqa: BLE001 -- a mirror's setup must never cost the run its start
+            log.exception("run %s: cannot set up its mirror", run["id"])
+            return
+        old = self._mirrors.get(run["id"])
+        if old is not None and old.poll() is None:
+            return
+        popen = mirror.spawn(self.home, run_dir, self.worker_nice)
+        if popen is not None:
+            self._mirrors[run["id"]] = popen
+
+    def _write_analytics(self, run: dict[str, Any], run_dir: str, tail: RunTail | None) -> None:
+        """The run's analytics.json (daemon/mirror.py): its TensorBoard directories and the checkpoints
+        its events announced since the last write (the mirror adds W&B's and MLflow's parts)."""
+        from daemon import mirror
+        saved = list(tail.checkpoints) if tail is not None else []
+        listed = self._checkpoints_listed.get(run["id"], 0)
+        last = tail.last_checkpoint if tail is not None else None
+        new = [{"path": path, "step": last.get("step") if last and last.get("path") == path else None}
+               for path in saved[listed:]]
+        if tail is not None and tail.stopped and tail.stopped.get("checkpoint"):
+            new.append({"path": tail.stopped["checkpoint"], "step": tail.stopped.get("step")})
+        mirror.update_analytics(run_dir, checkpoints=new,
+                                tensorboard=mirror.tensorboard_section(str(self.home.root), run_dir, run["name"]))
+        self._checkpoints_listed[run["id"]] = len(saved)
+
     def _safety_scan(self) -> None:
+        for run_id, popen in list(self._mirrors.items()):
+            if popen.poll() is not None:   # reaped
+                del self._mirrors[run_id]
         for run_id in list(self.active):
             self._ingest(run_id)
         self._loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
@@ -762,6 +813,8 @@ class RunManager:
                 self.on_run(updated, run_id, updated["rev"])
             if time.monotonic() - self._history_saved.get(run_id, 0.0) >= HISTORY_SAVE_SECONDS:
                 self._save_history(active.tail, active.run_dir)
+            if updated and len(active.tail.checkpoints) != self._checkpoints_listed.get(run_id, 0):
+                self._write_analytics(updated, active.run_dir, active.tail)
 
     def _drain(self, run_id: str, tail: RunTail) -> None:
         """Read a run's file to its end (final: a partial last line counts)."""
@@ -894,6 +947,9 @@ class RunManager:
         if updated:
             log.info("run %s %s%s", run_id, state, f" ({reason})" if reason else "")
             self.on_run(updated, run_id, updated["rev"])
+        if updated and tail is not None:
+            self._write_analytics(updated, str(self.home.run_dir(run_id)), tail)
+            self._checkpoints_listed.pop(run_id, None)
         self.on_run_final(run_id)
 
     def _retry_final(self, run_id: str) -> None:

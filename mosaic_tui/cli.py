@@ -207,7 +207,7 @@ RUN_LEVEL_FLAGS = {"worker": "--worker", "algo": "--algo", "env": "--env", "step
                    "device": "--device", "name": "--name", "mode": "--mode", "checkpoint": "--checkpoint",
                    "eval_episodes": "--episodes", "dataset": "--dataset", "record": "--record",
                    "frames": "--frames", "fps": "--fps", "wall_seconds": "--wall-time", "wall_time": "--wall-time",
-                   "max_steps": "--max-steps", "memory_mb": "--memory-mb"}
+                   "max_steps": "--max-steps", "memory_mb": "--memory-mb", "mirror": "--mirror"}
 
 
 def _parse_sets(client, worker: str, algo: str, env: str | None, sets: list[str]) -> dict[str, Any]:
@@ -263,6 +263,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
             config["eval_episodes"] = args.episodes
         if args.record is not None:
             config["record"] = _record(args.record)
+        if args.mirror is not None:
+            config["mirror"] = _mirror_targets(args.mirror)
         limits = {k: v for k, v in (("wall_seconds", args.wall_time), ("max_steps", args.max_steps),
                                     ("memory_mb", args.memory_mb)) if v is not None}
         if limits:
@@ -277,6 +279,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
         _set_placement(args, config)
         run = client.call(P.SUBMIT, config=config)
     return _submitted(args, run)
+
+
+def _mirror_targets(text: str) -> list[str]:
+    """--mirror wandb,mlflow (or none): where the daemon mirrors the run (docs/mirrors.md)."""
+    targets = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if targets == ["none"]:
+        return []
+    unknown = [t for t in targets if t not in ("wandb", "mlflow")]
+    if unknown or not targets:
+        raise CLIError(f"--mirror {text!r}: expected wandb, mlflow, wandb,mlflow or none", EXIT_USAGE)
+    return targets
 
 
 def _read_text(path: str) -> str:
@@ -793,6 +806,41 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A run mirrored to W&B and/or MLflow in one shot: the live mirror's code (daemon/mirror.py
+    --once), in a process of its own (W&B and MLflow are never imported by this one)."""
+    import subprocess
+    targets = [t for t, on in (("wandb", args.wandb), ("mlflow", args.mlflow)) if on]
+    if not targets:
+        raise CLIError("give --wandb, --mlflow or both", EXIT_USAGE)
+    home = _home(args)
+    with _client(args) as client:
+        run = client.call(P.GET, run=args.run)
+    if run["state"] not in P.FINAL_STATES:
+        raise CLIError(f"run {run['name']} is {run['state']}: export a run that ended (a live run is mirrored "
+                       f"with mosaic submit --mirror)")
+    run_dir = home.run_dir(run["id"])
+    if not (run_dir / "events.jsonl").is_file():
+        raise CLIError(f"run {run['name']}'s files are not on this machine ({run_dir}): run mosaic export where "
+                       f"its daemon runs")
+    proc = subprocess.run([sys.executable, "-m", "daemon.mirror", str(run_dir), "--home", str(home.root),
+                           "--targets", ",".join(targets), "--once"], capture_output=True, text=True)
+    results = []
+    for line in proc.stdout.splitlines():
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            continue
+    if args.json:
+        _print_json(results)
+    for result in results if not args.json else []:
+        print(f"{run['name']} -> {result.get('where') or result['target'] + ': not mirrored'}")
+    if proc.returncode != 0:
+        problems = [ln for ln in proc.stderr.splitlines() if "mirror: cannot" in ln]
+        raise CLIError(problems[-1] if problems else f"the export failed: {proc.stderr.strip()[-500:]}")
+    return 0
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_app
@@ -931,6 +979,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wall-time", type=NUMBER, metavar="S", help="stop the run after S seconds")
     p.add_argument("--max-steps", type=INTEGER, metavar="N", help="stop the run once it reaches step N")
     p.add_argument("--memory-mb", type=INTEGER, metavar="MB", help="memory limit of the worker")
+    p.add_argument("--mirror", metavar="wandb,mlflow|none",
+                   help="mirror the run live to W&B and/or MLflow (default: settings.json's mirrors)")
     p.add_argument("--frames", action="store_true", help="publish live frames (the app's Frames tab)")
     p.add_argument("--fps", type=NUMBER, metavar="N", help="with --frames: frames a second (default 15)")
     placement = p.add_argument_group("placement", "where the run runs (default: here, or settings.json's placement)")
@@ -1038,6 +1088,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-launch", action="store_true", help="only write the event files and print the command")
     p.add_argument("--detach", action="store_true", help="leave TensorBoard running in the background and return")
     p.set_defaults(func=cmd_tensorboard)
+
+    p = sub.add_parser("export", parents=[common],
+                       help="mirror a finished run to W&B (offline when W&B is out of reach) and/or MLflow")
+    p.add_argument("run")
+    p.add_argument("--wandb", action="store_true", help="to W&B (settings.json mirrors.wandb: project, entity)")
+    p.add_argument("--mlflow", action="store_true", help="to MLflow (mirrors.mlflow: tracking_uri, experiment)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("logs", parents=[common], help="print a run's output")
     p.add_argument("run")

@@ -61,6 +61,9 @@ PLAY = "play"
 # Written by the daemon's ingest, never by a worker: a line that was not a
 # valid event (non-JSON, binary garbage, oversized). Keeps the stream total.
 INVALID = "invalid"
+# Written on the daemon's side, never by a worker: something beside the run went wrong
+# and the run goes on (a W&B or MLflow mirror that cannot write: daemon/mirror.py), said once.
+WARNING = "warning"
 
 # type -> {field: (python types accepted, required)}
 _NUM = (int, float)
@@ -172,6 +175,10 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     INVALID: {
         "raw": ((str,), True),
         "error": ((str,), True),
+    },
+    WARNING: {
+        "message": ((str,), True),
+        "source": ((str,), False),
     },
 }
 EVENT_TYPES = frozenset(EVENT_FIELDS)
