@@ -3,7 +3,7 @@ observed as images (envs.ImageParallelEnv: resized, grey, frame-stacked) by RLli
 
 The refusals need no Ray. The trainings go through the real daemon and CLI with live frames;
 pistonball runs a small CNN on 42x42 views so the default suite stays short, cooperative pong
-(long) runs the defaults: 84x84, RLlib's default filters, then an evaluation of its checkpoint.
+(long) runs the defaults: 64x64, RLlib's default filters, then an evaluation of its checkpoint.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_image_games_are_offered_and_take_the_cnn_by_default():
 
 
 @pytest.mark.parametrize("config, field, words", [
-    (_config(model="mlp"), "params.model", "pistonball_v6 is observed as 84x84 images"),
+    (_config(model="mlp"), "params.model", "pistonball_v6 is observed as 64x64 images"),
     (_config(env="ALE/Pong-v5", model="mlp"), "params.model", "RLlib's MLP takes vectors"),
     (_config(env="CartPole-v1", model="cnn"), "params.model", "CartPole-v1 observes vectors"),
     (_config(fcnet_hiddens=[64]), "params.fcnet_hiddens", "set conv_filters instead"),
@@ -52,7 +52,7 @@ def test_image_games_are_offered_and_take_the_cnn_by_default():
     (_config(conv_filters=[[8, 4]]), "params.conv_filters[0]", "[out_channels, kernel, stride]"),
     (_config(conv_filters=[[8, 4, 2], [16, 0, 2]]), "params.conv_filters[1].kernel", ">= 1"),
     (_config(conv_filters=[]), "params.conv_filters", "is empty"),
-    (_config(policy="shared_value"), "params.policy", "observed as 84x84 images"),
+    (_config(policy="shared_value"), "params.policy", "observed as 64x64 images"),
     (_config(algo="DQN"), "env", '(env_kwargs {"continuous": false}: discrete)'),
     (_config(env="cooperative_pong_v6", algo="SAC"), "env", "has discrete actions"),
 ])
@@ -129,7 +129,7 @@ def test_ppo_on_pistonball_trains_its_cnn_with_frames(daemon, mosaic, tmp_path):
 
 @pytest.mark.long
 def test_ppo_on_cooperative_pong_with_the_default_cnn_then_evaluated(daemon, mosaic, tmp_path):
-    """The defaults (84x84 grey, 3 frames, RLlib's default filters for 84x84), one iteration with
+    """The defaults (64x64 grey, 3 frames, RLlib's default filters for 64x64), one iteration with
     frames, then its checkpoint plays an episode observed the same way."""
     run_id = submit(mosaic, tmp_path, {
         "worker": "ray", "algo": "PPO", "env": "cooperative_pong_v6", "steps": 100, "seed": 1,
@@ -141,6 +141,10 @@ def test_ppo_on_cooperative_pong_with_the_default_cnn_then_evaluated(daemon, mos
     run = finish(mosaic, run_id)
     assert {"learners/shared/policy_loss", "env_runners/agent_episode_returns_mean/paddle_1"} <= \
         set(run["summary"]["tags"])
+    # RLlib's default filters for 64x64 (get_filter_config), over grey x 3 frames
+    final = mosaic.home.run_dir(run_id) / "checkpoints" / "final"
+    assert sorted(conv_weights(final, "shared")) == sorted([(16, 3, 4, 4), (32, 16, 4, 4), (64, 32, 4, 4),
+                                                            (128, 64, 4, 4)] * 2)
     evaluation = submit(mosaic, tmp_path, {
         "worker": "ray", "algo": "PPO", "env": "cooperative_pong_v6", "mode": "eval", "eval_episodes": 1,
         "checkpoint": f"run:{run['name']}", "params": {}})
