@@ -1,6 +1,6 @@
 """XuanCe's algorithms that run only with the worker's import-time fixes (workers/xuance_worker/fixes.py):
 COMA (its learner's ``huber_delta=None``) and DreamerV2/V3 (``SequentialReplayBuffer``'s constructor),
-trained through a real daemon. Every algorithm of the catalog, these included, is also walked by
+and NPG, which runs only at the catalog's small actor layers, trained through a real daemon. Every algorithm of the catalog, these included, is also walked by
 tests/test_xuance_worker.py::test_every_algorithm_runs (MOSAIC_LONG=1).
 """
 from __future__ import annotations
@@ -82,3 +82,32 @@ def test_dreamerv3_trains_on_cartpole_through_the_daemon(daemon, mosaic):
     for tag in ("model_loss/model_loss", "actor_loss/actor_loss", "critic_loss/critic_loss"):
         values = losses(events, tag)
         assert values and all(map(math.isfinite, values)), tag
+
+
+def test_npg_trains_on_cartpole_at_its_small_default_layers(daemon, mosaic):
+    """The catalog's NPG defaults (32-unit layers: a 1,024 x 1,024 Fisher matrix per learner step, not
+    XuanCe's 16,384 x 16,384) train CartPole in seconds."""
+    run_id = submit(mosaic, {"worker": "xuance", "algo": "npg", "env": "CartPole-v1", "steps": 512,
+                             "params": {"parallels": 2, "horizon_size": 64, "n_minibatch": 1}})
+    summary, events = trained(mosaic, run_id, 512)
+    config = json.loads((mosaic.home.run_dir(run_id) / "config.json").read_text())
+    assert config["params"]["actor_hidden_size"] == config["params"]["representation_hidden_size"] == [32]
+    episodes = [e for e in events if e["type"] == "episode"]
+    assert episodes and len(episodes) == summary["episodes"]
+    assert all(e["return"] == e["length"] >= 8 for e in episodes)   # CartPole: +1 a step
+    # one learner step a rollout (64 steps of 2 envs): 512 / 128 updates
+    for tag in ("actor-loss", "critic-loss"):
+        values = losses(events, tag)
+        assert len(values) == 4 and all(map(math.isfinite, values)), tag
+
+
+def test_npg_with_xuance_layer_sizes_is_refused_at_submit(daemon, mosaic):
+    """XuanCe's own 128-unit actor (a 16,384 x 16,384 matrix inverted each learner step) never starts."""
+    path = Path(mosaic.home.root) / "npg-large.json"
+    path.write_text(json.dumps({"worker": "xuance", "algo": "npg", "env": "CartPole-v1", "steps": 512,
+                                "params": {"representation_hidden_size": [128], "actor_hidden_size": [128]}}))
+    out = mosaic.run("submit", str(path))
+    assert out.returncode != 0
+    message = out.stdout + out.stderr
+    assert "params.actor_hidden_size" in message and "16384 x 16384 matrix" in message, message
+    assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []   # no run was made

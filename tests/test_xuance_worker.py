@@ -202,7 +202,8 @@ MAPPO = {"worker": "xuance", "algo": "mappo", "env": "simple_spread_v3", "steps"
 
 
 @pytest.mark.parametrize("config, field", [
-    ({**PPO, "algo": "npg"}, "algo"),                                     # not among those that run here
+    ({**PPO, "algo": "npg", "params": {"actor_hidden_size": [32, 128]}}, "params.actor_hidden_size"),  # 4096²
+    ({**PPO, "algo": "npg", "params": {"representation_hidden_size": [128]}}, "params.representation_hidden_size"),
     ({**MAPPO, "algo": "dcg"}, "algo"),
     ({**PPO, "algo": "dreamerv3", "env": "VizdoomBasic-v1"}, "env"),      # Dreamer's decoder: 64x64, not 84x84
     ({**PPO, "env": "simple_spread_v3"}, "env"),                          # single-agent algo, MPE env

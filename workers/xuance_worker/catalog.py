@@ -90,8 +90,9 @@ SISL_ENVS: dict[str, dict[str, Any]] = {
 # "actions": the kinds of action its XuanCe configs are made for; "competitive":
 # it trains each agent on its own reward (no team value), so agents can play
 # against each other. COMA and DreamerV2/V3 run with fixes of XuanCe's at import
-# (fixes.py). Left out, as found on this machine:
-#   npg        -- no update finished in 5 minutes on CartPole (3.5 GB resident)
+# (fixes.py). "defaults": the algorithm's own schema defaults, over XuanCe's configs (every family
+# of it); "max_actor_layer_weights": the largest actor weight tensor (inputs x units) taken at
+# submit. Left out, as found on this machine:
 #   dcg        -- needs torch_scatter, which is not installed
 ALGORITHMS: dict[str, dict[str, Any]] = {
     # single agent, classic control
@@ -110,6 +111,13 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
     "c51": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
     "qrdqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
     "drqn": {"family": CLASSIC_CONTROL, "actions": ["discrete"]},
+    # natural policy gradient: its learner builds and inverts a dense (weights x weights) Fisher matrix
+    # for each actor weight tensor at every learner step (npg_learner.py), so XuanCe's 128-unit layers
+    # (a 16,384 x 16,384 matrix) take minutes a step; layers of 32 a fraction of a second
+    # (docs/workers/xuance.md, "NPG")
+    "npg": {"family": CLASSIC_CONTROL, "actions": ["discrete", "continuous"],
+            "defaults": {"representation_hidden_size": [32], "actor_hidden_size": [32]},
+            "max_actor_layer_weights": 2048},
     # model-based: a world model learnt from sequences (XuanCe's SequentialReplayBuffer, fixed at import by
     # fixes.py)
     # "not_on": families it has a config for but does not run on (ViZDoom's 84x84 frames: Dreamer's

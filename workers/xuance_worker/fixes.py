@@ -11,6 +11,7 @@ from __future__ import annotations
 
 IAC_LEARNER = "xuance.torch.learners.multi_agent_rl.iac_learner"
 MEMORY_TOOLS = "xuance.common.memory_tools"
+NPG_LEARNER = "xuance.torch.learners.policy_gradient.npg_learner"
 FIXED = "_mosaic_fixed"   # marks a patched method: a second install() leaves it as it is
 
 
@@ -62,9 +63,30 @@ def _fix_sequential_buffer(module) -> None:
     buffer.__init__ = __init__
 
 
+def _fix_npg_optimizers(module) -> None:
+    """NPG: ``NPG_Learner.__init__`` keeps its two optimizers as ``actor_optimizer`` and ``critic_optimizer``
+    and leaves the base learner's ``optimizer`` None, so ``Learner.save_model`` (``self.optimizer.state_dict()``)
+    fails with AttributeError at NPG's first checkpoint, the final one included. Here ``optimizer`` is both,
+    by name, the form ``save_model`` and ``load_model`` already take (a dict: one state each); the learner's
+    update still steps them by their own names."""
+    learner = module.NPG_Learner
+    init = learner.__init__
+    if getattr(init, FIXED, False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.optimizer is None:
+            self.optimizer = {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
+
+    setattr(__init__, FIXED, True)
+    learner.__init__ = __init__
+
+
 def install() -> None:
     """The fixes, when (or if already) XuanCe loads the modules they patch."""
     from workers.sdk.postimport import when_imported
 
     when_imported(IAC_LEARNER, _fix_unused_huber_delta)
     when_imported(MEMORY_TOOLS, _fix_sequential_buffer)
+    when_imported(NPG_LEARNER, _fix_npg_optimizers)
