@@ -130,7 +130,8 @@ def test_ppo_on_pistonball_trains_its_cnn_with_frames(daemon, mosaic, tmp_path):
 @pytest.mark.long
 def test_ppo_on_cooperative_pong_with_the_default_cnn_then_evaluated(daemon, mosaic, tmp_path):
     """The defaults (64x64 grey, 3 frames, RLlib's default filters for 64x64), one iteration with
-    frames, then its checkpoint plays an episode observed the same way."""
+    frames, then its checkpoint plays an episode observed the same way: the views recorded in the
+    checkpoint win over the evaluation's params (84x84 there would not fit the modules)."""
     run_id = submit(mosaic, tmp_path, {
         "worker": "ray", "algo": "PPO", "env": "cooperative_pong_v6", "steps": 100, "seed": 1,
         "frames": {"enabled": True, "fps": 30, "max_dim": 480},
@@ -147,7 +148,7 @@ def test_ppo_on_cooperative_pong_with_the_default_cnn_then_evaluated(daemon, mos
                                                             (128, 64, 4, 4)] * 2)
     evaluation = submit(mosaic, tmp_path, {
         "worker": "ray", "algo": "PPO", "env": "cooperative_pong_v6", "mode": "eval", "eval_episodes": 1,
-        "checkpoint": f"run:{run['name']}", "params": {}})
+        "checkpoint": f"run:{run['name']}", "params": {"image_size": 84}})
     finish(mosaic, evaluation)
     episodes = [e for e in events_of(mosaic.home, evaluation) if e["type"] == "episode"]
     assert len(episodes) == 1 and set(episodes[0]["agents"]) == {"paddle_0", "paddle_1"}
