@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -542,6 +543,7 @@ class Mirror:
         self.saved: dict[str, Any] = {}
         self.targets: list[Target] = []
         self._meta_at = 0.0
+        self.stopping = False   # SIGTERM: leave at the next page's end, W&B flushed, the offsets kept
 
     def load(self) -> None:
         """The targets, from where mirror.json says each one got to (read under the lock: a mirror
@@ -625,6 +627,8 @@ class Mirror:
                     update_analytics(self.run_dir, checkpoints=checkpoints)
                 target.state["offset"] = nxt
                 self.save()
+                if self.stopping:
+                    break
         except Exception as exc:  # noqa: BLE001
             self.fail(target, "write", exc)
 
@@ -636,7 +640,8 @@ class Mirror:
                 except Exception as exc:  # noqa: BLE001
                     self.fail(target, "set the tags and note", exc)
 
-    def finish(self, state: str | None) -> None:
+    def finish(self, state: str | None, record: dict[str, Any]) -> None:
+        """The last pages, the tags and note as they are now, the last checkpoint; then close."""
         for target in self.targets:
             if not target.opened and target.state.get("closed_offset") == os.path.getsize(self.events):
                 continue   # mirrored and closed already (by the mirror before this one, or an export)
@@ -644,6 +649,7 @@ class Mirror:
             if not target.opened:
                 continue
             try:
+                target.meta(list(record.get("tags") or []), record.get("note") or "")
                 saved = target.state.get("checkpoints") or []
                 last = saved[-1] if saved else None
                 if last and last.get("path") and target.state.get("checkpoint_logged") != last["path"]:
@@ -658,6 +664,19 @@ class Mirror:
                 self.save()
             except Exception as exc:  # noqa: BLE001
                 self.fail(target, "finish", exc)
+
+    def leave(self) -> None:
+        """Stopped (SIGTERM) before the run ended: W&B's rows flushed to its files (its run.log is
+        asynchronous: a SIGKILLed mirror loses what W&B had not written yet), the offsets kept; the
+        daemon starts a mirror again when it adopts the run, which goes on from there."""
+        for target in self.targets:
+            if target.opened and isinstance(target, WandbTarget):
+                try:
+                    target.run.finish(exit_code=0)
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("run %s: W&B's finish failed: %s", self.run_id, exc)
+        self.save()
+        log.info("run %s: mirror stopped; offsets kept", self.run_id)
 
     def run(self) -> int:
         if not self.names:
@@ -674,8 +693,7 @@ class Mirror:
             for target in self.targets:
                 if target.state.get("closed_offset") != os.path.getsize(self.events):
                     self._open(target)
-            self.sync_meta(record)
-            self.finish(record.get("state"))
+            self.finish(record.get("state"), record)
             failed = [t for t in self.targets if t.state.get("offset", 0) < os.path.getsize(self.events)]
             for target in self.targets:
                 print(json.dumps({"target": target.name, "where": target.where() if target.state.get("run_id") else None,
@@ -687,10 +705,13 @@ class Mirror:
                 return 0
             if record.get("state") in P.FINAL_STATES:
                 # the daemon records the end after it read the whole file: this pass takes the rest
-                self.finish(record["state"])
+                self.finish(record["state"], record)
                 return 0
             for target in self.targets:
                 self.pump(target)
+            if self.stopping:
+                self.leave()
+                return 0
             if record and time.monotonic() - self._meta_at >= META_SECONDS:
                 self._meta_at = time.monotonic()
                 self.sync_meta(record)
@@ -708,10 +729,14 @@ def main(argv: list[str] | None = None) -> int:
     # MLflow keeps an installation id under XDG_CONFIG_HOME (~/.config): under the home instead
     os.environ["XDG_CONFIG_HOME"] = os.path.join(mirror_root(args.home), "config")
     targets = [t for t in args.targets.split(",") if t] if args.targets else None
+    mirror_holder: list[Mirror] = []
+    signal.signal(signal.SIGTERM, lambda *_: [setattr(m, "stopping", True) for m in mirror_holder])
     if targets is not None and any(t not in TARGETS for t in targets):
         print(f"unknown mirror target in {args.targets!r} (known: {', '.join(TARGETS)})", file=sys.stderr)
         return 2
-    return Mirror(args.run_dir, Home.resolve(args.home), targets, args.once).run()
+    mirror = Mirror(args.run_dir, Home.resolve(args.home), targets, args.once)
+    mirror_holder.append(mirror)
+    return mirror.run()
 
 
 if __name__ == "__main__":
