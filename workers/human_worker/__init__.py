@@ -16,6 +16,7 @@ from workers.sdk.descriptor import WorkerDescriptor
 
 class HumanDescriptor(WorkerDescriptor):
     name = "human"
+    catalog = catalog   # its module: WorkerDescriptor.schema serves catalog.schema
     package = "workers.human_worker"
     upstream = "gymnasium"
     description = ("a person at the keyboard plays any env with discrete actions (or typed commands: TextWorld): "
@@ -37,11 +38,6 @@ class HumanDescriptor(WorkerDescriptor):
             "human": True,
             "schema_version": catalog.SCHEMA_VERSION,
         }
-
-    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
-        if algo not in catalog.ALGORITHMS:
-            raise self.unknown_algo(algo, catalog.ALGORITHMS)
-        return catalog.schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:
         problem = catalog.unplayable(config.env)

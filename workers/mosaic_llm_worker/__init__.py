@@ -18,6 +18,7 @@ from workers.sdk.envs import unknown_env
 
 class MosaicLLMDescriptor(WorkerDescriptor):
     name = "mosaic_llm"
+    catalog = catalog   # its module: WorkerDescriptor.schema serves catalog.schema
     package = "workers.mosaic_llm_worker"
     upstream = "mosaic-multigrid"
     description = ("Multi-agent LLM teams (coordination levels L1-L3, egocentric or visible-teammates "
@@ -49,11 +50,6 @@ class MosaicLLMDescriptor(WorkerDescriptor):
             "human": True,   # a "human" seat: the client that holds it plays (docs/play.md)
             "schema_version": catalog.SCHEMA_VERSION,
         }
-
-    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
-        if algo not in catalog.ALGORITHMS:
-            raise self.unknown_algo(algo, catalog.ALGORITHMS)
-        return catalog.schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:
         family = catalog.env_family(config.env)

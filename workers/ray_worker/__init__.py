@@ -20,6 +20,7 @@ from workers.sdk.rundir import check_trained_on, read_checkpoint_meta
 
 class RayDescriptor(WorkerDescriptor):
     name = "ray"
+    catalog = catalog   # its module: WorkerDescriptor.schema serves catalog.schema
     package = "workers.ray_worker"
     upstream = "ray"
     description = ("Ray RLlib 2.60 (PPO, APPO, IMPALA, DQN, SAC) on gymnasium and PettingZoo envs: parameter "
@@ -54,11 +55,6 @@ class RayDescriptor(WorkerDescriptor):
             "record": True,
             "schema_version": catalog.SCHEMA_VERSION,
         }
-
-    def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
-        if algo not in catalog.ALGORITHMS:
-            raise self.unknown_algo(algo, catalog.ALGORITHMS)
-        return catalog.schema(algo, env)
 
     # -- validation (WorkerDescriptor.validate calls check_env, then check_run) ----
     def check_env(self, config: RunConfig) -> None:

@@ -52,6 +52,8 @@ class WorkerDescriptor:
     upstream: str = ""        # upstream distribution, e.g. "cleanrl"
     description: str = ""
     hidden: bool = False      # a worker for tests: listed by `mosaic workers --all` only
+    # the worker's catalog module (ALGORITHMS, schema(algo, env)), when the default schema() serves it
+    catalog: Any = None
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -125,8 +127,13 @@ class WorkerDescriptor:
         return config
 
     def schema(self, algo: str, env: str | None = None) -> dict[str, Any]:
-        """JSON schema of the algorithm's params."""
-        raise NotImplementedError
+        """JSON schema of the algorithm's params: by default the ``catalog`` module's (its
+        ``ALGORITHMS`` and ``schema(algo, env)``), an unknown algorithm refused naming the known ones."""
+        if self.catalog is None:
+            raise NotImplementedError
+        if algo not in self.catalog.ALGORITHMS:
+            raise self.unknown_algo(algo, self.catalog.ALGORITHMS)
+        return self.catalog.schema(algo, env)
 
     def check_env(self, config: RunConfig) -> None:
         """Refuse what the run's fields ask that the algorithm cannot run (its env,
