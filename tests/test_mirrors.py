@@ -220,6 +220,7 @@ def test_a_mirror_out_of_reach_is_said_once_and_the_run_goes_on(home, mosaic):
     mosaic.run("daemon", "stop")
 
 
+@pytest.mark.long   # ~40 s here under load: the suite's budget (MOSAIC_LONG=1 runs it)
 def test_a_sigkilled_daemon_and_a_restarted_mirror_lose_and_repeat_no_point(home, mosaic):
     """SIGKILL the daemon and stop the run's mirror (SIGTERM) mid-run: the restarted daemon adopts
     the run and starts its mirror again, which goes on from the offsets it kept: every point once in
