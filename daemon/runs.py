@@ -247,10 +247,10 @@ class RunManager:
         # the names users type (``sac``, ``ppo`` for PPO, learning_starts) made the
         # worker's own, so the run record stores what the worker runs
         config = desc.canonical_config(config)
+        config = draw_seed(config)
         if isinstance(config.get("checkpoint"), str) and config["checkpoint"]:
             # resolved first, so every worker validates an absolute, existing path
             config = {**config, "checkpoint": self._checkpoint_path(config["checkpoint"])}
-        config = draw_seed(config)
         if isinstance(config.get("dataset"), str) and config["dataset"]:
             config = {**config, "dataset": self._dataset_path(config["dataset"], config.get("env"))}
         return desc, desc.validate(config)
