@@ -23,6 +23,7 @@ from workers.sdk import telemetry as tm
 
 MAX_EVENT_LINE = 1024 * 1024   # a longer line is recorded as invalid, not parsed
 READ_CHUNK = 1024 * 1024       # bytes read per pass, so one chatty run cannot stall the loop
+WARNINGS_KEPT = 20              # a run's warnings kept in its summary (each target says it once)
 # Episode returns kept in the summary: the sparkline and the smoothed return,
 # the mean of the last N (clients let N go up to this). 100 floats keep the
 # summary, sent to clients twice a second, at about 1 KB.
@@ -169,6 +170,8 @@ class RunTail:
         # the run's recorded offline dataset: {"path", "transitions", "episodes"} (dataset_saved)
         self.dataset: dict[str, Any] | None = s.get("dataset")
         self.phase: str | None = s.get("phase")
+        # what went wrong beside the run, said once each (warning events: a failing W&B/MLflow mirror)
+        self.warnings: list[str] = list(s.get("warnings") or [])
         # The offset of the first chunk whose bytes are not just its events'
         # lines (an invalid, blank or partial line), None while there is none.
         # Backlog reads below it split lines without parsing them again. A
@@ -196,6 +199,7 @@ class RunTail:
             "irregular_from": self.irregular_from,
             "dataset": self.dataset,
             **({"llm": dict(self.llm)} if self.llm else {}),
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
             "system": self.system,
         }
 
@@ -355,6 +359,10 @@ class RunTail:
             elif kind == tm.PHASE:
                 self.phase = ev.get("name")
                 step = ev.get("step")
+            elif kind == tm.WARNING:
+                if len(self.warnings) < WARNINGS_KEPT:
+                    self.warnings.append(str(ev.get("message")))
+                continue
             else:
                 step = ev.get("step")
             if type(step) is int and step > steps:

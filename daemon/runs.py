@@ -704,7 +704,7 @@ class RunManager:
         old = self._mirrors.get(run["id"])
         if old is not None and old.poll() is None:
             return
-        popen = mirror.spawn(self.home, run_dir, self.worker_nice)
+        popen = mirror.spawn(self.home, run_dir)
         if popen is not None:
             self._mirrors[run["id"]] = popen
 

@@ -451,6 +451,7 @@ def cmd_show(args: argparse.Namespace) -> int:
               ("steps/s", num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
               # one word each, as everywhere: tags are the user's (`mosaic tag`, ls's TAGS), metrics are
               # what the run logs (`mosaic metrics RUN --metric NAME`)
+              ("warnings", " · ".join(s.get("warnings") or []) or None),
               ("tags", " ".join(run.get("tags") or []) or None), ("note", run.get("note") or None),
               ("metrics", ", ".join(s.get("tags") or []) or "-"), ("invalid lines", s.get("invalid")),
               ("run dir", str(_home(args).run_dir(run["id"])))]

@@ -207,10 +207,13 @@ def test_a_mirror_out_of_reach_is_said_once_and_the_run_goes_on(home, mosaic):
     started = time.monotonic()
     assert mosaic.run("wait", run_id, "--timeout", "120").returncode == 0
     took = time.monotonic() - started
-    assert took < 9, took    # no wait on the mirror
+    assert took < 30, took    # no wait on the mirror (its cost to telemetry: bench/bench_mirrors.py)
     warnings = [e for e in events_of(home, run_id) if e["type"] == "warning"]
     assert len(warnings) == 1 and warnings[0]["source"] == "mirror/mlflow", warnings
     assert "mlflow mirror: cannot open" in warnings[0]["message"]
+    # said on the run: its summary, `mosaic show`
+    assert mosaic.show(run_id)["summary"]["warnings"] == [warnings[0]["message"]]
+    assert "warnings: mlflow mirror: cannot open" in mosaic.run("show", run_id, check=True).stdout
     wait_for(lambda: mirror_done(home, run_id, ("wandb",)), 60, 0.2, what="the W&B mirror to finish")
     expected = metrics_of(mosaic, run_id)
     assert {t: [(s, v) for s, v, _ in p] for t, p in wandb_points(home, run_id).items()} == \

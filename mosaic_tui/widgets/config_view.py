@@ -38,6 +38,8 @@ def record_table(run: dict[str, Any]) -> Table:
         table.add_row("checkpoints", "\n".join(s["checkpoints"][-5:]))
     if s.get("dataset"):
         table.add_row("dataset", fmt.dataset_text(s["dataset"]))
+    if s.get("warnings"):   # beside the run, not its failure: a W&B/MLflow mirror that cannot write
+        table.add_row("warnings", Text("\n".join(s["warnings"]), style="yellow"))
     return table
 
 
