@@ -71,7 +71,23 @@ def common_specs() -> dict[str, dict[str, Any]]:
         "wall_seconds": _field_spec(LimitsConfig, "wall_seconds", "stop the run after this many seconds"),
         "max_steps": _field_spec(LimitsConfig, "max_steps", "stop the run once it reports this step"),
         "memory_mb": _field_spec(LimitsConfig, "memory_mb", "memory limit of the worker, in MB"),
+        "mirror": {"type": "string", "enum": list(MIRROR_CHOICES), "default": "settings",
+                   "description": "mirror the run live to W&B and/or MLflow (docs/mirrors.md); settings: as "
+                                  "the home's settings.json says"},
     }
+
+
+# the Mirror field's choices: the run config's ``mirror`` each stands for (None: the home's settings)
+MIRROR_CHOICES: dict[str, list[str] | None] = {
+    "settings": None, "none": [], "wandb": ["wandb"], "mlflow": ["mlflow"], "wandb+mlflow": ["wandb", "mlflow"]}
+
+
+def mirror_choice(mirror: list[str] | None) -> str:
+    """The Mirror field's choice for a run config's ``mirror`` (a clone shows its run's)."""
+    for choice, targets in MIRROR_CHOICES.items():
+        if targets == mirror or (targets is not None and mirror is not None and set(targets) == set(mirror)):
+            return choice
+    return "settings"
 
 
 # The Placement section: where the run runs (workers/sdk/config.py's PlacementConfig, docs/cluster.md).
@@ -156,6 +172,7 @@ SECTIONS = [
     ("Frames", ["frames", "fps"]),
     ("Data", ["record", "dataset"]),
     ("Limits", ["wall_seconds", "max_steps", "memory_mb"]),
+    ("Mirror", ["mirror"]),
 ]
 COMMON_FIELDS = [name for _, names in SECTIONS for name in names]
 
@@ -236,6 +253,7 @@ class NewRunScreen(Screen):
             "frames": frames.get("enabled"), "fps": frames.get("fps"),
             "record": (cfg.get("record") or {}).get("episodes"), "dataset": cfg.get("dataset"),
             **{k: limits.get(k) for k in ("wall_seconds", "max_steps", "memory_mb")},
+            "mirror": mirror_choice(cfg.get("mirror")),
         }
         self.frames_extra = {k: v for k, v in frames.items() if k not in ("enabled", "fps")}
         self.clone_params: dict[str, Any] | None = dict(cfg.get("params") or {}) if clone else None
@@ -626,6 +644,8 @@ class NewRunScreen(Screen):
         limits = {k: values[k] for k in ("wall_seconds", "max_steps", "memory_mb") if values.get(k) is not None}
         if limits:
             config["limits"] = limits
+        if MIRROR_CHOICES.get(values.get("mirror")) is not None:
+            config["mirror"] = MIRROR_CHOICES[values["mirror"]]
         if placement is not None:
             config["placement"] = placement
         params = {}

@@ -264,3 +264,21 @@ async def test_the_seed_field_takes_a_number_random_or_nothing(daemon):
         await pilot.pause()
         config, errors = screen.collect()
         assert config is None and any(e.startswith("seed: ") for e in errors), errors
+
+
+async def test_the_mirror_field_asks_for_w_and_b_mlflow_or_the_homes_setting(daemon):
+    """Mirror: the home's settings by default (no mirror key sent), or the run's own targets."""
+    from mosaic_tui.screens.new_run import NewRunScreen
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await pick(pilot, screen, "cleanrl", "ppo")
+        config, errors = screen.collect()
+        assert errors == [] and "mirror" not in config
+        for choice, want in (("none", []), ("wandb", ["wandb"]), ("wandb+mlflow", ["wandb", "mlflow"])):
+            await choose(pilot, screen, "mirror", choice)
+            config, errors = screen.collect()
+            assert errors == [] and config["mirror"] == want, (choice, config)
+        # a clone shows its run's mirror
+        clone = NewRunScreen(clone={"config": {**config, "mirror": ["mlflow"]}})
+        assert clone.initial["mirror"] == "mlflow"
