@@ -42,7 +42,11 @@ def test_every_event_type_round_trips():
                                            tm.CHECKPOINT_SAVED, tm.DATASET_SAVED, tm.HEARTBEAT, tm.PHASE, tm.LLM_STEP,
                                            tm.KEYMAP, tm.PLAY, tm.RUN_FAILED, tm.RUN_STOPPED, tm.RESTARTED, tm.RUN_COMPLETED]
     emitted_types = {e["type"] for e in events}
-    assert emitted_types | {tm.INVALID} == tm.EVENT_TYPES  # the test covers every type
+    # the test covers every type; invalid and warning are the daemon's side's (ingest, daemon/mirror.py)
+    assert emitted_types | {tm.INVALID, tm.WARNING} == tm.EVENT_TYPES
+    warning = tm.encode(tm.make_event(tm.WARNING, message="mlflow mirror: cannot open", source="mirror/mlflow"))
+    (parsed,) = split_events(warning)[1]
+    assert tm.check_event(parsed) is parsed and parsed["message"] == "mlflow mirror: cannot open"
     for event in events:
         assert tm.check_event(event) is event
     assert events[2]["value"] == "nan"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from workers.sdk.config import ConfigError, RunConfig, check_value, did_you_mean
-from workers.xuance_worker import catalog
+import workers.xuance_worker.catalog as catalog  # the module, not the package: __init__ imports this one
 
 PARAM = "xuance_config"
 FIELD = f"params.{PARAM}"
