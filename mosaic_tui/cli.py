@@ -112,6 +112,25 @@ def _client(args: argparse.Namespace, autostart: bool = True):
 
 
 # -- commands -----------------------------------------------------------------
+def _exited(pid: int) -> bool:
+    """The process has ended: gone, or a zombie that its parent (init, for a daemon whose starter
+    has exited) has yet to reap; an init that reaps a second late made every `daemon stop` wait
+    for it. A zombie holds no files: the daemon's socket, pid file and lock are already released."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+    except OSError:      # no /proc here: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     from mosaic_tui.client import Client, DaemonUnavailable, start_daemon
     home = _home(args)
@@ -142,9 +161,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             client.call(P.SHUTDOWN)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if _exited(pid):
                 break
             time.sleep(0.05)
         else:
