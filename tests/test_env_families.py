@@ -190,7 +190,7 @@ FAMILY_RUNS = [
                  VIZDOOM_FRAME, id="xuance-vizdoom-ppo"),
     pytest.param("xuance", "dqn", "VizdoomBasic-v1", 300,
                  {"parallels": 2, "start_training": 100, "batch_size": 32, "buffer_size": 1000},
-                 VIZDOOM_FRAME, id="xuance-vizdoom-dqn"),
+                 VIZDOOM_FRAME, id="xuance-vizdoom-dqn", marks=long),   # ppo on ViZDoom stays in CI
     pytest.param("xuance", "ppo", "HalfCheetah-v5", 256, {"parallels": 1, "horizon_size": 128, "n_epochs": 1},
                  MUJOCO_FRAME, id="xuance-mujoco"),
     pytest.param("xuance", "dqn", "LunarLander-v3", 300,
@@ -210,10 +210,10 @@ FAMILY_RUNS = [
     # here under load, so slow
     pytest.param("tianshou", "dqn", "LunarLander-v3", 300,
                  {"training_envs": 2, "test_envs": 0, "buffer_size": 2000, "batch_size": 32}, None,
-                 id="tianshou-box2d", marks=slow),
+                 id="tianshou-box2d", marks=long),
     pytest.param("tianshou", "ppo", "HalfCheetah-v5", 256,
                  {"training_envs": 1, "test_envs": 0, "collection_step_num_env_steps": 128, "batch_size": 64},
-                 MUJOCO_FRAME, id="tianshou-mujoco", marks=slow),
+                 MUJOCO_FRAME, id="tianshou-mujoco", marks=long),
     # Tianshou: Atari through its own wrap_deepmind and Atari CNNs (no test episodes: a Pong one is
     # thousands of steps); ViZDoom through workers/sdk/vizdoom.py into the same CNNs
     pytest.param("tianshou", "dqn", "PongNoFrameskip-v4", 300,
@@ -222,11 +222,11 @@ FAMILY_RUNS = [
     pytest.param("tianshou", "ppo", "VizdoomBasic-v1", 256,
                  {"training_envs": 2, "test_envs": 1, "test_step_num_episodes": 1,
                   "collection_step_num_env_steps": 128, "batch_size": 64, "hidden_sizes": [64]},
-                 VIZDOOM_FRAME, id="tianshou-vizdoom"),
+                 VIZDOOM_FRAME, id="tianshou-vizdoom", marks=long),   # Tianshou's image CNNs: atari stays
     # Ray starts in ~40 s before the first step: each of these takes over a minute
     pytest.param("ray", "PPO", "ALE/Pong-v5", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
-                 ATARI_FRAME, id="ray-atari", marks=[slow, ray]),
+                 ATARI_FRAME, id="ray-atari", marks=[*long, ray]),   # RLlib's CNN: pistonball stays in CI
     pytest.param("ray", "PPO", "VizdoomBasic-v1", 200,
                  {"train_batch_size_per_learner": 100, "minibatch_size": 50, "num_epochs": 1},
                  VIZDOOM_FRAME, id="ray-vizdoom", marks=[*long, ray]),
@@ -303,6 +303,7 @@ def test_multigrid_policy_configurations_on_rllib(daemon, mosaic, policy):
 
 # -- MultiGrid on Tianshou -------------------------------------------------------------------
 @pytest.mark.slow  # about four minutes on 2 shared cores: three runs, torch + tianshou + numba each
+@pytest.mark.long  # ~50 s here (CI's half hour): Tianshou's multi-agent dispatcher on MultiGrid
 @pytest.mark.timeout(1200)
 def test_multigrid_on_tianshou_through_the_daemon(daemon, mosaic, tmp_path):
     """Independent DQN per agent on soccer 1v1 (typed as an alias), all agents moving at once

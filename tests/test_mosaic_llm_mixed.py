@@ -58,6 +58,7 @@ def replay(seed: int, moves: list[dict], env_id: str = SOCCER, **env_kwargs):
 
 
 @pytest.mark.ray   # the module's checkpoint: the ray worker trains it with a private Ray
+@pytest.mark.long  # 85 s with its checkpoint (CI's half hour): a XuanCe policy's seat stays in CI, below
 @pytest.mark.slow  # the module's checkpoint is trained first (about 35 s), then 2 calls of the local model
 @needs_model
 def test_llm_checkpoint_and_random_seats_in_one_soccer_episode(daemon, mosaic, soccer_checkpoint):

@@ -427,6 +427,7 @@ def test_parameter_shared_ppo_on_simple_spread(daemon, mosaic):
     assert abs(sum(episodes[0]["agents"].values()) - episodes[0]["return"]) < 1e-6
 
 
+@pytest.mark.long   # a policy configuration beside the parameter-shared one that stays in CI (CI's half hour)
 def test_independent_policies_on_simple_adversary(daemon, mosaic):
     run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "simple_adversary_v3", "--steps", "200",
                            *SMALL_PPO, "--set", "policy=independent")
@@ -706,6 +707,8 @@ def _cluster_nodes(address: str, env: dict) -> int:
     return len(state["nodes"]) if state else 0
 
 
+@pytest.mark.long   # ~40-75 s (two Ray nodes started for it): CI's half hour; Jobs API placement on a second
+# node stays in CI (tests/test_ray_placement.py, tests/test_ray_cluster.py)
 def test_two_node_cluster(daemon, mosaic, two_node_cluster):
     address, env = two_node_cluster
     run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "CartPole-v1", "--steps", "200",
