@@ -5,8 +5,8 @@
 Throughput: CleanRL's PPO on CartPole-v1 under mosaic, with both mirrors on (W&B offline into
 the home, MLflow's sqlite store in the home) and off, alternating off, on, on, off... Each run's
 steps/s is the script's own last ``charts/SPS``, so start-up is not counted. Figure: median on /
-median off (goal >= 0.97: the mirror is a process of the daemon's at nice 10, the worker never
-waits for it; on 2 cores it does take CPU the run could have had).
+median off (goal >= 0.97: the mirror is a process of the daemon's at nice 19, below the worker's
+10, and the worker never waits for it; at nice 10 it took a fifth of the run's CPU on 2 cores).
 
 Latency: a synthetic run writing 10,000 lines/s, one line a write, two subscribed clients; the
 same with a mirror to an MLflow server that is not there (a closed port: the mirror fails, says
