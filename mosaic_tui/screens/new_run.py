@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shlex
 from typing import Any
 
@@ -80,6 +81,22 @@ def common_specs() -> dict[str, dict[str, Any]]:
 # the Mirror field's choices: the run config's ``mirror`` each stands for (None: the home's settings)
 MIRROR_CHOICES: dict[str, list[str] | None] = {
     "settings": None, "none": [], "wandb": ["wandb"], "mlflow": ["mlflow"], "wandb+mlflow": ["wandb", "mlflow"]}
+
+
+def file_text(spec: dict[str, Any], value: Any) -> Any:
+    """A param whose schema says ``x-text-file`` takes a file's text: a one-line value naming a file
+    here (a path, ~ expanded) is replaced by what the file holds, read on this machine, as the
+    CLI's --xuance-config reads it (the daemon may be on another: mosaic --ssh)."""
+    if not spec.get("x-text-file") or not isinstance(value, str) or "\n" in value or not value.strip():
+        return value
+    path = os.path.expanduser(value.strip())
+    if path.startswith("{") or not (os.path.isfile(path) or path.endswith((".yaml", ".yml", ".json"))):
+        return value      # one line of YAML, e.g. {learning_rate: 0.001}
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
 
 
 def mirror_choice(mirror: list[str] | None) -> str:
@@ -653,7 +670,10 @@ class NewRunScreen(Screen):
             if not f.validate():
                 errors.append(f"{f.field_name}: {f.error}")
             else:
-                params[f.field_name] = f.value()
+                try:
+                    params[f.field_name] = file_text(f.spec, f.value())
+                except ConfigError as exc:
+                    errors.append(f"{f.field_name}: {exc.message}")
         config["params"] = params
         return (None if errors else config), errors
 

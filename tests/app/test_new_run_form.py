@@ -282,3 +282,25 @@ async def test_the_mirror_field_asks_for_w_and_b_mlflow_or_the_homes_setting(dae
         # a clone shows its run's mirror
         clone = NewRunScreen(clone={"config": {**config, "mirror": ["mlflow"]}})
         assert clone.initial["mirror"] == "mlflow"
+
+
+async def test_a_xuance_config_field_takes_a_yaml_files_path(daemon, tmp_path):
+    """The form reads the file a path names (on the app's machine, as --xuance-config does); one
+    line of YAML is sent as it is; a .yaml path that is not there is one line naming it."""
+    app = live_app(daemon)
+    own = tmp_path / "mine.yaml"
+    own.write_text("learning_rate: 0.00123\ngamma: 0.95\n")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_form(pilot, app)
+        await pick(pilot, screen, "xuance", "ppo")
+        field = param_field(screen, "xuance_config")
+        for typed, want in ((str(own), own.read_text()), ("{learning_rate: 0.001}", "{learning_rate: 0.001}")):
+            field.editor.value = typed
+            await pilot.pause()
+            config, errors = screen.collect()
+            assert errors == [] and config["params"]["xuance_config"] == want, (typed, errors)
+        field.editor.value = str(tmp_path / "missing.yaml")
+        await pilot.pause()
+        config, errors = screen.collect()
+        assert config is None and errors == [f"xuance_config: cannot read {tmp_path / 'missing.yaml'}: "
+                                             "No such file or directory"], errors

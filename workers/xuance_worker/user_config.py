@@ -97,9 +97,10 @@ def merge(config: RunConfig, properties: dict[str, Any], expected: dict[str, Any
 
 def schema_property() -> dict[str, Any]:
     return {
-        "type": ["string", "null"], "default": None,
+        "type": ["string", "null"], "default": None, "x-text-file": True,   # the form reads a named file
         "description": "your own XuanCe config: the text of a YAML file like XuanCe's (mosaic submit "
-                       "--xuance-config FILE), or one line of YAML here ({learning_rate: 0.001, gamma: 0.95}); "
+                       "--xuance-config FILE; in the form, the file's path), or one line of YAML "
+                       "({learning_rate: 0.001, gamma: 0.95}); "
                        "the params given here win over it, it wins over XuanCe's defaults; kept in the run "
                        f"directory as {FILE_NAME}",
     }
