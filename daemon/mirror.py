@@ -585,6 +585,12 @@ class Mirror:
         has read its file for the last time (the warning stays in mirror.json and mirror.log)."""
         if (self.record.read() or {}).get("state") in P.FINAL_STATES:
             return
+        if ((self.config.get("placement") or {}).get("backend") or "local") != "local":
+            # a cluster run's events file is the node's: written over a shared file system (where
+            # O_APPEND from two machines can interleave) or rebuilt here from the job's log with the
+            # file's size as its cursor (daemon/placement/ray_relay.py): a line of ours would corrupt it
+            log.warning("%s (a cluster run: said in mirror.json and this log only)", message)
+            return
         line = tm.encode(tm.make_event(tm.WARNING, message=message, source=f"mirror/{source}"))
         try:
             fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)

@@ -364,3 +364,30 @@ def test_a_job_whose_node_fails_ends_its_run_saying_so(slurm_daemon, mosaic):
         slurm_daemon.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
         wait_for(lambda: slurm_daemon.node_state() in ("idle", "mixed", "allocated"), 60, 0.5, what="the node back")
     assert run["state"] in ("failed", "lost") and "node failed" in run["reason"], run["reason"]
+
+
+def test_a_failing_mirror_of_a_slurm_run_writes_nothing_into_the_nodes_events_file(slurm_daemon, mosaic):
+    """A cluster run's events file is the node's (over a shared file system): the mirror says its
+    failure in mirror.log and mirror.json, never with a line of its own in that file."""
+    import socket
+    home = mosaic.home
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]     # nothing listens there once the block ends
+    mosaic.run("daemon", "stop", check=True)
+    (home.root / "settings.json").write_text(json.dumps({
+        "cluster_poll_seconds": 0.5, "mirrors": {"mlflow": {"tracking_uri": f"http://127.0.0.1:{port}"}}}))
+    mosaic.run("daemon", "start", check=True)
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "3000",
+                           "--set", "rate=500", "--placement", "slurm", "--cpus", "1", "--time", "10",
+                           "--mirror", "mlflow")
+    run_dir = home.run_dir(run_id)
+    wait_for(lambda: (run_dir / "mirror.log").exists() and "cannot open" in (run_dir / "mirror.log").read_text(),
+             120, 0.2, what="the mirror's failure in its log")
+    mosaic.run("wait", run_id, "--timeout", WAIT)
+    run = mosaic.show(run_id)
+    assert run["state"] == "succeeded" and run["summary"]["invalid"] == 0, run
+    assert not [e for e in events_of(home, run_id) if e["type"] == "warning"]
+    assert json.loads((run_dir / "mirror.json").read_text())["mlflow"]["warned"]
+    steps = scalar_steps(home, run_id, "synthetic/value_0")
+    assert steps == sorted(set(steps)) and steps[-1] >= 2990
