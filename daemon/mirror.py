@@ -146,6 +146,17 @@ def spawn(home: Home, run_dir: str, nice: int = MIRROR_NICE, once: bool = False)
         return None
 
 
+def warnings(run_dir: str) -> list[str]:
+    """What the run's targets failed with, as kept in its mirror.json (each said once)."""
+    try:
+        with open(os.path.join(run_dir, STATE_FILE)) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [section["warned"] for section in state.values()
+            if isinstance(section, dict) and isinstance(section.get("warned"), str)]
+
+
 def unfinished(runs_dir: str) -> list[str]:
     """The runs whose mirror.json has a target not closed at the end of the run's events: a mirror
     that was killed (with its daemon, its machine) after its run ended. Cheap: one small file a run

@@ -727,9 +727,23 @@ class RunManager:
         for run_id, popen in list(self._mirrors.items()):
             if popen.poll() is not None:   # reaped
                 del self._mirrors[run_id]
+            else:
+                self._mirror_warnings(run_id)
         for run_id in list(self.active):
             self._ingest(run_id)
         self._loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
+
+    def _mirror_warnings(self, run_id: str) -> None:
+        """A cluster run's mirror cannot write its warning into the node's events file
+        (daemon/mirror.py): the daemon takes it from mirror.json into the run's summary."""
+        active = self.active.get(run_id)
+        if active is None or active.job is None:
+            return
+        from daemon import mirror
+        for message in mirror.warnings(active.run_dir):
+            if message not in active.tail.warnings:
+                active.tail.warnings.append(message)
+                self._mark_dirty(run_id)
 
     def _running_trees(self) -> list[tuple[str, int, str, int]]:
         """What the resource sampler measures: runs that run (not paused, not starting)."""
@@ -852,6 +866,7 @@ class RunManager:
 
     def _finish(self, run_id: str, run_dir: str, tail: RunTail) -> None:
         self._drain(run_id, tail)
+        self._mirror_warnings(run_id)     # a cluster run's: into the summary it ends with
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
         job_ended = self._job_endings.pop(run_id, None)

@@ -388,6 +388,7 @@ def test_a_failing_mirror_of_a_slurm_run_writes_nothing_into_the_nodes_events_fi
     run = mosaic.show(run_id)
     assert run["state"] == "succeeded" and run["summary"]["invalid"] == 0, run
     assert not [e for e in events_of(home, run_id) if e["type"] == "warning"]
-    assert json.loads((run_dir / "mirror.json").read_text())["mlflow"]["warned"]
+    warned = json.loads((run_dir / "mirror.json").read_text())["mlflow"]["warned"]
+    assert run["summary"]["warnings"] == [warned]      # the daemon took it from mirror.json
     steps = scalar_steps(home, run_id, "synthetic/value_0")
     assert steps == sorted(set(steps)) and steps[-1] >= 2990
