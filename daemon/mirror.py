@@ -234,13 +234,11 @@ def tensorboard_section(home_root: str, run_dir: str, name: str) -> dict[str, An
 
 # -- reading the run ---------------------------------------------------------------------------
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value in tm.NONFINITE:
-        return float(value)
-    return None
+    """A point's value as the daemon's history and the exports read it (telemetry.float_of); None
+    for what is no number at all (a missing value, a stray string): not mirrored."""
+    if value is None or (isinstance(value, str) and value not in tm.NONFINITE):
+        return None
+    return tm.float_of(value)
 
 
 def read_page(path: str, offset: int) -> tuple[int, list[dict[str, Any]]]:

@@ -691,7 +691,7 @@ class RunManager:
 
     def _start_mirror(self, run: dict[str, Any], run_dir: str) -> None:
         """The run's W&B/MLflow mirror when its config or the home asks for one: a process of its own
-        (daemon/mirror.py; W&B and MLflow are never imported here), at the workers' niceness. One that
+        (daemon/mirror.py; W&B and MLflow are never imported here), at nice 19 (mirror.MIRROR_NICE). One that
         still lives (this daemon was SIGKILLed and restarted) keeps the run: the new one leaves."""
         from daemon import mirror
         try:

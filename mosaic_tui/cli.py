@@ -310,14 +310,12 @@ def _mirror_targets(text: str) -> list[str]:
 
 
 def _read_text(path: str) -> str:
-    """A file the run takes as text (the daemon may be on another machine: it never reads ours)."""
+    """A file the run takes as text (workers.sdk.config.read_text_file, as the form reads it)."""
+    from workers.sdk.config import ConfigError, read_text_file
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as exc:
-        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise CLIError(f"{path} is not a text file (UTF-8)") from None
+        return read_text_file(path)
+    except ConfigError as exc:
+        raise CLIError(exc.message) from None
 
 
 def _set_placement(args: argparse.Namespace, config: dict[str, Any]) -> None:

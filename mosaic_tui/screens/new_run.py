@@ -25,7 +25,7 @@ from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.screens.env_picker import EnvPickerScreen
 from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.schema_form import SchemaField, fits, types_of, value_text
-from workers.sdk.config import NAME_RE, ConfigError, parse_run_config
+from workers.sdk.config import NAME_RE, ConfigError, parse_run_config, read_text_file
 
 def _field_spec(model, name: str, description: str | None = None) -> dict[str, Any]:
     """A RunConfig field's JSON schema as a form field takes it (pydantic's anyOf for
@@ -92,11 +92,7 @@ def file_text(spec: dict[str, Any], value: Any) -> Any:
     path = os.path.expanduser(value.strip())
     if path.startswith("{") or not (os.path.isfile(path) or path.endswith((".yaml", ".yml", ".json"))):
         return value      # one line of YAML, e.g. {learning_rate: 0.001}
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError as exc:
-        raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
+    return read_text_file(path)
 
 
 def mirror_choice(mirror: list[str] | None) -> str:

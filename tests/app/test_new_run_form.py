@@ -304,3 +304,9 @@ async def test_a_xuance_config_field_takes_a_yaml_files_path(daemon, tmp_path):
         config, errors = screen.collect()
         assert config is None and errors == [f"xuance_config: cannot read {tmp_path / 'missing.yaml'}: "
                                              "No such file or directory"], errors
+        binary = tmp_path / "binary.yaml"
+        binary.write_bytes(b"\xff\xfe\x00learning_rate")
+        field.editor.value = str(binary)
+        await pilot.pause()
+        config, errors = screen.collect()
+        assert config is None and errors == [f"xuance_config: {binary} is not a text file (UTF-8)"], errors

@@ -312,6 +312,18 @@ def integral(raw: str) -> int | None:
     return int(value)
 
 
+def read_text_file(path: str) -> str:
+    """A file a run takes as text (a XuanCe YAML), read where the user is: the CLI and the form read
+    it alike, and the daemon, maybe on another machine, never reads the user's files."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("", f"{path} is not a text file (UTF-8)") from None
+
+
 def coerce_text(spec: dict[str, Any], text: str) -> Any:
     """Turn what a user typed (a form field, ``--set k=v``) into a typed value."""
     types = _types_of(spec)
