@@ -12,11 +12,8 @@ grid as global state, and the teams as XuanCe's agent groups.
 """
 from __future__ import annotations
 
-import json
-import os
 
 ENV_NAME = "multigrid"
-ENV_KWARGS_VAR = "MOSAIC_XUANCE_ENV_KWARGS"  # the same variable as MPE's (mpe_alias)
 
 
 def adapter_class():
@@ -24,11 +21,12 @@ def adapter_class():
     from xuance.environment.utils.base import RawMultiAgentEnv
 
     from workers.sdk.multigrid import MultiGridView, make
+    from workers.xuance_worker.mpe_alias import env_kwargs_from_environ   # the run's env_kwargs, as MPE's
 
     class MultiGridEnv(RawMultiAgentEnv):
         def __init__(self, config):
             super().__init__()
-            kwargs = json.loads(os.environ.get(ENV_KWARGS_VAR) or "{}")
+            kwargs = env_kwargs_from_environ()
             self.view = MultiGridView(make(config.env_id, render_mode=config.render_mode, **kwargs))
             self.env = self.view.env
             self.seed = config.env_seed

@@ -21,11 +21,8 @@ process XuanCe spawns for ``SubprocVecMultiAgentEnv``.
 from __future__ import annotations
 
 import importlib
-import json
-import os
 
 ENV_NAME = "sisl"
-ENV_KWARGS_VAR = "MOSAIC_XUANCE_ENV_KWARGS"  # the same variable as MPE's (mpe_alias)
 # what a game needs unlike its PettingZoo default, so XuanCe's fixed-agent vector envs can run it
 DEFAULT_KWARGS = {"multiwalker_v9": {"remove_on_fall": False}}
 
@@ -35,6 +32,8 @@ def adapter_class():
     from gymnasium import spaces
     from xuance.environment.multi_agent_env.mpe import MPE_Env
 
+    from workers.xuance_worker.mpe_alias import env_kwargs_from_environ   # the run's env_kwargs, as MPE's
+
     def flat_box(space):
         return spaces.Box(np.asarray(space.low, np.float32).reshape(-1),
                           np.asarray(space.high, np.float32).reshape(-1), dtype=np.float32)
@@ -42,7 +41,7 @@ def adapter_class():
     class SislEnv(MPE_Env):
         def __init__(self, config):  # MPE_Env.__init__ without its continuous_actions argument
             super(MPE_Env, self).__init__()  # RawMultiAgentEnv's: one group of agents, ...
-            kwargs = {**DEFAULT_KWARGS.get(config.env_id, {}), **json.loads(os.environ.get(ENV_KWARGS_VAR) or "{}")}
+            kwargs = {**DEFAULT_KWARGS.get(config.env_id, {}), **env_kwargs_from_environ()}
             game = importlib.import_module(f"pettingzoo.sisl.{config.env_id}")
             self.env = game.parallel_env(render_mode=config.render_mode, **kwargs)
             self.env.reset(seed=config.env_seed)
