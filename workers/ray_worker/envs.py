@@ -92,24 +92,14 @@ class ParallelEnv(ParallelPettingZooEnv):
         return self.par_env.render()
 
 
-def area_weights(size_in: int, size_out: int) -> np.ndarray:
-    """(size_out, size_in) weights of an area-averaging resize along one axis: each output
-    pixel is the mean of the input pixels (and fractions of pixels) it covers."""
-    scale = size_in / size_out
-    edges = np.arange(size_out + 1) * scale
-    pixels = np.arange(size_in)[None, :]
-    overlap = np.minimum(pixels + 1, edges[1:, None]) - np.maximum(pixels, edges[:-1, None])
-    return (np.clip(overlap, 0.0, None) / scale).astype(np.float32)
-
-
 GREY = np.array([0.299, 0.587, 0.114], dtype=np.float32)   # ITU-R BT.601 luma, as OpenCV's RGB2GRAY
 
 
 class ImageParallelEnv(ParallelPettingZooEnv):
     """A PettingZoo parallel game observed as images by RLlib's CNN encoder.
 
-    Each agent's RGB view is resized to size x size (area averaging: thin
-    objects such as pong's ball survive a 5x reduction), optionally made grey,
+    Each agent's RGB view is resized to size x size (PIL's BOX, an exact area average, as
+    FastLane shrinks frames: thin objects such as pong's ball survive a 5x reduction), optionally made grey,
     scaled to -1..1 as RLlib's Atari wrapper scales its frames, and the last
     ``frames`` views are stacked on the channel axis (the first view repeated
     after a reset). PettingZoo's own RLlib tutorial does the same with SuperSuit
@@ -122,7 +112,6 @@ class ImageParallelEnv(ParallelPettingZooEnv):
         self.size = image_size
         self.grayscale = grayscale
         self.frames = frame_stack
-        self._weights: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         channels = (1 if grayscale else 3) * frame_stack
         space = gym.spaces.Box(-1.0, 1.0, (image_size, image_size, channels), dtype=np.float32)
         self.observation_spaces = {aid: space for aid in self.possible_agents}
@@ -133,15 +122,11 @@ class ImageParallelEnv(ParallelPettingZooEnv):
 
     def view(self, rgb) -> np.ndarray:
         """One agent's RGB view (H, W, 3) as a (size, size, 1 or 3) float32 image in -1..1."""
-        image = np.asarray(rgb, dtype=np.float32)
-        height, width = image.shape[:2]
-        if (height, width) not in self._weights:
-            self._weights[(height, width)] = (area_weights(height, self.size), area_weights(width, self.size))
-        rows, cols = self._weights[(height, width)]
+        from PIL import Image
+        small = np.asarray(Image.fromarray(np.asarray(rgb, dtype=np.uint8)).resize((self.size, self.size), Image.BOX),
+                           dtype=np.float32)
         if self.grayscale:
-            small = (rows @ (image @ GREY) @ cols.T)[..., None]
-        else:
-            small = np.einsum("oh,hwc,pw->opc", rows, image, cols)
+            small = (small @ GREY)[..., None]
         return small / 128.0 - 1.0
 
     def _convert(self, obs: dict, reset: bool) -> dict:
