@@ -360,8 +360,10 @@ class RunTail:
                 self.phase = ev.get("name")
                 step = ev.get("step")
             elif kind == tm.WARNING:
-                if len(self.warnings) < WARNINGS_KEPT:
-                    self.warnings.append(str(ev.get("message")))
+                # once each: the daemon puts a mirror's warning in the summary as it writes the event
+                message = str(ev.get("message"))
+                if message not in self.warnings and len(self.warnings) < WARNINGS_KEPT:
+                    self.warnings.append(message)
                 continue
             else:
                 step = ev.get("step")

@@ -11,8 +11,9 @@ second mirror of the run (a daemon SIGKILLed and restarted while the first one l
 it held and leaves, so no point is mirrored twice. ``--once`` mirrors a finished run and stops
 (``mosaic export RUN --wandb|--mlflow``): the same code.
 
-A target that fails (no network, a bad URI, an exception) is reported once on the run as a
-``warning`` event, its offset kept, and tried again only after a back-off (60 s, doubling, at
+A target that fails (no network, a bad URI, an exception) is kept once in mirror.json, which the
+daemon says on the run (a ``warning`` event and the run's summary: RunManager._mirror_warnings),
+its offset kept, and tried again only after a back-off (60 s, doubling, at
 most 15 min): the run is never slowed or stopped by it. Secrets (W&B's key, MLflow's
 credentials) are read from the environment by the libraries themselves and never written
 anywhere by this module (tracking URIs are written without their user:password part).
@@ -146,14 +147,15 @@ def spawn(home: Home, run_dir: str, nice: int = MIRROR_NICE, once: bool = False)
         return None
 
 
-def warnings(run_dir: str) -> list[str]:
-    """What the run's targets failed with, as kept in its mirror.json (each said once)."""
+def warnings(run_dir: str) -> list[tuple[str, str]]:
+    """(target, message): what the run's targets failed with, as kept in its mirror.json; the
+    daemon says each on the run (RunManager._mirror_warnings)."""
     try:
         with open(os.path.join(run_dir, STATE_FILE)) as f:
             state = json.load(f)
     except (OSError, ValueError):
         return []
-    return [section["warned"] for section in state.values()
+    return [(target, section["warned"]) for target, section in state.items()
             if isinstance(section, dict) and isinstance(section.get("warned"), str)]
 
 
@@ -574,7 +576,8 @@ class Mirror:
         write_json_atomic(self.state_path, self.saved)
 
     def fail(self, target: Target, what: str, exc: BaseException) -> None:
-        """A target failed: said once on the run (a warning event), tried again after a back-off."""
+        """A target failed: kept once in mirror.json (``warned``), which the daemon says on the run
+        (a warning event, the summary), and tried again after a back-off."""
         message = f"{target.name} mirror: cannot {what}: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
         log.warning("run %s: %s", self.run_id, message)
         target.opened = False
@@ -585,30 +588,6 @@ class Mirror:
             self.save()
             if self.once:
                 print(message, file=sys.stderr)
-            else:
-                self.warn(message, target.name)
-
-    def warn(self, message: str, source: str) -> None:
-        """A warning event in the run's events file: one whole-line O_APPEND write, as the daemon's
-        resource sampler writes, never inside a worker's line. Not once the run has ended: the daemon
-        has read its file for the last time (the warning stays in mirror.json and mirror.log)."""
-        if (self.record.read() or {}).get("state") in P.FINAL_STATES:
-            return
-        if ((self.config.get("placement") or {}).get("backend") or "local") != "local":
-            # a cluster run's events file is the node's: written over a shared file system (where
-            # O_APPEND from two machines can interleave) or rebuilt here from the job's log with the
-            # file's size as its cursor (daemon/placement/ray_relay.py): a line of ours would corrupt it
-            log.warning("%s (a cluster run: said in mirror.json and this log only)", message)
-            return
-        line = tm.encode(tm.make_event(tm.WARNING, message=message, source=f"mirror/{source}"))
-        try:
-            fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            log.warning("cannot write the warning to %s: %s", self.events, exc)
 
     def _open(self, target: Target) -> bool:
         if target.opened:

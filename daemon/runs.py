@@ -725,25 +725,49 @@ class RunManager:
 
     def _safety_scan(self) -> None:
         for run_id, popen in list(self._mirrors.items()):
+            self._mirror_warnings(run_id)
             if popen.poll() is not None:   # reaped
                 del self._mirrors[run_id]
-            else:
-                self._mirror_warnings(run_id)
         for run_id in list(self.active):
             self._ingest(run_id)
         self._loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
 
-    def _mirror_warnings(self, run_id: str) -> None:
-        """A cluster run's mirror cannot write its warning into the node's events file
-        (daemon/mirror.py): the daemon takes it from mirror.json into the run's summary."""
-        active = self.active.get(run_id)
-        if active is None or active.job is None:
-            return
+    def _mirror_warnings(self, run_id: str, finishing: bool = False) -> None:
+        """What the run's mirror failed with (its mirror.json: daemon/mirror.py), said on the run once:
+        a warning event in a local run's events file, appended as the resource sampler appends (a
+        cluster run's file is the node's: a line of ours could interleave with its writes over a
+        shared file system, or shift the Ray relay's cursor), and in the run's summary; a run that
+        has ended gets it in its stored summary."""
         from daemon import mirror
-        for message in mirror.warnings(active.run_dir):
-            if message not in active.tail.warnings:
-                active.tail.warnings.append(message)
-                self._mark_dirty(run_id)
+        active = self.active.get(run_id)
+        run_dir = active.run_dir if active is not None else str(self.home.run_dir(run_id))
+        messages = mirror.warnings(run_dir)
+        if not messages:
+            return
+        if active is None:
+            run = self.store.get(run_id)
+            if run is None or run["state"] not in P.FINAL_STATES:
+                return
+            summary = run["summary"] or {}
+            new = [m for _, m in messages if m not in (summary.get("warnings") or [])]
+            if new:
+                self.update_record(run_id, summary={**summary, "warnings": (summary.get("warnings") or []) + new})
+            return
+        for target, message in messages:
+            if message in active.tail.warnings:
+                continue
+            active.tail.warnings.append(message)
+            self._mark_dirty(run_id)
+            if active.job is None and not finishing:
+                line = tm.encode(tm.make_event(tm.WARNING, message=message, source=f"mirror/{target}"))
+                try:
+                    fd = os.open(os.path.join(run_dir, EVENTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                    try:
+                        os.write(fd, line)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    log.warning("run %s: cannot write the mirror's warning: %s", run_id, exc)
 
     def _running_trees(self) -> list[tuple[str, int, str, int]]:
         """What the resource sampler measures: runs that run (not paused, not starting)."""
@@ -866,7 +890,7 @@ class RunManager:
 
     def _finish(self, run_id: str, run_dir: str, tail: RunTail) -> None:
         self._drain(run_id, tail)
-        self._mirror_warnings(run_id)     # a cluster run's: into the summary it ends with
+        self._mirror_warnings(run_id, finishing=True)   # into the summary the run ends with
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
         job_ended = self._job_endings.pop(run_id, None)

@@ -223,6 +223,26 @@ def test_a_mirror_out_of_reach_is_said_once_and_the_run_goes_on(home, mosaic):
     mosaic.run("daemon", "stop")
 
 
+def test_a_mirror_that_fails_after_its_run_ended_is_said_in_the_runs_summary(home, mosaic):
+    """A run over before its mirror has even started: the mirror's failure (MLflow at a closed
+    port) comes after the daemon's last read of the run's file, and still reaches the run."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.settings_file.write_text(json.dumps({"mirrors": {"mlflow": {"tracking_uri": f"http://127.0.0.1:{port}"}}}))
+    mosaic.run("daemon", "start", check=True)
+    run_id = synthetic(mosaic, 5, 1000, "--mirror", "mlflow")
+    assert mosaic.run("wait", run_id, "--timeout", "120").returncode == 0
+    wait_for(lambda: mirror_state(home, run_id).get("mlflow", {}).get("warned"), 120, 0.2,
+             what="the mirror's failure")
+    warned = mirror_state(home, run_id)["mlflow"]["warned"]
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("warnings") == [warned], 30, 0.2,
+             what="the warning in the ended run's summary")
+    assert f"warnings: {warned}" in mosaic.run("show", run_id, check=True).stdout
+    mosaic.run("daemon", "stop")
+
+
 @pytest.mark.long   # ~40 s here under load: the suite's budget (MOSAIC_LONG=1 runs it)
 def test_a_sigkilled_daemon_and_a_restarted_mirror_lose_and_repeat_no_point(home, mosaic):
     """SIGKILL the daemon and stop the run's mirror (SIGTERM) mid-run: the restarted daemon adopts
