@@ -197,15 +197,24 @@ def aggregate(values: list[float], agg: str) -> float | None:
 
 
 class RunReader:
-    """Follows one run's values of the objective tag (incrementally, from its events file)."""
+    """Follows one run's values of the objective tag (incrementally, from its events file).
 
-    def __init__(self, path: str, tag: str, keep: int):
+    ``every``: the steps between the pruner's reports. ``at_step[b]`` holds the last values as they
+    stood at step b (values logged at steps up to b), closed once a value past b arrives: the
+    pruner compares trials at the same step, and a trial read a little later than another must
+    not be judged by the values it logged since (with returns that rise and fall within a bucket
+    that decided which trial was pruned, not the trial's quality).
+    """
+
+    def __init__(self, path: str, tag: str, keep: int, every: int = 0):
         self.path = path
         self.tag = tag
         self.offset = 0
         self.values: list[float] = []
         self.keep = keep
         self.step = 0
+        self.every = every
+        self.at_step: dict[int, list[float]] = {}
 
     def read(self, end: int) -> None:
         while self.offset < end:
@@ -216,14 +225,27 @@ class RunReader:
             for ev in events:
                 kind = ev.get("type")
                 if kind == SCALAR and ev.get("tag") == self.tag:
-                    self.values.append(ev.get("value"))
+                    new = [ev.get("value")]
                 elif kind == EPISODE and self.tag.startswith("episode/"):
-                    self.values.extend(v for t, v in episode_scalars(ev) if t == self.tag)
+                    new = [v for t, v in episode_scalars(ev) if t == self.tag]
                 else:
                     continue
-                if isinstance(ev.get("step"), int):
-                    self.step = max(self.step, ev["step"])
-            del self.values[:-self.keep]
+                step = ev.get("step")
+                if isinstance(step, int):
+                    if self.every and self.values:
+                        # every whole bucket step passed since the last value: the values as they stood there
+                        for mark in range(-(-self.step // self.every) * self.every, step, self.every):
+                            self.at_step[mark] = self.values[-self.keep:]
+                    self.step = max(self.step, step)
+                self.values.extend(new)
+                del self.values[:-self.keep]
+
+    def closed_step(self) -> int:
+        """The latest bucket step whose values are final (0: none yet)."""
+        return max(self.at_step, default=0)
+
+    def value_at(self, step: int, agg: str) -> float | None:
+        return aggregate(self.at_step.get(step, []), agg)
 
 
 class SweepController:
@@ -352,13 +374,15 @@ class SweepController:
                 # asked but never submitted (the daemon stopped in between): nothing to wait for
                 study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
                 continue
+            # reported at whole twentieths of the run's steps: the pruner compares trials at the same step
+            bucket = max(1, int(spec["base"].get("steps") or 1000) // 20)
             values, steps, final = [], [], True
             for run in runs:
                 reader = self.readers.get(run["id"])
                 if reader is None:
                     reader = self.readers[run["id"]] = RunReader(
                         str(self.home.run_dir(run["id"]) / EVENTS_FILE), spec["objective"]["tag"],
-                        spec["objective"]["last"])
+                        spec["objective"]["last"], every=bucket)
                 reader.read(self.runs.ingested_offset(run))
                 value = aggregate(reader.values, spec["objective"]["agg"])
                 if value is not None:
@@ -377,18 +401,19 @@ class SweepController:
                     study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
                 continue
             in_flight += 1
-            # pruning from live telemetry: the trial's mean so far at its slowest seed's step
+            # pruning from live telemetry: the trial's mean at the last bucket step all its seeds have passed,
+            # each seed's values as they stood at that step
             key = (sweep["id"], frozen.number)
-            # reported at whole twentieths of the run's steps: the pruner compares trials at the same step
-            bucket = max(1, int(spec["base"].get("steps") or 1000) // 20)
-            step = (min(steps) // bucket) * bucket
+            readers = [self.readers[run["id"]] for run in runs]
+            step = min(reader.closed_step() for reader in readers)
+            at_step = [reader.value_at(step, spec["objective"]["agg"]) for reader in readers]
             last_step = int(spec["base"].get("steps") or 0)
             # a run at its last step is done: its value is told, never pruned (a cancel would only race its exit)
-            if spec["pruner"]["type"] != "none" and len(values) == len(runs) and step > self.reported.get(key, 0) \
+            if spec["pruner"]["type"] != "none" and None not in at_step and step > self.reported.get(key, 0) \
                     and not (last_step and min(steps) >= last_step):
                 self.reported[key] = step
                 trial = optuna.trial.Trial(study, frozen._trial_id)
-                trial.report(statistics.fmean(values), step)
+                trial.report(statistics.fmean(at_step), step)
                 if trial.should_prune():
                     log.info("sweep %s: trial %s pruned at step %s", sweep["name"], frozen.number, step)
                     for run in runs:

@@ -90,6 +90,32 @@ def test_tpe_sweep_with_a_median_pruner_prunes_the_bad_region(daemon, mosaic, tm
     assert {r["run_tags"] for r in rows if r["trial_state"] == "complete"} == {""}
 
 
+def test_the_pruner_reads_each_trial_as_it_stood_at_the_reported_step_however_late_it_is_read(tmp_path):
+    """The value told to the pruner at step b is the last values logged at steps up to b, whether the
+    daemon reads the run just past b or long after: with returns that rise within a bucket, a trial
+    read later must not look better than one read earlier (a CI failure: a better trial pruned)."""
+    from daemon.sweeps import RunReader
+    from workers.sdk import telemetry as tm
+    path = tmp_path / "events.jsonl"
+    lines = [tm.encode(tm.make_event(tm.EPISODE, step=s, length=10, **{"return": float(s % 500)}))
+             for s in range(10, 2001, 10)]
+    path.write_bytes(b"".join(lines))
+    whole = RunReader(str(path), "episode/return", 5, every=100)
+    whole.read(path.stat().st_size)
+    piecewise = RunReader(str(path), "episode/return", 5, every=100)
+    for k in (3, 51, 52, 77, 199):                      # read at odd moments: the first k episodes
+        piecewise.read(sum(map(len, lines[:k])))
+        # a bucket step is closed once a value past it is read: the last one below step 10 k
+        assert piecewise.closed_step() == (10 * k - 1) // 100 * 100
+    piecewise.read(path.stat().st_size)
+    assert whole.at_step == piecewise.at_step
+    # at step 500: the episodes at 460..500, the one at 500 included (return 0 there: 500 % 500)
+    assert whole.at_step[500] == [460.0, 470.0, 480.0, 490.0, 0.0]
+    assert whole.value_at(1200, "mean") == (160 + 170 + 180 + 190 + 200) / 5
+    assert whole.closed_step() == 1900           # 2000 closes only when a value past it arrives
+    assert len(whole.values) == 5 and whole.values[-1] == 0.0
+
+
 def test_random_sampler_draws_each_distribution_within_its_range_into_the_runs(daemon, mosaic, tmp_path):
     """sampler random, loguniform / int / categorical params and a successive-halving pruner: every
     drawn value is inside its range, reaches the run's config, and shows in the run's returns."""
