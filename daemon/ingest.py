@@ -474,3 +474,54 @@ def read_range(path: str, start: int, end: int, max_bytes: int) -> tuple[int, li
     finally:
         os.close(fd)
     return start + used, raws, parsed
+
+
+def points_at_step(path: str, step: int, after: int, max_bytes: int = 64 << 20,
+                   chunk: int = 1 << 20) -> dict[str, Any]:
+    """The scalars (by tag) and episodes a run's events file holds at ``step``, counted from its end.
+
+    For a run continued from a checkpoint older than its last logged step (``step``): the old
+    process may have died between two lines of that step (its ``charts/SPS`` written, its episode
+    not), so the new one drops at that step only as many of each as are there already. Read back
+    to a point at or below the checkpoint's step ``after`` (nothing there is trained again), across
+    the seams of earlier continues, or ``max_bytes`` (past it an undercount: a point logged twice,
+    never one lost).
+    """
+    scalars: dict[str, int] = {}
+    episodes = 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {"scalars": scalars, "episodes": episodes}
+    try:
+        end = os.fstat(fd).st_size
+        floor = max(0, end - max_bytes)
+        tail = b""      # the start of a line whose rest was read in the chunk before
+        done = False
+        while end > floor and not done:
+            start = max(floor, end - chunk)
+            data = os.pread(fd, end - start, start) + tail
+            end = start
+            lines = data.split(b"\n")
+            tail = lines.pop(0) if start > floor else b""
+            for raw in reversed(lines):
+                try:
+                    ev = loads(raw)
+                except ValueError:   # the partial last line of a process that died mid-write
+                    continue
+                if not isinstance(ev, dict):
+                    continue
+                kind = ev.get("type")
+                if kind not in (tm.SCALAR, tm.EPISODE) or not isinstance(ev.get("step"), int):
+                    continue
+                if ev["step"] <= after:
+                    done = True
+                    break
+                if ev["step"] == step:
+                    if kind == tm.SCALAR:
+                        scalars[str(ev.get("tag"))] = scalars.get(str(ev.get("tag")), 0) + 1
+                    else:
+                        episodes += 1
+    finally:
+        os.close(fd)
+    return {"scalars": scalars, "episodes": episodes}

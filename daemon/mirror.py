@@ -62,7 +62,7 @@ ROW_SECONDS = 0.01                  # points of one step this close in time shar
 MLFLOW_BATCH = 1000                 # MLflow's log_batch takes at most 1000 metrics
 MLFLOW_EXPERIMENT = "mosaic"
 # config keys the daemon changes during a run's life: not parameters (MLflow's are immutable)
-_BOOKKEEPING = ("run_id", "continue_from", "logged_until")
+_BOOKKEEPING = ("run_id", "continue_from", "logged_until", "logged_at_until")
 _MLFLOW_KEY = re.compile(r"[^\w\-. :/]")
 
 

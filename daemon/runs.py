@@ -33,7 +33,7 @@ from daemon.discovery import resolve_worker
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          TENSORBOARD_DIR, Home)
-from daemon.ingest import RunTail
+from daemon.ingest import RunTail, points_at_step
 from daemon import frame_spill
 from daemon.placement import OUTSIDE_CANCEL, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
@@ -376,7 +376,7 @@ class RunManager:
         run_id = new_ulid()
         # continue_from is the daemon's (mosaic continue): a submitted config is always a new run,
         # even one copied from a continued run's record (a checkpoint to start from is ``checkpoint``)
-        config.update(run_id=run_id, name=name, continue_from=None, logged_until=None)
+        config.update(run_id=run_id, name=name, continue_from=None, logged_until=None, logged_at_until=None)
         run_dir = self.home.run_dir(run_id)
         try:
             run_dir.mkdir(parents=True)
@@ -449,6 +449,8 @@ class RunManager:
         env[CHECKPOINT_MINUTES_ENV] = f"{self.checkpoint_minutes:g}"
         if run["config"].get("logged_until") is not None:   # continued from an older checkpoint
             env[tm.LOGGED_UNTIL_ENV] = str(run["config"]["logged_until"])
+            if run["config"].get("logged_at_until") is not None:
+                env[tm.LOGGED_AT_UNTIL_ENV] = json.dumps(run["config"]["logged_at_until"])
         env[KEEP_CHECKPOINTS_ENV] = str(self.keep_checkpoints)
         if "gpu" in resources:
             env["CUDA_VISIBLE_DEVICES"] = resources["gpu"]
@@ -1159,7 +1161,11 @@ class RunManager:
         logged = int((run.get("summary") or {}).get("steps") or 0)
         point_step = int(point.get("step") or 0)
         logged_until = logged if logged > point_step else None
-        config = {**run["config"], "continue_from": point["path"], "logged_until": logged_until}
+        # what is there at that last step: the old process may have died between two of its lines
+        logged_at_until = (points_at_step(str(run_dir / EVENTS_FILE), logged, point_step)
+                           if logged_until is not None else None)
+        config = {**run["config"], "continue_from": point["path"], "logged_until": logged_until,
+                  "logged_at_until": logged_at_until}
         restarts = (run.get("restarts") or 0) + 1
         try:
             write_json_atomic(str(run_dir / CONFIG_FILE), config)

@@ -1,6 +1,7 @@
 """The telemetry wire: every event type round-trips from the emitter through the daemon's ingest."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -313,3 +314,47 @@ def test_status_names_the_longest_stall_of_the_daemon_loop(daemon, mosaic):
                                                               "garbage collection")), first
         after = c.call(P.STATUS)["stalls"]
         assert after["since"] > first["since"] and after["timed"] <= 2 and after["in"] in (None, "request status")
+
+
+def _update(em: tm.Emitter, end: int) -> None:
+    """One update as CleanRL's PPO logs it: the episode ending at the rollout's last step, then the
+    update's scalars, all at that step."""
+    em.episode(end - 2, 10.0, 10)
+    em.episode(end, 20.0, 10)
+    em.scalar("losses/value_loss", 0.5, end)
+    em.scalar("charts/SPS", 100.0, end)
+
+
+def test_a_run_killed_between_two_lines_of_a_step_gets_the_missing_ones_when_continued(tmp_path, monkeypatch):
+    """The old process died after step 12's value loss and before its SPS (a CI failure: SPS at that
+    step was never logged). The daemon counts what step 12 holds (points_at_step); the continued
+    emitter, training 5..16 again from the checkpoint at 4, drops exactly those: every point once."""
+    from daemon.ingest import points_at_step
+    path = tmp_path / "events.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    first = tm.Emitter(fd)
+    for end in (4, 8):
+        _update(first, end)
+    first.episode(10, 10.0, 10)
+    first.episode(12, 20.0, 10)
+    first.flush()
+    os.write(fd, b"a library's print, not an event \xff\n")
+    first.scalar("losses/value_loss", 0.5, 12)
+    first.flush()                                   # ... and SIGKILL, before charts/SPS at 12
+    held = points_at_step(str(path), 12, after=4)
+    assert held == {"scalars": {"losses/value_loss": 1}, "episodes": 1}
+    for chunk in (7, 64, 100):   # read back in pieces that cut lines anywhere
+        assert points_at_step(str(path), 12, after=4, chunk=chunk) == held, chunk
+
+    monkeypatch.setenv(tm.LOGGED_UNTIL_ENV, "12")
+    monkeypatch.setenv(tm.LOGGED_AT_UNTIL_ENV, json.dumps(held))
+    again = tm.Emitter(fd)
+    for end in (8, 12, 16):                         # from the checkpoint at 4
+        _update(again, end)
+    again.close()
+    events = [e for e in split_events(path.read_bytes())[1] if e["type"] in (tm.SCALAR, tm.EPISODE)]
+    points = [(e["type"], e.get("tag"), e["step"]) for e in events]
+    assert sorted(points) == sorted(set(points)), "a point logged twice"
+    for tag in ("losses/value_loss", "charts/SPS"):
+        assert [s for kind, t, s in points if t == tag] == [4, 8, 12, 16], tag
+    assert [s for kind, t, s in points if kind == tm.EPISODE] == [2, 4, 6, 8, 10, 12, 14, 16]

@@ -192,6 +192,9 @@ class RunConfig(BaseModel):
     # failed run goes on from its last periodic checkpoint): the steps up to this one are trained
     # again but not logged again, so the history holds each step once (telemetry.Emitter)
     logged_until: int | None = None
+    # with logged_until: the scalars (by tag) and episodes the history holds at that very step; the
+    # old process may have died between two lines of it, and the missing ones are logged this time
+    logged_at_until: dict[str, Any] | None = None
 
     @field_validator("name")
     @classmethod

@@ -47,6 +47,8 @@ RUN_STOPPED = "run_stopped"
 RESTARTED = "restarted"
 # In a continued run's environment: the last step its history holds (see Emitter.logged_until).
 LOGGED_UNTIL_ENV = "MOSAIC_LOGGED_UNTIL"
+# ... and what it holds at that very step: {"scalars": {tag: count}, "episodes": count} (JSON)
+LOGGED_AT_UNTIL_ENV = "MOSAIC_LOGGED_AT_UNTIL"
 # One language-model call of an LLM agent: what it saw, what it was asked, what it
 # answered and the action taken from that. While a reply streams in, the worker
 # writes the same step again with ``partial: true`` and the reply so far (at most
@@ -295,6 +297,12 @@ class Emitter:
         # again: their scalars and episodes are in the run's history already, and are not logged
         # twice (the daemon sets LOGGED_UNTIL_ENV from the config's logged_until; -1: none).
         self.logged_until = int(os.environ.get(LOGGED_UNTIL_ENV) or -1)
+        # At that step itself only as many of each as the history holds: the old process may have
+        # died between two lines of it (None: drop all, a daemon that did not count them).
+        at_until = orjson.loads(os.environ.get(LOGGED_AT_UNTIL_ENV) or "null")
+        self._held_at_until: dict[str, int] | None = None if at_until is None else {
+            **{SCALAR + ":" + tag: int(n) for tag, n in at_until.get("scalars", {}).items()},
+            EPISODE: int(at_until.get("episodes", 0))}
         self.flush_interval = flush_interval
         self.max_buffer = max_buffer
         self.lines_written = 0
@@ -320,7 +328,7 @@ class Emitter:
     def scalar(self, tag: str, value: float, step: int) -> None:
         # Hot path: skip make_event's checks, the types are forced here.
         self.step = step = int(step)
-        if step <= self.logged_until:
+        if step <= self.logged_until and self._logged_already(step, SCALAR + ":" + str(tag)):
             return
         self.emit({"v": VERSION, "type": SCALAR, "t": time.time(), "tag": str(tag),
                    "value": _finite(value), "step": step})
@@ -331,10 +339,19 @@ class Emitter:
 
     def episode(self, step: int, episode_return: float, length: int, **extra: Any) -> None:
         self.step = step = int(step)
-        if step <= self.logged_until:
+        if step <= self.logged_until and self._logged_already(step, EPISODE):
             return
         self.emit(make_event(EPISODE, step=step, length=int(length),
                              **{"return": _finite(episode_return)}, **extra))
+
+    def _logged_already(self, step: int, key: str) -> bool:
+        """Is this point (at or below logged_until) in the run's history already?"""
+        if step < self.logged_until or self._held_at_until is None:
+            return True
+        held = self._held_at_until.get(key, 0)
+        if held:
+            self._held_at_until[key] = held - 1
+        return held > 0
 
     def checkpoint_saved(self, path: str, step: int) -> None:
         # cpu_s: the process's CPU seconds so far (every thread): from one phase or
