@@ -30,10 +30,12 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from typing import Any
@@ -717,6 +719,24 @@ class Mirror:
             time.sleep(POLL_SECONDS)
 
 
+def _remove_dead_scratch(parent: str) -> None:
+    """The temporary directories of mirrors that were killed (named RUN-PID): gone with their process."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name.rpartition("-")[2]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except OSError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m daemon.mirror")
     parser.add_argument("run_dir")
@@ -733,9 +753,19 @@ def main(argv: list[str] | None = None) -> int:
     if targets is not None and any(t not in TARGETS for t in targets):
         print(f"unknown mirror target in {args.targets!r} (known: {', '.join(TARGETS)})", file=sys.stderr)
         return 2
-    mirror = Mirror(args.run_dir, Home.resolve(args.home), targets, args.once)
-    mirror_holder.append(mirror)
-    return mirror.run()
+    # W&B makes temporary directories at import (wandb-media, wandb-artifacts): in the home, this
+    # mirror's own, removed when it ends, so none is left in the machine's /tmp
+    scratch = os.path.join(mirror_root(args.home), "tmp", f"{os.path.basename(os.path.normpath(args.run_dir))}"
+                                                           f"-{os.getpid()}")
+    _remove_dead_scratch(os.path.dirname(scratch))
+    os.makedirs(scratch, exist_ok=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    try:
+        mirror = Mirror(args.run_dir, Home.resolve(args.home), targets, args.once)
+        mirror_holder.append(mirror)
+        return mirror.run()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

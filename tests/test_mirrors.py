@@ -186,6 +186,11 @@ def test_a_run_mirrored_to_wandb_and_mlflow_has_every_point_and_no_secret(home, 
     for secret in (FAKE_KEY, FAKE_PASSWORD):
         assert files_holding(str(home.root), secret.encode()) == []
     mosaic.run("daemon", "stop")
+    # W&B's import-time temporary dirs (wandb-media, ...) were each mirror's own, in the home, and
+    # went with it: none is left in the machine's /tmp
+    scratch = home.root / "mirrors" / "tmp"
+    assert scratch.is_dir()
+    wait_for(lambda: not any(scratch.iterdir()), 30, 0.1, what="the mirrors' temporary dirs to go")
 
 
 def test_a_mirror_out_of_reach_is_said_once_and_the_run_goes_on(home, mosaic):

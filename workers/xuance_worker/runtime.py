@@ -894,6 +894,7 @@ class Policy:
             self.agent.load_model(folder, model or model_in(folder))
         finally:
             finish(runner, self.agent)
+            shutil.rmtree(scratch, ignore_errors=True)   # the policy is loaded: the writer's log dir is not needed
         self.agent_keys = list(self.agent.agent_keys)
         self.on_policy = "deterministic" in self.agent.get_actions.__code__.co_varnames
         self._all_actions = {k: np.ones(self.agent.action_space[k].n, np.bool_) for k in self.agent_keys}
