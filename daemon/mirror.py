@@ -44,11 +44,12 @@ from daemon import protocol as P
 from daemon.home import CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, TENSORBOARD_DIR, Home
 from daemon.ingest import split_events
 from daemon.shim import write_json_atomic
+from daemon.store import read_run
 from workers.sdk import telemetry as tm
 
 log = logging.getLogger("mosaic.mirror")
 
-TARGETS = ("wandb", "mlflow")
+TARGETS = P.MIRROR_TARGETS
 STATE_FILE = "mirror.json"          # per target: the byte offset mirrored, its run id, where it went
 LOCK_FILE = "mirror.lock"           # held by the run's one mirror process
 LOG_FILE = "mirror.log"             # the mirror process's own output
@@ -309,16 +310,10 @@ class RunRecord:
         if not os.path.exists(self.home.db) or not os.path.isdir(self.home.run_dir(self.run_id)):
             return None
         try:
-            db = sqlite3.connect(f"file:{self.home.db}?mode=ro", uri=True, timeout=5)
-            try:
-                row = db.execute("SELECT state, tags, note, name FROM runs WHERE id = ?", (self.run_id,)).fetchone()
-            finally:
-                db.close()
+            row = read_run(self.home.db, self.run_id, ("state", "tags", "note", "name"))
         except sqlite3.Error:
             return {}   # busy or unreadable this time: nothing known, nothing decided
-        if row is None:
-            return None
-        return {"state": row[0], "tags": json.loads(row[1] or "[]"), "note": row[2] or "", "name": row[3]}
+        return None if row is None else {**row, "note": row["note"] or ""}
 
 
 # -- targets -----------------------------------------------------------------------------------

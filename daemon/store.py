@@ -123,6 +123,26 @@ def new_ulid(now: float | None = None) -> str:
     return "".join(reversed(chars))
 
 
+def read_run(db_path: os.PathLike | str, run_id: str, columns: tuple[str, ...]) -> dict[str, Any] | None:
+    """Some columns of one run, read from another process without opening the store for writing
+    (the run's mirror, beside the daemon): None when there is no such run; sqlite3.Error when the
+    database is busy or unreadable this time."""
+    unknown = set(columns) - set(_COLUMNS)
+    if unknown:
+        raise ValueError(f"no column {', '.join(sorted(unknown))} in runs")
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute(f"SELECT {', '.join(columns)} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    finally:
+        db.close()
+    if row is None:
+        return None
+    out = dict(zip(columns, row))
+    for col in set(columns) & set(_JSON_COLUMNS):
+        out[col] = _parse(out[col]) if out[col] else _JSON_EMPTY.get(col, {})
+    return out
+
+
 class StoreError(RuntimeError):
     """The database could not be written (disk full, read-only home...)."""
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import time
 
-from daemon.store import Store, new_ulid
+import pytest
+
+from daemon.store import Store, new_ulid, read_run
 
 
 def _run(run_id: str, name: str) -> dict:
@@ -30,6 +32,21 @@ def test_revisions_and_tombstones(tmp_path):
     store.close()
     reopened = Store(tmp_path / "m.db")  # durable
     assert reopened.get(a["id"])["state"] == "running" and reopened.rev == rev
+
+
+def test_another_process_reads_a_runs_columns_without_writing(tmp_path):
+    """read_run (the mirror's view of its run): the columns the store wrote, JSON ones parsed;
+    None for a run that is not there; a column that does not exist is refused by name."""
+    store = Store(tmp_path / "m.db")
+    run = store.create_run(_run(new_ulid(), "seen"))
+    store.update_run(run["id"], state="running", tags=["baseline"], note="lr too high")
+    rev = store.rev
+    assert read_run(tmp_path / "m.db", run["id"], ("state", "tags", "note", "name", "config")) == {
+        "state": "running", "tags": ["baseline"], "note": "lr too high", "name": "seen", "config": {"x": 1}}
+    assert read_run(tmp_path / "m.db", "no-such-run", ("state",)) is None
+    with pytest.raises(ValueError, match="no column colour"):
+        read_run(tmp_path / "m.db", run["id"], ("state", "colour"))
+    assert store.rev == rev
 
 
 def test_resolve_by_name_and_prefix(tmp_path):
