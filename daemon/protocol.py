@@ -67,6 +67,8 @@ NOTIFY_FRAME = "frame"      # one relayed FastLane frame (params: see daemon/rel
 TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,39}"  # no spaces, no ':' (the app's filter says tag:NAME)
 MAX_TAGS = 32
 MAX_NOTE = 4000  # characters
+# where a run can be mirrored (a run config's ``mirror``; daemon/mirror.py, docs/mirrors.md)
+MIRROR_TARGETS = ("wandb", "mlflow")
 
 # -- error codes ---------------------------------------------------------
 PARSE_ERROR = -32700

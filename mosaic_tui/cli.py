@@ -303,9 +303,10 @@ def _mirror_targets(text: str) -> list[str]:
     targets = [t.strip().lower() for t in text.split(",") if t.strip()]
     if targets == ["none"]:
         return []
-    unknown = [t for t in targets if t not in ("wandb", "mlflow")]
+    unknown = [t for t in targets if t not in P.MIRROR_TARGETS]
     if unknown or not targets:
-        raise CLIError(f"--mirror {text!r}: expected wandb, mlflow, wandb,mlflow or none", EXIT_USAGE)
+        raise CLIError(f"--mirror {text!r}: expected {', '.join(P.MIRROR_TARGETS)}, "
+                       f"{','.join(P.MIRROR_TARGETS)} or none", EXIT_USAGE)
     return targets
 
 

@@ -145,6 +145,23 @@ def synthetic(mosaic, steps: int, rate: int, *extra: str) -> str:
                          "--set", f"rate={rate}", "--set", "tags=3", "--set", "episode_every=50", *extra)
 
 
+def test_the_mirror_targets_are_one_list_for_the_config_the_cli_and_the_form():
+    """daemon.protocol.MIRROR_TARGETS is the list; the run config's type (pydantic, which the app does
+    not import) says the same targets, and the CLI and the form take exactly those."""
+    import typing
+
+    from mosaic_tui.cli import CLIError, _mirror_targets
+    from mosaic_tui.screens.new_run import MIRROR_CHOICES
+    from workers.sdk.config import RunConfig
+    annotation = RunConfig.model_fields["mirror"].annotation
+    literal = next(a for a in typing.get_args(annotation) if a is not type(None))
+    assert typing.get_args(typing.get_args(literal)[0]) == P.MIRROR_TARGETS
+    assert _mirror_targets(",".join(P.MIRROR_TARGETS)) == list(P.MIRROR_TARGETS)
+    with pytest.raises(CLIError, match="expected wandb, mlflow, wandb,mlflow or none"):
+        _mirror_targets("tensorboard")
+    assert {t for targets in MIRROR_CHOICES.values() for t in targets or []} == set(P.MIRROR_TARGETS)
+
+
 def test_a_run_mirrored_to_wandb_and_mlflow_has_every_point_and_no_secret(home, mosaic, monkeypatch):
     """A mirrored run: W&B's offline run and MLflow's run hold exactly `mosaic metrics`' points; the
     W&B key and the MLflow password in the daemon's environment are in no file; analytics.json

@@ -80,7 +80,8 @@ def common_specs() -> dict[str, dict[str, Any]]:
 
 # the Mirror field's choices: the run config's ``mirror`` each stands for (None: the home's settings)
 MIRROR_CHOICES: dict[str, list[str] | None] = {
-    "settings": None, "none": [], "wandb": ["wandb"], "mlflow": ["mlflow"], "wandb+mlflow": ["wandb", "mlflow"]}
+    "settings": None, "none": [], **{target: [target] for target in P.MIRROR_TARGETS},
+    "+".join(P.MIRROR_TARGETS): list(P.MIRROR_TARGETS)}
 
 
 def file_text(spec: dict[str, Any], value: Any) -> Any:
