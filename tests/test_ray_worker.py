@@ -513,6 +513,53 @@ def test_ppo_stopped_between_iterations_continues_as_the_same_run(daemon, mosaic
     assert f"resumed from {at['checkpoint']}" in (home.run_dir(run_id) / "stderr.log").read_text()
 
 
+def test_a_private_ray_that_does_not_start_in_time_is_started_again_once(tmp_path, monkeypatch, capfd):
+    """Ray gives its raylet a fixed 30 s to register; a CI run's continued RLlib run failed on it when
+    the two cores were busy. The first ray.init is made to fail as Ray's does (a fault injected), after
+    starting a process under Ray's temp dir as a real attempt leaves its gcs_server: that process is
+    killed, the second start is a real private Ray. Any other failure is not tried again."""
+    import psutil
+
+    from workers.ray_worker import rllib
+    monkeypatch.setenv("RAY_AUTH_TOKEN", os.urandom(24).hex())   # what private_token would set
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    runtime = rllib.RayRuntime({"address": "", "num_cpus": 1}, run_dir, f"retry-{os.getpid()}")
+    real_init, calls, left = rllib.ray.init, [], []
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            left.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                          f"--log_dir={kwargs['_temp_dir']}/session_0/logs"]))
+            raise Exception("The current node timed out during startup. This could happen because some of "
+                            "the raylet failed to startup or the GCS has become overloaded.")
+        return real_init(**kwargs)
+
+    monkeypatch.setattr(rllib.ray, "init", init)
+    try:
+        runtime.start()
+        assert rllib.ray.is_initialized() and len(calls) == 2
+        assert not psutil.pid_exists(left[0].pid)   # killed (and reaped) before the second start
+        left[0].wait(timeout=5)
+    finally:
+        runtime.stop()
+    assert not rllib.ray.is_initialized()
+    err = capfd.readouterr().err
+    assert "Ray's node did not start within Ray's 30 s" in err and "1 of its processes stopped" in err
+
+    def other_failure(**kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("port 6379 is taken")
+
+    calls.clear()
+    monkeypatch.setattr(rllib.ray, "init", other_failure)
+    with pytest.raises(RuntimeError, match="port 6379"):
+        rllib.RayRuntime({"address": "", "num_cpus": 1}, run_dir, f"retry-{os.getpid()}").start()
+    assert len(calls) == 1
+    assert not [p for p in psutil.Process().children(recursive=True) if "raylet" in p.name()]
+
+
 def test_cancel_leaves_no_ray_process(daemon, mosaic):
     run_id = mosaic.submit("--worker", "ray", "--algo", "PPO", "--env", "CartPole-v1", "--steps", "100000000",
                            *SMALL_PPO, "--set", "env_runners=1")

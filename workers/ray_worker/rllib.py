@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -91,12 +92,32 @@ class RayRuntime:
         trainable.DEFAULT_STORAGE_PATH = str(self.run_dir / RESULTS_DIR)
         if self.private:
             private_token()
-            ray.init(num_cpus=self.num_cpus, include_dashboard=False, _temp_dir=self.temp_dir(),
-                     log_to_driver=True, logging_level="WARNING")
+            self._start_private()
         else:
             # A cluster's own settings win: no num_cpus, no temp dir of ours.
             ray.init(address=self.address, log_to_driver=True, logging_level="WARNING")
         self.started = True
+
+    def _start_private(self) -> None:
+        """ray.init of the run's own Ray, tried again once when its node does not register in time.
+
+        Ray gives the raylet a fixed 30 s to register with the GCS (ray/_private/node.py); on a
+        login node whose cores are all busy (a CI run's other tests, JAX compiling beside it) a
+        first start can take longer, and the run would fail before it trained. The processes
+        that attempt left (its gcs_server and raylet, started under this temp dir) are killed
+        before the second."""
+        temp_dir = self.temp_dir()
+        for attempt in range(1, PRIVATE_START_TRIES + 1):
+            try:
+                ray.init(num_cpus=self.num_cpus, include_dashboard=False, _temp_dir=temp_dir,
+                         log_to_driver=True, logging_level="WARNING")
+                return
+            except Exception as exc:
+                if STARTUP_TIMEOUT not in str(exc) or attempt == PRIVATE_START_TRIES:
+                    raise
+                left = kill_processes_under(temp_dir, self.run_dir / "ray")
+                print(f"Ray's node did not start within Ray's 30 s ({exc}); {left} of its processes "
+                      f"stopped, starting it again", file=sys.stderr, flush=True)
 
     def stop(self, cancelled: bool = False) -> None:
         """Disconnect; a private Ray's processes (gcs_server, raylet, workers) are stopped by it.
@@ -132,6 +153,26 @@ class RayRuntime:
 
 
 LINK_PREFIX = "mosaic-ray-"
+# what ray.init raises when the node's raylet did not register with the GCS in time
+STARTUP_TIMEOUT = "timed out during startup"
+PRIVATE_START_TRIES = 2
+
+
+def kill_processes_under(*temp_dirs: str | Path) -> int:
+    """SIGKILL this process's descendants whose command line names one of these dirs (a failed
+    start's gcs_server and raylet, their logs under Ray's temp dir); how many there were."""
+    import psutil
+    marks = [str(d) for d in temp_dirs]
+    hit = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if any(mark in " ".join(child.cmdline()) for mark in marks):
+                child.kill()
+                hit.append(child)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(hit, timeout=10)
+    return len(hit)
 
 
 def remove_dangling_links() -> None:
