@@ -70,8 +70,10 @@ def test_a_run_placed_on_slurm_from_the_form_waits_trains_and_is_cancelled(slurm
         assert "slurm" in row_of(screen, "backend"), screen
         pane.keys(*["Tab"] * 6)                        # partition, account, cpus, mem, gpus -> time
         pane.type("30")
-        screen = pane.wait_for("ready: ctrl+s submits", timeout=10)
-        assert "30" in row_of(screen, " time "), screen
+        # "ready" is on the screen already: wait for the typed value itself (a CI run caught the "3" alone)
+        screen = wait_for(lambda: next((s for s in [pane.screen()] if "30" in row_of(s, " time ")), None), 10, 0.1,
+                          what="the typed time in its row")
+        assert "ready: ctrl+s submits" in screen, screen
         pane.keys("C-s")
 
         # the run's screen: Slurm holds it in its queue, and says why
