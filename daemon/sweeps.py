@@ -196,6 +196,9 @@ def aggregate(values: list[float], agg: str) -> float | None:
     return values[-1]
 
 
+MARKS_KEPT = 64   # bucket steps a RunReader keeps (the pruner reports at 20 of them a run)
+
+
 class RunReader:
     """Follows one run's values of the objective tag (incrementally, from its events file).
 
@@ -234,8 +237,12 @@ class RunReader:
                 if isinstance(step, int):
                     if self.every and self.values:
                         # every whole bucket step passed since the last value: the values as they stood there
-                        for mark in range(-(-self.step // self.every) * self.every, step, self.every):
+                        # (the latest MARKS_KEPT only: a run far past its sweep's steps would keep them all)
+                        marks = range(-(-self.step // self.every) * self.every, step, self.every)
+                        for mark in marks[-MARKS_KEPT:]:
                             self.at_step[mark] = self.values[-self.keep:]
+                        for mark in sorted(self.at_step)[:-MARKS_KEPT]:
+                            del self.at_step[mark]
                     self.step = max(self.step, step)
                 self.values.extend(new)
                 del self.values[:-self.keep]

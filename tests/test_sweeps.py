@@ -94,7 +94,7 @@ def test_the_pruner_reads_each_trial_as_it_stood_at_the_reported_step_however_la
     """The value told to the pruner at step b is the last values logged at steps up to b, whether the
     daemon reads the run just past b or long after: with returns that rise within a bucket, a trial
     read later must not look better than one read earlier (a CI failure: a better trial pruned)."""
-    from daemon.sweeps import RunReader
+    from daemon.sweeps import MARKS_KEPT, RunReader
     from workers.sdk import telemetry as tm
     path = tmp_path / "events.jsonl"
     lines = [tm.encode(tm.make_event(tm.EPISODE, step=s, length=10, **{"return": float(s % 500)}))
@@ -114,6 +114,11 @@ def test_the_pruner_reads_each_trial_as_it_stood_at_the_reported_step_however_la
     assert whole.value_at(1200, "mean") == (160 + 170 + 180 + 190 + 200) / 5
     assert whole.closed_step() == 1900           # 2000 closes only when a value past it arrives
     assert len(whole.values) == 5 and whole.values[-1] == 0.0
+    # a run far past its sweep's steps keeps only the latest bucket steps
+    far = RunReader(str(path), "episode/return", 5, every=1)
+    far.read(path.stat().st_size)
+    assert len(far.at_step) == MARKS_KEPT and far.closed_step() == 1999
+    assert far.at_step[1999] == [1950.0 % 500, 1960.0 % 500, 1970.0 % 500, 1980.0 % 500, 1990.0 % 500]
 
 
 def test_random_sampler_draws_each_distribution_within_its_range_into_the_runs(daemon, mosaic, tmp_path):
