@@ -1,6 +1,6 @@
 """Sweeps: a base run config, a search space, trials of several seeds, driven by Optuna.
 
-A sweep spec (YAML or JSON, `mosaic sweep SPEC.yaml`):
+A sweep spec (YAML or JSON, `mosaic sweep SPEC.yaml`; docs/sweeps.md is the user's page):
 
     name: lr-grid                       # optional
     base: {worker: cleanrl, algo: ppo, env: CartPole-v1, steps: 20000, params: {...}}
@@ -57,6 +57,9 @@ DISTRIBUTIONS = ("grid", "uniform", "loguniform", "int", "categorical")
 AGGREGATIONS = ("mean", "max", "min", "last", "median")
 SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("none", "median", "successive_halving")
+SPEC_KEYS = ("name", "base", "params", "trials", "seeds", "parallel", "sampler", "objective", "pruner", "seed")
+OBJECTIVE_KEYS = ("tag", "last", "agg", "direction")
+PRUNER_KEYS = ("type", "startup_trials", "warmup_steps")
 PRUNED_TAG = "pruned"
 REFUSED_ATTR = "refused"   # an Optuna user attr: why the worker refused the trial's config at submit
 
@@ -99,10 +102,9 @@ def check_spec(spec: Any, runs) -> dict[str, Any]:
     the base config with each param's values, as a submit would."""
     if not isinstance(spec, dict):
         raise _err("", "a sweep spec must be a mapping")
-    known = {"name", "base", "params", "trials", "seeds", "parallel", "sampler", "objective", "pruner", "seed"}
     for key in spec:
-        if key not in known:
-            raise _err(key, f"unknown key; known: {', '.join(sorted(known))}")
+        if key not in SPEC_KEYS:
+            raise _err(key, f"unknown key; known: {', '.join(sorted(SPEC_KEYS))}")
     base = spec.get("base")
     if not isinstance(base, dict):
         raise _err("base", "the base run config (worker, algo, env, steps, params) is required")
@@ -144,6 +146,9 @@ def check_spec(spec: Any, runs) -> dict[str, Any]:
     objective = spec.get("objective") or {}
     if not isinstance(objective, dict):
         raise _err("objective", "a mapping: tag, last, agg, direction")
+    for key in objective:
+        if key not in OBJECTIVE_KEYS:
+            raise _err(f"objective.{key}", f"unknown key; known: {', '.join(OBJECTIVE_KEYS)}")
     objective = {"tag": objective.get("tag", "episode/return"), "last": objective.get("last", 20),
                  "agg": objective.get("agg", "mean"), "direction": objective.get("direction", "maximize")}
     if not isinstance(objective["tag"], str) or not objective["tag"]:
@@ -159,6 +164,9 @@ def check_spec(spec: Any, runs) -> dict[str, Any]:
         pruner = {"type": pruner}
     if not isinstance(pruner, dict) or pruner.get("type", "none") not in PRUNERS:
         raise _err("pruner", f"one of {', '.join(PRUNERS)}")
+    for key in pruner:
+        if key not in PRUNER_KEYS:
+            raise _err(f"pruner.{key}", f"unknown key; known: {', '.join(PRUNER_KEYS)}")
     pruner = {"type": pruner.get("type", "none"), "startup_trials": pruner.get("startup_trials", 2),
               "warmup_steps": pruner.get("warmup_steps", 0)}
     for field in ("startup_trials", "warmup_steps"):

@@ -219,3 +219,42 @@ def test_a_stopped_trial_is_unfinished_until_it_is_continued(daemon, mosaic, tmp
     trial = json.loads(mosaic.run("sweeps", "stoppy", "--json", check=True).stdout)["trials"][0]
     # the returns of its last 3 episodes (steps 198,000 to 200,000: step % 500 each), after the seam
     assert trial["state"] == "complete" and trial["value"] == 0.0
+
+
+def test_the_sweep_spec_page_names_every_key_and_choice_and_its_example_is_a_valid_spec():
+    """docs/sweeps.md is the spec's page (the README links it): every key, distribution, sampler,
+    aggregation and pruner of daemon/sweeps.py is named there, and its example spec uses only
+    known keys and valid search spaces; an unknown key of the objective or the pruner is refused."""
+    import re
+
+    import yaml
+
+    from daemon import sweeps
+    from tests.helpers import ROOT
+    from workers.sdk.config import ConfigError
+    page = (ROOT / "docs" / "sweeps.md").read_text()
+    assert "(docs/sweeps.md)" in (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`([a-z_]+)", page)) | set(re.findall(r"^ *([a-z_]+):", page, re.M))
+    for group in (sweeps.SPEC_KEYS, sweeps.OBJECTIVE_KEYS, sweeps.PRUNER_KEYS, sweeps.DISTRIBUTIONS,
+                  sweeps.SAMPLERS, sweeps.AGGREGATIONS, sweeps.PRUNERS):
+        assert [k for k in group if k not in named] == [], group
+    example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", page, re.S).group(1))
+    assert set(example) == set(sweeps.SPEC_KEYS)
+    assert set(example["objective"]) == set(sweeps.OBJECTIVE_KEYS) and set(example["pruner"]) == set(sweeps.PRUNER_KEYS)
+    for name, space in example["params"].items():
+        sweeps.normalise_param(name, space)
+    for wrong, field in (({"objective": {"metric": "x"}}, "sweep.objective.metric"),
+                         ({"pruner": {"type": "median", "patience": 2}}, "sweep.pruner.patience")):
+        with pytest.raises(ConfigError) as err:
+            sweeps.check_spec({"base": BASE, "params": {"rate": [0]}, **wrong}, _Validator())
+        assert str(err.value).startswith(field), str(err.value)
+
+
+class _Validator:
+    """What check_spec calls on the run manager: the synthetic worker's own descriptor and checker,
+    as the daemon's RunManager.validate uses them."""
+
+    def validate(self, config):
+        from daemon.discovery import discover
+        desc = discover()[0]["synthetic"]
+        return desc, desc.validate(config)
