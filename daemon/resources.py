@@ -4,7 +4,9 @@ Every few seconds the daemon measures each running run's process tree (the
 worker under the supervisor and everything it started: env subprocesses, Ray's
 actors) with psutil and appends the figures to the run's own events.jsonl as
 ordinary scalars, so they are telemetry like any other: plotted, exported,
-read back by `mosaic metrics`, kept after the run ends.
+read back by `mosaic metrics`, kept after the run ends. A paused run is not sampled, nor a run
+whose worker has written its last line (run_stopped, run_completed, run_failed): its teardown
+is no part of the run, and a line after that one would sit between a stop and its continue.
 
     system/cpu_percent   CPU of the whole tree, percent of one core (200 = two cores busy)
     system/rss_mb        resident memory of the whole tree, MB

@@ -772,14 +772,20 @@ class RunManager:
                     log.warning("run %s: cannot write the mirror's warning: %s", run_id, exc)
 
     def _running_trees(self) -> list[tuple[str, int, str, int]]:
-        """What the resource sampler measures: runs that run (not paused, not starting)."""
+        """What the resource sampler measures: runs that run (not paused, not starting), until their
+        worker says it ended (stopped, completed, failed): what is left is its teardown, and a sample
+        then would land after the run's last line (between a stop and the continue's seam)."""
         out = []
-        for run_id, active in self.active.items():
+        for run_id, active in list(self.active.items()):
             if active.job is not None:   # on a node: not this machine's processes
                 continue
             run = self.store.get(run_id)
-            if run is not None and run["state"] == P.RUNNING:
-                out.append((run_id, active.shim_pid, active.tail.path, active.tail.steps))
+            if run is None or run["state"] != P.RUNNING:
+                continue
+            self._ingest(run_id)   # the lines inotify has not brought in yet: an end among them
+            tail = active.tail
+            if not (tail.stopped or tail.completed or tail.failed_reason):
+                out.append((run_id, active.shim_pid, tail.path, tail.steps))
         return out
 
     def _sample_resources(self) -> None:

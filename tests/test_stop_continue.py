@@ -208,3 +208,28 @@ def test_a_submitted_config_never_continues_another_run(daemon, mosaic, tmp_path
     assert run["state"] == P.SUCCEEDED and run["config"]["continue_from"] is None
     steps = [e["step"] for e in _events(daemon, copy) if worker_scalar(e)]
     assert steps == list(range(1, 201))
+
+
+def test_no_system_sample_is_taken_after_a_run_stopped_or_completed(home, mosaic):
+    """The daemon samples a run's process tree (system/*) while it trains; once the worker said it
+    stopped (or completed), what is left is its teardown: no sample lands after the stop's line,
+    between it and the continue's seam, nor after the run's last line."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    (home.root / "settings.json").write_text(json.dumps({"resource_sample_seconds": 0.2}))
+    mosaic.run("daemon", "start", check=True)
+    try:
+        # each process lives 2 s after its last line: ten sampler passes
+        run_id = mosaic.synthetic(6000, "rate=2000", "linger_seconds=2")
+        wait_for(lambda: any(e["type"] == "scalar" and e["tag"].startswith("system/") for e in _events(home, run_id)),
+                 60, 0.1, what="the first system sample")
+        assert mosaic.run("stop", run_id, "--timeout", "60").returncode == 0
+        assert mosaic.run("continue", run_id, "--wait").returncode == 0
+        events = _events(home, run_id)
+        kinds = [e["type"] for e in events]
+        stop, seam = kinds.index("run_stopped"), kinds.index("restarted")
+        assert kinds[seam - 1] == "run_stopped", events[stop:seam]
+        assert kinds[-1] == "run_completed", events[kinds.index("run_completed"):]
+        samples = [e for e in events[seam:] if e["type"] == "scalar" and e["tag"].startswith("system/")]
+        assert samples, "the continued process was sampled too"
+    finally:
+        mosaic.run("daemon", "stop")

@@ -62,6 +62,7 @@ def main() -> int:
             stopped = Stopped.after(save, step - 1)   # with its manifest, as every worker's stop
             emitter.run_stopped(stopped.step, stopped.checkpoint, stopped.save_s)
             emitter.close()
+            time.sleep(p["linger_seconds"])
             return STOPPED_EXIT
         if pad:
             emitter.emit({"v": 1, "type": "scalar", "t": time.time(), "tag": tags[step % len(tags)],
@@ -98,6 +99,7 @@ def main() -> int:
         return p["exit_code"]
     emitter.run_completed(step=config["steps"])
     emitter.close()
+    time.sleep(p["linger_seconds"])
     for child in children:
         child.terminate()
         child.wait()
