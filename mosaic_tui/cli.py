@@ -630,8 +630,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     tags = [args.tag] if args.tag else None
     out_csv = csv.writer(sys.stdout) if args.csv else None
     collected: dict[str, list] = {}
-    if out_csv:
-        out_csv.writerow(["tag", "step", "value", "wall_time"])
+    # The header goes out with the first page: the run and the metric are checked by then (the
+    # daemon refuses an unknown one with the first page), so `> f.csv` never keeps a header alone.
+    header = [["tag", "step", "value", "wall_time"]] if out_csv else []
     with _client(args) as client:
         run = client.call(P.GET, run=args.run)
         ended = lambda run: print(_state_line(run), file=sys.stderr)  # noqa: E731
@@ -680,10 +681,15 @@ def cmd_transcript(args: argparse.Namespace) -> int:
         print(f"no LLM steps in {run['name']}" + (" match" if args.agent or args.episode is not None or args.grep
                                                   else ""), file=sys.stderr)
     return 0
+                out_csv.writerows(header)
+                header = []
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
     """`mosaic tag RUN +baseline -old`: a bare word adds too."""
+            if out_csv:
+                out_csv.writerows(header)
+                header = []
     add, remove = [], []
     for change in args.changes:
         if change.startswith("-") and len(change) > 1:
@@ -897,6 +903,19 @@ def cmd_play(args: argparse.Namespace) -> int:
         print(f"{run['name']} waits, paused, for a player: P on its row in `mosaic` takes the seat again; "
               f"`mosaic cancel {run['name']}` ends it", file=sys.stderr)
     return code
+def _need_terminal(args: argparse.Namespace) -> None:
+    """The app and `mosaic watch` read keys from stdin and draw on stderr (Textual's driver):
+    without a terminal there (a pipe, a cron job, `2> file`) Textual wrote escape codes and spun
+    on the closed input for ever."""
+    missing = [name for name, stream in (("stdin", sys.stdin), ("stderr", sys.stderr))
+               if stream is None or not stream.isatty()]
+    if missing:
+        what = "mosaic watch" if args.func is cmd_watch else "the app"
+        raise CLIError(f"{what} needs a terminal ({' and '.join(missing)} "
+                       f"{'is' if len(missing) == 1 else 'are'} not one); from a script use the commands: "
+                       f"mosaic ls, show RUN, metrics RUN, logs RUN, wait RUN (mosaic --help lists them all)")
+
+
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -1227,3 +1246,5 @@ def _stop_on_signals(forward) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+        if args.func in (cmd_app, cmd_play, cmd_watch):
+            _need_terminal(args)    # before a daemon starts or a play run is submitted

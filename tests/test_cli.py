@@ -4,11 +4,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import pytest
 
 from daemon import protocol as P
-from tests.helpers import wait_for
+from tests.helpers import ROOT, wait_for
 
 
 @pytest.mark.parametrize("args, message", [
@@ -271,8 +275,13 @@ def test_metrics_of_episodes(daemon, mosaic):
 def test_an_unknown_tag_names_the_ones_there_are(daemon, mosaic):
     done = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=10", name="done")
     assert mosaic.run("wait", done, "--timeout", "60").returncode == 0
-    assert one_error_line(mosaic.run("metrics", "done", "--tag", "episode/retrun", "--csv")) \
+    refused = mosaic.run("metrics", "done", "--tag", "episode/retrun", "--csv")
+    assert one_error_line(refused) \
         == "run done has no metric 'episode/retrun'; its metrics: episode/length, episode/return, synthetic/value_0"
+    # `> f.csv` gets nothing, not a header alone that looks like an empty export (issue 41, item 10)
+    assert refused.stdout == ""
+    for args in (["nope-run", "--csv"], ["nope-run", "--csv", "--metric", "episode/return"]):
+        assert mosaic.run("metrics", *args).stdout == ""
     live = mosaic.synthetic(100000, "rate=50", "tags=1", "episode_every=5", name="live")
     wait_for(lambda: mosaic.show(live)["state"] == P.RUNNING and mosaic.show(live)["summary"].get("episodes"),
              60, what="the live run's first episode")
@@ -434,3 +443,25 @@ def test_daemon_stop_counts_an_unreaped_daemon_as_stopped():
         child.wait()
     assert _exited(child.pid)
     assert not _exited(os.getpid())
+
+
+@pytest.mark.parametrize("args", [[], ["attach"], ["play", "CartPole-v1"], ["watch"]])
+def test_the_app_without_a_terminal_says_so_and_exits(mosaic, home, args):
+    """`mosaic` and `mosaic play ENV` from a pipe or a cron job wrote escape codes and spun at 90% of a
+    core for ever (issue 41, item 8): one line pointing to the commands, exit 1, before a daemon
+    starts or a play run is submitted."""
+    proc = mosaic.run(*args, input="", timeout=60)      # stdin and stdout pipes
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert one_error_line(proc).startswith(("the app needs a terminal (stdin and stderr are not one)",
+                                            "mosaic watch needs a terminal (stdin and stderr are not one)"))
+    assert "mosaic ls" in proc.stderr
+    # stdin a terminal, stderr (where Textual draws) a file: `mosaic 2> log`
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), *args],
+                              stdin=terminal, capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == 1 and "needs a terminal (stderr is not one)" in one_error_line(proc)
+    assert not home.pid_file.exists() and not home.socket_path.exists()   # no daemon was started
