@@ -642,10 +642,15 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             # decodes, groups by tag and encodes again, ran at a tenth of the speed)
             for page in _run_pages(client, run, P.EVENTS, args.follow, ended, events_raw=True, raw=True,
                                    max_bytes=metrics_csv.PAGE_BYTES):
+                out_csv.writerows(header)
+                header = []
                 metrics_csv.write_page(out_csv, page.get("events_raw"), page.get("events"), page.get("lines"))
                 sys.stdout.flush()
             return 0
         for page in _run_pages(client, run, P.METRICS, args.follow, ended, tags=tags):
+            if out_csv:
+                out_csv.writerows(header)
+                header = []
             for tag, step, value, t in _metric_rows(page, args.tag):
                 if out_csv:
                     out_csv.writerow([tag, step, value, t])
@@ -681,15 +686,10 @@ def cmd_transcript(args: argparse.Namespace) -> int:
         print(f"no LLM steps in {run['name']}" + (" match" if args.agent or args.episode is not None or args.grep
                                                   else ""), file=sys.stderr)
     return 0
-                out_csv.writerows(header)
-                header = []
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
     """`mosaic tag RUN +baseline -old`: a bare word adds too."""
-            if out_csv:
-                out_csv.writerows(header)
-                header = []
     add, remove = [], []
     for change in args.changes:
         if change.startswith("-") and len(change) > 1:
@@ -864,6 +864,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _need_terminal(args: argparse.Namespace) -> None:
+    """The app and `mosaic watch` read keys from stdin and draw on stderr (Textual's driver):
+    without a terminal there (a pipe, a cron job, `2> file`) Textual wrote escape codes and spun
+    on the closed input for ever."""
+    missing = [name for name, stream in (("stdin", sys.stdin), ("stderr", sys.stderr))
+               if stream is None or not stream.isatty()]
+    if missing:
+        what = "mosaic watch" if args.func is cmd_watch else "the app"
+        raise CLIError(f"{what} needs a terminal ({' and '.join(missing)} "
+                       f"{'is' if len(missing) == 1 else 'are'} not one); from a script use the commands: "
+                       f"mosaic ls, show RUN, metrics RUN, logs RUN, wait RUN (mosaic --help lists them all)")
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     try:
         from mosaic_tui.app import run_app
@@ -903,19 +916,6 @@ def cmd_play(args: argparse.Namespace) -> int:
         print(f"{run['name']} waits, paused, for a player: P on its row in `mosaic` takes the seat again; "
               f"`mosaic cancel {run['name']}` ends it", file=sys.stderr)
     return code
-def _need_terminal(args: argparse.Namespace) -> None:
-    """The app and `mosaic watch` read keys from stdin and draw on stderr (Textual's driver):
-    without a terminal there (a pipe, a cron job, `2> file`) Textual wrote escape codes and spun
-    on the closed input for ever."""
-    missing = [name for name, stream in (("stdin", sys.stdin), ("stderr", sys.stderr))
-               if stream is None or not stream.isatty()]
-    if missing:
-        what = "mosaic watch" if args.func is cmd_watch else "the app"
-        raise CLIError(f"{what} needs a terminal ({' and '.join(missing)} "
-                       f"{'is' if len(missing) == 1 else 'are'} not one); from a script use the commands: "
-                       f"mosaic ls, show RUN, metrics RUN, logs RUN, wait RUN (mosaic --help lists them all)")
-
-
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -1198,6 +1198,8 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_tui.remote import RemoteError, SSHForward
     forward = None
     try:
+        if args.func in (cmd_app, cmd_play, cmd_watch):
+            _need_terminal(args)    # before a daemon starts or a play run is submitted
         if args.ssh:
             if getattr(args, "socket", None):
                 raise CLIError("--ssh and --socket: give one", EXIT_USAGE)
@@ -1246,5 +1248,3 @@ def _stop_on_signals(forward) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
-        if args.func in (cmd_app, cmd_play, cmd_watch):
-            _need_terminal(args)    # before a daemon starts or a play run is submitted
