@@ -1,6 +1,6 @@
 """Frames over the socket, for clients that cannot map the run's shared memory
 (a laptop on an SSH-forwarded socket). Imported only when a client asks for
-frames: it brings numpy into the daemon, which otherwise never loads it.
+frames (numpy with it, where no run's history has loaded it yet: daemon/history.py).
 
 A relayed frame is a ``frame`` notification (its wire form, both halves:
 ``daemon.protocol.encode_frame`` / ``decode_frame``):

@@ -9,8 +9,9 @@ no daemon was running.
 
 State machine:
 
-    queued -> starting -> running <-> paused -> succeeded | failed | cancelled
+    queued -> starting -> running <-> paused -> succeeded | failed | cancelled | stopped
                                               \\-> lost (vanished without an exit record)
+    stopped | failed | cancelled | lost -> queued   (mosaic continue: the same run, from its checkpoint)
 """
 from __future__ import annotations
 
@@ -146,7 +147,7 @@ class RunManager:
         # how many a run keeps; passed in their environment (workers/sdk/rundir.py names the variables)
         self.checkpoint_minutes = checkpoint_minutes
         self.keep_checkpoints = keep_checkpoints
-        # runs on a cluster: how often the scheduler and their files are read (daemon/placement.py),
+        # runs on a cluster: how often the scheduler and their files are read (daemon/placement/),
         # and what a run leaves out of its placement (settings.json's "placement")
         self.cluster_poll_seconds = cluster_poll_seconds
         self.default_placement = dict(default_placement or {})
@@ -501,7 +502,7 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         self._watch(updated, run_dir, popen.pid, popen)
 
-    # -- runs on a cluster (daemon/placement.py) ---------------------------------
+    # -- runs on a cluster (daemon/placement/) ---------------------------------
     def _cluster_call(self, what: str, call: Callable[[], Any],
                       then: Callable[[Any], None] | None = None,
                       failed: Callable[[PlacementError], None] | None = None) -> None:

@@ -554,7 +554,7 @@ class Daemon:
         if run is not None and on_cluster(run):   # its frames are on a node: spilled into its directory
             relay = SpilledRelay(str(self.home.run_dir(run_id)), stream)
         else:
-            from daemon.relay import Relay  # numpy only once someone wants frames
+            from daemon.relay import Relay  # only once someone wants frames
             relay = Relay(run_id, stream, max_dim)
         # Looked at every RELAY_POLL_S, sent at most fps a second: a frame after a quiet spell (a
         # play's step after a key) leaves within a poll, not within a whole 1/fps

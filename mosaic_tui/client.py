@@ -1,7 +1,7 @@
 """Clients of the daemon: a blocking one for the CLI, an asyncio one for the app.
 
 Both speak the wire defined in ``daemon.protocol`` and find the socket through
-``daemon.home``; ``ensure_daemon`` starts a daemon for the home when none answers.
+``daemon.home``; ``connect`` starts a daemon for the home when none answers (``start_daemon``).
 """
 from __future__ import annotations
 

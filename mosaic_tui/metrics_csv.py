@@ -7,7 +7,7 @@ does (quoting, an empty field, True/False):
 - raw pages (the daemon's ``read_events`` lines, not decoded): the scalar lines the SDK's
   Emitter writes are cut out with one regex pass (``EMITTER_SCALAR``, pinned by a test to
   ``Emitter.scalar``'s own output) and joined in C, other lines decoded one by one
-  (``page_csv_raw``). About twice as fast as decoding the page (docs/architecture.md).
+  (``page_csv_raw``). About twice as fast as decoding the page (docs/performance.md).
 """
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ class RayRuntime:
         disconnecting: longer than the grace on a busy machine. So a cancelled
         private Ray is SIGKILLed at once (Ray's own Node.kill_all_processes,
         without the graceful round) and the worker exits without disconnecting
-        (cli.main leaves with os._exit, skipping Ray's atexit shutdown).
+        (workers/sdk/guard.py's end_cancelled dies of the signal, skipping Ray's atexit shutdown).
         """
         try:
             if not (self.started and ray.is_initialized()):
@@ -265,7 +265,7 @@ class EpisodeCallbacks(RLlibCallback):
 
 # -- live frames while training --------------------------------------------------------------
 # Only the env runner in the worker process publishes (params.env_runners = 0, the default):
-# a run has one FastLane writer. cli.py sets these variables before Ray starts.
+# a run has one FastLane writer. runtime.py sets these variables before Ray starts.
 FRAMES_VAR = "MOSAIC_RAY_FRAMES"          # frames_request(config) as JSON
 DRIVER_PID_VAR = "MOSAIC_RAY_DRIVER_PID"  # the worker process
 _training_frames: list = []

@@ -29,12 +29,22 @@ from workers.sdk.envs import ATARI, PACKAGE_FAMILIES, env_family
 _registered: set[str] = set()
 
 
+def cache_root(environ: dict[str, str] | None = None) -> str:
+    """mosaic's own caches on this machine, outside any home: ``$XDG_CACHE_HOME/mosaic-tui``
+    (``~/.cache/mosaic-tui``): the llama.cpp wheels, TextWorld's compiled games."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mosaic-tui")
+
+
 def process_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     """Variables the env libraries read at import or first use:
 
     - ``MUJOCO_GL=egl``: MuJoCo renders headless through Mesa's libEGL (no display here);
     - ``NUMBA_CACHE_DIR`` under the mosaic home: mosaic_multigrid's numba functions compile
       once (~19 s) and later runs load them from this cache;
+    - ``MPLCONFIGDIR`` under the mosaic home: matplotlib (Jumanji's viewers, the libraries that
+      import it) keeps its config and its font cache there, not in ``~/.config`` and ``~/.cache``;
     - ``JAX_COMPILATION_CACHE_DIR`` under the mosaic home (at most
       ``JAX_COMPILATION_CACHE_MAX_SIZE``, 2 GiB, least recently used entries go first): XLA
       programs that took over a second to compile (a Jumanji epoch function: 1 to 12 minutes on
@@ -43,12 +53,14 @@ def process_environment(environ: dict[str, str] | None = None) -> dict[str, str]
     - ``PYGAME_HIDE_SUPPORT_PROMPT``, ``SDL_AUDIODRIVER=dummy``: pygame (MultiGrid, Box2D
       rendering) prints nothing and opens no sound card.
     A value the user set already is kept. Read before the libraries are imported: jax reads its
-    variables once, at import."""
+    variables once, at import. A worker run by hand, without ``MOSAIC_HOME``, keeps them in
+    ``cache_root()``."""
     environ = os.environ if environ is None else environ
-    home = environ.get("MOSAIC_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "mosaic")
+    home = environ.get("MOSAIC_HOME") or cache_root(environ)
     wanted = {
         "MUJOCO_GL": "egl",
         "NUMBA_CACHE_DIR": os.path.join(home, "cache", "numba"),
+        "MPLCONFIGDIR": os.path.join(home, "cache", "matplotlib"),
         "JAX_COMPILATION_CACHE_DIR": os.path.join(home, "cache", "jax"),
         "PYGAME_HIDE_SUPPORT_PROMPT": "1",
         "SDL_AUDIODRIVER": "dummy",

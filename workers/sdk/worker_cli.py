@@ -34,6 +34,9 @@ def serve(prog: str, argv: list[str] | None, descriptor: Worker, runtime: str,
     emitter, config = start(prog, argv, descriptor)
     if config is None:
         return 2  # run_failed was emitted, naming the problem
+    from workers.sdk import registration
+    # before any library is imported: their caches and configs under the home, not the user's ~
+    registration.prepare_process()
     SIGNALS.install()
     mode = config.get("mode", "train")
 

@@ -1,0 +1,79 @@
+"""Where the libraries the runs use keep their caches and configs: under the mosaic home or in
+mosaic's own cache, never loose in the user's home. Real libraries (matplotlib, TextWorld with
+its Inform 7 compiler) in real processes, with a HOME of the test's own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.helpers import ROOT
+
+# the variables that would send the libraries elsewhere than a user's defaults (the suite sets
+# some of them for every test: tests/conftest.py)
+REDIRECTS = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "MPLCONFIGDIR",
+             "INFORM_HOME", "NUMBA_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR", "MOSAIC_HOME")
+
+
+def user_env(home, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in REDIRECTS}
+    return {**env, "HOME": str(home), "PYTHONPATH": str(ROOT), **extra}
+
+
+def files_under(root) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_a_worker_keeps_matplotlibs_config_and_cache_under_the_home(tmp_path):
+    """A worker whose library imports matplotlib (Jumanji's viewers draw with it): its config and
+    font cache go under the mosaic home, not ~/.config/matplotlib and ~/.cache/matplotlib."""
+    user, home = tmp_path / "user", tmp_path / "mosaic-home"
+    user.mkdir()
+    (tmp_path / "mpl_runtime.py").write_text(textwrap.dedent("""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        def train(config, emitter):
+            plt.figure().savefig("figure.png")   # the font manager's cache, built and written
+            emitter.run_completed(step=0)
+            return 0
+    """))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"worker": "synthetic", "algo": "emit", "env": "none", "steps": 1}))
+    code = ("import sys; from workers.sdk.worker_cli import serve; from workers.synthetic_worker import WORKER; "
+            f"sys.exit(serve('t', ['--config', {str(config)!r}], WORKER, 'mpl_runtime'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=user_env(user, MOSAIC_HOME=str(home),
+                                       PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert b'"run_completed"' in proc.stdout.encode()
+    assert files_under(user) == []
+    assert list((home / "cache" / "matplotlib").glob("fontlist-*.json"))
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("textworld") is None, reason="textworld is not installed")
+def test_textworld_games_are_compiled_in_mosaics_cache_and_the_old_cache_is_moved_there(tmp_path):
+    """TextWorld's games are compiled into ~/.cache/mosaic-tui/textworld (as the README names
+    mosaic's cache), Inform 7 leaving no ~/Inform; games an earlier version compiled into
+    ~/.cache/mosaic/textworld are moved there and found, not compiled again."""
+    user = tmp_path / "user"
+    old = user / ".cache" / "mosaic" / "textworld"
+    old.mkdir(parents=True)
+    (old / "coin_collector-seed7.json").write_text("{}")
+    (old / "coin_collector-seed7.z8").write_bytes(b"an earlier version's game")
+    code = ("from workers.sdk.llm.textworld import game_file; "
+            "print(game_file('textworld-coin', 7)); print(game_file('textworld-coin', 0))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=user_env(user))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cache = user / ".cache" / "mosaic-tui" / "textworld"
+    assert proc.stdout.split() == [str(cache / "coin_collector-seed7.z8"), str(cache / "coin_collector-seed0.z8")]
+    assert (cache / "coin_collector-seed7.z8").read_bytes() == b"an earlier version's game"   # moved, not rebuilt
+    assert files_under(user) == [".cache", ".cache/mosaic-tui", ".cache/mosaic-tui/textworld",
+                                 *(f".cache/mosaic-tui/textworld/coin_collector-seed{s}.{x}"
+                                   for s in (0, 7) for x in ("json", "z8"))]
