@@ -464,7 +464,7 @@ def cmd_show(args: argparse.Namespace) -> int:
               ("mean return", f"{num(smoothed_return(run, window))} (last {window} episodes)"
                if s.get("returns") else None),
               ("best return", f"{num(best)} at step {num(best_step)}" if best is not None else None),
-              ("steps/s", num(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
+              ("steps/s", fmt.rate(s.get("sps"))), ("resources", system_text(run) or None), ("exit", run.get("exit_signal") or run.get("exit_code")),
               # one word each, as everywhere: tags are the user's (`mosaic tag`, ls's TAGS), metrics are
               # what the run logs (`mosaic metrics RUN --metric NAME`)
               ("warnings", " · ".join(s.get("warnings") or []) or None),

@@ -48,6 +48,17 @@ def num(value: Any) -> str:
     return str(value)
 
 
+def rate(value: Any) -> str:
+    """Steps a second, by one rule wherever it is shown (the runs table, a run's header, `mosaic
+    watch`, `mosaic show`): whole steps from 10 up (538.5 -> 539 beside 1038, 12.3k past 10,000),
+    two significant digits under 10 (2.5, 0.04), where a whole number would say too little."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return num(value)
+    if abs(value) < 10:
+        return f"{value:.2g}"
+    return num(math.floor(value + 0.5))
+
+
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """"1 run", "2 runs", "0 runs": a count people read without "(s)"."""
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"

@@ -170,7 +170,7 @@ def row_cells(run: dict[str, Any], selected: bool, now: float, window: int = fmt
         Cell(fmt.job_text(run, now), "cyan"),
         Cell(fmt.progress_text(run, PROGRESS_WIDTH)),
         Cell(fmt.num(s.get("steps")), right=True),
-        Cell(fmt.num(s.get("sps")), right=True),
+        Cell(fmt.rate(s.get("sps")), right=True),
         Cell(fmt.num(fmt.smoothed_return(run, window)), right=True),
         Cell(fmt.best_text(run), right=True),
         Cell(fmt.duration(left) if left is not None else "-", right=True),

@@ -61,7 +61,7 @@ def state_line(run: dict[str, Any] | None, now: float, following: bool) -> Text:
     text.append(run.get("name", "?"), style="bold")
     text.append(" ")
     text.append(state, style=fmt.STATE_STYLES.get(state, ""))
-    text.append(f" {fmt.progress_text(run)} {fmt.num(s.get('steps'))}st {fmt.num(s.get('sps'))}/s"
+    text.append(f" {fmt.progress_text(run)} {fmt.num(s.get('steps'))}st {fmt.rate(s.get('sps'))}/s"
                 f" ret {fmt.num(s.get('last_return'))} {fmt.duration(fmt.elapsed(run, now))}")
     if following:
         text.append(" (newest)", style="dim")

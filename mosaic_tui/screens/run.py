@@ -42,7 +42,7 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
     if left is not None:
         text.append(f"  ETA {fmt.duration(left)}")
     text.append(f"  {fmt.num(s.get('steps'))}/{fmt.num(s.get('total_steps'))} steps {fmt.progress_text(run)}")
-    text.append(f"  {fmt.num(s.get('sps'))} steps/s")
+    text.append(f"  {fmt.rate(s.get('sps'))} steps/s")
     text.append(f"  {run.get('worker')}/{run.get('algo')}  {run.get('env')}")
     system = fmt.system_text(run)
     if system and state in ("running", "paused"):
