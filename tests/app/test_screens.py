@@ -489,3 +489,34 @@ def test_a_run_screens_keys_are_not_taken_by_its_panes():
     assert taken == {"MetricsPane": [], "LogsPane": [], "ConfigView": [], "FramesView": [], "ArtifactsView": [],
                      "TranscriptView": ["e", "p"]}
     assert keys(RunsScreen) & keys(RunsTable) == {"enter"}   # the table's enter is the screen's open
+
+
+@pytest.mark.parametrize("modal", ["help", "away", "confirm"])
+async def test_a_modal_screen_keeps_the_screen_under_it_in_view(home, modal):
+    """The away summary and `?` were drawn over a blank screen (issue 41, item 9): the app's
+    `Screen {background}` rule made every ModalScreen opaque, so Textual drew nothing under it.
+    The title bar and the runs table stay in view around the box."""
+    import html
+
+    from mosaic_tui.screens.away import AwayScreen
+    from mosaic_tui.screens.confirm import ConfirmScreen
+    from mosaic_tui.screens.help import HelpScreen
+    from mosaic_tui.screens.runs import RunsScreen
+    if modal == "away":
+        from mosaic_tui import uistate
+        from tests.app.conftest import FIXED_NOW
+        uistate.save_state(home, {"last_seen": {"t": FIXED_NOW - 3600, "runs": {}}})
+    app = make_app(home, restore=modal == "away")
+    async with app.run_test(size=SIZE) as pilot:
+        await load_fixed(pilot, app)
+        if modal == "help":
+            await pilot.press("question_mark")
+        elif modal == "confirm":
+            await pilot.press("x")
+        kind = {"help": HelpScreen, "away": AwayScreen, "confirm": ConfirmScreen}[modal]
+        await wait_until(pilot, lambda: isinstance(app.screen, kind) and app.screen.is_mounted, what=modal)
+        await pilot.pause()
+        assert [type(s) for s in app._background_screens] == [RunsScreen]
+        shown = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "5 runs" in shown                          # the title bar, above the box
+        assert "echo" in shown and "delta" in shown       # the newest runs' rows, above or beside it
