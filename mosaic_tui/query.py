@@ -8,7 +8,7 @@ and `mosaic report --where` (docs/results.md).
 
 A comparison is ``KEY OP VALUE`` (``=`` ``==`` ``!=`` ``<`` ``<=`` ``>`` ``>=``, ``~`` contains,
 ``!~`` does not) or ``KEY [not] in (V, V ...)``; ``not`` binds tighter than ``and``, ``and``
-tighter than ``or``, parentheses group, and two terms side by side are joined by ``and``. A
+tighter than ``or``, parentheses group; two terms need ``and`` or ``or`` between them. A
 bare word (or a quoted phrase) is found in the run's name, id, worker, algo, env, state, tags or
 note, as the plain filter does; ``tag:NAME`` and ``#NAME`` ask for a tag. Text with no operator,
 keyword or parenthesis is the plain-words filter, matched as it always was (``is_query``).
@@ -199,6 +199,9 @@ class _Parser:
         tok = self.peek()
         if tok.kind == "rparen":
             raise self.fail("this ) closes no (", tok)
+        if tok.kind in ("word", "string", "lparen") or (tok.kind == "kw" and tok.text == "not"):
+            # no "and" implied: a word typed on its way to "and" would filter the rows by itself
+            raise self.fail(f"and or or is missing before {tok.text!r}", tok)
         if tok.kind != "end":
             raise self.fail(f"unexpected {tok.text!r}", tok)
         return node
@@ -214,12 +217,8 @@ class _Parser:
     def and_expr(self) -> Node:
         first = self.not_expr()
         parts = [first]
-        while True:
-            tok = self.peek()
-            if tok.kind == "kw" and tok.text == "and":
-                self.take()
-            elif not (tok.kind in ("word", "string", "lparen") or (tok.kind == "kw" and tok.text == "not")):
-                break
+        while self.peek().kind == "kw" and self.peek().text == "and":
+            self.take()
             parts.append(self.not_expr())
         return parts[0] if len(parts) == 1 else Node("and", first.column, parts)
 
@@ -328,6 +327,11 @@ def keys_used(node: Node) -> set[str]:
     for child in node.children:
         out |= keys_used(child)
     return out
+
+
+def needs_whole_records(node: Node) -> bool:
+    """Whether a query reads more than a brief listing row carries (config params, trial...)."""
+    return any(ALIASES.get(k, k) not in BRIEF_FIELDS for k in keys_used(node))
 
 
 # -- keys --------------------------------------------------------------------------------------
@@ -789,3 +793,41 @@ def _order_test(op: str, lit: Any, conv: Callable[[Any], Any]) -> Callable[[Any]
     if op == ">":
         return lambda v: (c := conv(v)) is not None and c > lit
     return lambda v: (c := conv(v)) is not None and c >= lit
+
+
+class TableFilter:
+    """The runs table's `/` text: plain words, or a query compiled when the text changes (the
+    runs' keys read again only when the run list grew or shrank: a run's params never change).
+    While the text does not compile (typed half-way: `lr <`), ``error`` says why and the last
+    text that was whole stays in force, so the rows do not flicker at each letter."""
+
+    def __init__(self) -> None:
+        self.error: QueryError | None = None
+        self._good: Query | str = ""
+        self._compiled: tuple | None = None    # (text, window, keys) of the last compile
+        self._keys: Keys | None = None
+        self._keys_for: tuple[int, int] | None = None
+
+    def keys(self, runs: dict[str, dict[str, Any]]) -> Keys:
+        mark = (id(runs), len(runs))
+        if self._keys is None or self._keys_for != mark:
+            self._keys, self._keys_for = Keys(runs.values()), mark
+        return self._keys
+
+    def resolve(self, text: str, runs: dict[str, dict[str, Any]], window: int,
+                hay: Callable[[dict[str, Any]], tuple[str, set[str]]]) -> Query | str:
+        """What filters the rows: a compiled Query, or plain words (a str, "" for none). The dates
+        in a query are read against the time it was compiled."""
+        if not is_query(text):
+            self.error, self._good, self._compiled = None, text, None
+            return text
+        keys = self.keys(runs)
+        mark = (text, window, id(keys))
+        if mark != self._compiled:
+            self._compiled = mark
+            try:
+                self._good = compile_query(text, keys, window=window, hay=hay)
+                self.error = None
+            except QueryError as exc:
+                self.error = exc
+        return self._good

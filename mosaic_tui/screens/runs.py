@@ -1,6 +1,7 @@
 """The runs screen: every run of the home in a table (the app's first screen)."""
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -115,7 +116,8 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         yield ConnectionBanner()
-        yield Input(placeholder="filter runs: words of name, worker, algo, env, state, note; tag:NAME (enter: keep, esc: clear)",
+        yield Input(placeholder="filter runs: words of name, worker, algo, env, state, note; tag:NAME; or a query: "
+                                "lr < 3e-4 and state = succeeded (enter: keep, esc: clear)",
                     id="filter")
         yield RunsTable(self.app.clock, self.app.return_window, id="runs")
         yield Static("No runs yet. Press n to start one, or submit with `mosaic submit`.", id="empty")
@@ -198,7 +200,10 @@ class RunsScreen(Screen):
         if self.table.fold:
             status += "   seeds folded (f)"
         if self.table.query_text:
-            status += f"   filter: {self.table.query_text!r}"
+            status += f"   filter: {escape(repr(self.table.query_text))}"
+            error = self.table.filter.error
+            if error is not None:   # typed half-way or wrong: the rows are those of the last whole text
+                status += f" [red]{escape(str(error))}[/red]"
         if sel:
             status += f"   {len(sel)} selected (c: compare, x: cancel, D: delete, esc: clear)"
         self.query_one("#status", Static).update(status)

@@ -29,6 +29,7 @@ from mosaic_tui import fmt
 from mosaic_tui.runs_model import (CELL_PADDING, COLUMN_KEYS, COLUMNS, HIDDEN_WHEN_EMPTY, Cell, fit_columns,
                                    group_cells, group_key, groups_by_env, haystack, query_words, row_cells,
                                    sort_value)
+from mosaic_tui.query import TableFilter
 
 class RunsTable(ScrollView, can_focus=True):
     """Runs as rows (key: run id). ``set_runs`` keeps the cursor on the same run.
@@ -126,6 +127,7 @@ class RunsTable(ScrollView, can_focus=True):
         self.sort_key = "created"
         self.sort_reverse = True
         self.query_text = ""
+        self.filter = TableFilter()     # query_text compiled; its error, if any
         self.selected: set[str] = set()
         self.fold = False               # a sweep trial's seeds in one row (mean ± std)
         self._groups: dict[str, list[dict[str, Any]]] = {}  # row id -> the runs it stands for
@@ -251,10 +253,20 @@ class RunsTable(ScrollView, can_focus=True):
         """True when the rows are grouped by env because the sort is by return."""
         return groups_by_env(self.sort_key, [self._runs[r] for r in self._order if r in self._runs])
 
+    def _hay_of(self, run: dict[str, Any]) -> tuple[str, set[str]]:
+        cached = self._hay.get(run["id"])
+        if cached is None or cached[0] is not run:
+            cached = self._hay[run["id"]] = (run, haystack(run))
+        return cached[1]
+
     def _filtered(self, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The runs the query matches (``matches``), each run's haystack kept while its record is
-        the same object: a letter typed in the filter looks through ten thousand runs."""
-        words, tags_wanted = query_words(self.query_text)
+        """The runs the query matches (``matches``, or a query: mosaic_tui/query.py), each run's
+        haystack kept while its record is the same object: a letter typed in the filter looks
+        through ten thousand runs."""
+        text = self.filter.resolve(self.query_text, self._runs, self.window, self._hay_of)
+        if not isinstance(text, str):
+            return text.filter(runs)
+        words, tags_wanted = query_words(text)
         if not words and not tags_wanted:
             return list(runs)
         kept = []

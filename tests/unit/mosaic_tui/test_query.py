@@ -88,8 +88,6 @@ def test_precedence_not_and_or():
     assert names("not algo = ppo and gamma = 0.99") == ["dqn-c"]       # (not a) and b
     assert names("not (algo = ppo and gamma = 0.99)") == ["ppo-b", "dqn-c", "sac-d"]
     assert names("not not algo = dqn") == ["dqn-c"]
-    # side by side is "and", as the plain words are
-    assert names("algo = ppo gamma = 0.95") == ["ppo-b"]
     tree = parse("a or b and not c")
     assert tree.kind == "or" and tree.children[1].kind == "and" and tree.children[1].children[1].kind == "not"
 
@@ -146,6 +144,8 @@ def test_numbers_are_typed():
     ("steps ! 3", 7, "not an operator"),
     ("or algo = ppo", 1, "or needs a term before it"),
     ("()", 2, "empty parentheses"),
+    ("algo = ppo gamma = 0.9", 12, "and or or is missing before 'gamma'"),   # no "and" implied
+    ("algo = ppo a", 12, "and or or is missing before 'a'"),
     ("", 1, "the query is empty"),
 ])
 def test_errors_name_the_problem_and_its_column(text, column, words):
@@ -169,7 +169,7 @@ def test_plain_words_are_no_query():
     for text in ("lr<3e-4", "a or b", "not a", "(a)", "algo in (x)", "x ~ y", "'open"):
         assert is_query(text), text
     # plain words through the query language mean what the plain filter means
-    assert names("ppo high") == ["ppo-a"]
+    assert names("ppo and high") == ["ppo-a"]
 
 
 def test_ulid_time_reads_the_run_id():
