@@ -96,6 +96,31 @@ def test_what_a_person_cannot_play_is_refused_in_one_line():
         assert WORKER.validate({"worker": "human", "algo": "play", "env": env})["params"]["mode"] == "turn", env
 
 
+def test_a_misspelled_env_is_refused_in_one_line_with_the_closest_ids():
+    """An id no family here registers is refused at submit (it failed in the worker with gymnasium's
+    NameNotFound), the closest ids named; every family's real ids pass."""
+    def refusal(env: str) -> str | None:
+        try:
+            WORKER.validate({"worker": "human", "algo": "play", "env": env})
+        except ConfigError as err:
+            assert "\n" not in str(err)
+            return str(err)
+        return None
+
+    assert "did you mean 'MiniGrid-Empty-5x5-v0'" in refusal("MiniGrid-Emtpy-5x5-v0")
+    assert "did you mean 'CartPole-v1'" in refusal("CartPol-v1")
+    assert "unknown environment 'Nonsense'" in refusal("Nonsense")
+    playable = ["MiniGrid-Empty-5x5-v0", "BabyAI-GoToRedBallGrey-v0", "CartPole-v1", "FrozenLake-v1", "crafter",
+                "textworld-treasure", "jumanji/Snake-v1", "MosaicMultiGrid-S-G-1v0-v1"]
+    installed = {"ale_py": ["ALE/Breakout-v5"], "vizdoom": ["VizdoomBasic-v1"],
+                 "minihack": ["MiniHack-Room-5x5-v0", "MiniHack-Corridor-R2-v0"],
+                 "nle": ["NetHackScore-v0", "NetHackChallenge-v0", "NetHackStaircase-v0"]}
+    for module, envs in installed.items():
+        if importlib.util.find_spec(module) is not None:
+            playable += envs
+    assert [env for env in playable if refusal(env) is not None] == []
+
+
 # -- real plays through the daemon ----------------------------------------------------------------
 @pytest.fixture
 def game_home(tmp_path, monkeypatch):

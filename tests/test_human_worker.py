@@ -126,3 +126,43 @@ def test_a_play_runs_at_the_daemons_priority_a_training_run_nicer(daemon, mosaic
     finally:
         mosaic.run("cancel", play)
         mosaic.run("cancel", training)
+
+
+def test_mosaic_play_with_a_misspelled_env_says_so_in_one_line_and_starts_nothing(daemon, mosaic):
+    """In a terminal (a pty: `mosaic play` opens the app only there), refused at submit as `submit` is."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+    master, terminal = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mosaic_tui.cli", "--home", str(mosaic.home.root), "play",
+                               "MiniGrid-Emtpy-5x5-v0"], stdin=terminal, stderr=terminal, stdout=subprocess.PIPE,
+                              cwd=str(ROOT), timeout=60)
+        os.close(terminal)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:       # EIO: the terminal's other end is closed, all of it read
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(master)
+    lines = said.decode().strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, lines
+    assert "did you mean 'MiniGrid-Empty-5x5-v0'" in lines[0]
+    assert json.loads(mosaic.run("ls", "--json", check=True).stdout) == []
+
+
+def test_a_recording_play_ends_with_its_recording_unless_told_otherwise():
+    from workers.human_worker import WORKER
+    base = {"worker": "human", "algo": "play", "env": "MiniGrid-Empty-5x5-v0"}
+    assert WORKER.validate({**base, "record": {"episodes": 2}})["params"]["episodes"] == 2
+    assert WORKER.validate({**base, "record": {"episodes": 2}, "params": {"episodes": 5}})["params"]["episodes"] == 5
+    assert WORKER.validate({**base, "record": {"steps": 50}})["params"]["episodes"] == 10
+    assert WORKER.validate(base)["params"]["episodes"] == 10

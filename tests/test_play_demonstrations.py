@@ -77,3 +77,41 @@ def test_five_played_episodes_train_a_policy_that_beats_random(daemon, mosaic):
     random = random_success_rate(EVAL_EPISODES)
     print(f"success: behaviour cloning {cloned:.2f}, random {random:.2f}; mean return {np.mean(returns):.3f}")
     assert cloned > random and cloned >= 0.9, (cloned, random, returns)
+
+
+def test_each_episode_is_in_the_dataset_as_it_ends_and_a_cancel_keeps_them(daemon, mosaic):
+    """A play that records keeps every finished episode on disk as it ends: two of three recorded
+    episodes played, the dataset holds them while the play waits for the third; the play cancelled,
+    it keeps them, and an offline run takes it by the play's name."""
+    import h5py
+    home = mosaic.home
+    play = submit_file(mosaic, "short-demo", {"worker": "human", "algo": "play", "env": "MiniGrid-Empty-5x5-v0",
+                                              "seed": 0, "record": {"episodes": 3}})
+    assert mosaic.show(play)["config"]["params"]["episodes"] == 3     # the play ends with its recording
+    player = connect(home, name="player")
+    try:
+        take_seat(player, play)
+        for episode in range(2):
+            for action in TO_THE_GOAL:
+                player.call(P.ACT, run=play, seat="0", action=action)
+            wait_for(lambda: len(of_type(home, play, "episode")) > episode, 30, 0.05, what=f"episode {episode}")
+        saved = wait_for(lambda: [e for e in of_type(home, play, "dataset_saved") if e["episodes"] == 2], 30, 0.05,
+                         what="the second episode saved")[0]
+        assert saved["transitions"] == 2 * len(TO_THE_GOAL)
+        wait_for(lambda: (mosaic.show(play)["summary"].get("dataset") or {}).get("episodes") == 2, 30, 0.1,
+                 what="the dataset in the run's summary")
+        player.call(P.ACT, run=play, seat="0", action=2)       # the third episode begun, not finished
+    finally:
+        player.close()
+    mosaic.run("cancel", play, check=True)
+    wait_for(lambda: mosaic.show(play)["state"] in P.FINAL_STATES, 30, 0.1, what="the play cancelled")
+    run = mosaic.show(play)
+    assert run["state"] == P.CANCELLED and run["summary"]["dataset"]["episodes"] == 2, run
+    with h5py.File(run["summary"]["dataset"]["path"]) as f:
+        assert list(np.asarray(f["_meta"]["act"]).reshape(-1)) == TO_THE_GOAL * 2
+    assert not list(home.run_dir(play).glob("*.tmp"))
+    # what the BC submit of issue 41 refused ("has recorded no dataset") is taken
+    bc = submit_file(mosaic, "bc-from-short", {"worker": "tianshou", "algo": "bc", "env": "MiniGrid-Empty-5x5-v0",
+                                               "steps": 200, "dataset": "short-demo"})
+    assert mosaic.show(bc)["config"]["dataset"] == run["summary"]["dataset"]["path"]
+    mosaic.run("cancel", bc)

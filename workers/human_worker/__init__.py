@@ -54,6 +54,9 @@ class HumanDescriptor(WorkerDescriptor):
             raise ConfigError("placement", "a play runs beside its player: its placement is local")
 
     def check_run(self, config: RunConfig, given: dict[str, Any]) -> None:
+        if "episodes" not in given and config.record is not None and config.record.episodes:
+            # a demonstration play ends with its recording
+            config.params["episodes"] = min(config.record.episodes, catalog.PARAMS["episodes"]["maximum"])
         if config.params.get("mode") is None:
             config.params["mode"] = catalog.default_mode(config.env)
         if catalog.is_text(config.env) and config.params["mode"] != catalog.TURN:

@@ -2,10 +2,16 @@
 the daemon imports it). The key maps themselves are keymaps.py's, read in the process."""
 from __future__ import annotations
 
+import functools
+import glob
+import os
+import re
 from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT
-from workers.sdk.envs import JUMANJI_GYM_ENVS, env_info
+from workers.sdk.envs import (JUMANJI_GYM_ENVS, PACKAGE_FAMILIES, env_info, family_envs, multigrid_aliases,
+                              unknown_env)
+from workers.sdk.packages import package_dirs
 
 SCHEMA_VERSION = 1
 ALGORITHMS = ["play"]
@@ -49,6 +55,59 @@ PARAMS: dict[str, Any] = {
 }
 
 
+# the files where a family's package registers its gymnasium ids, each as a literal id="..." (read, not
+# imported: the daemon stays light); (package, glob under it, the family's distribution)
+REGISTRATION_FILES = {
+    "gymnasium": ("gymnasium", "envs/__init__.py", "gymnasium"),
+    "minigrid": ("minigrid", "__init__.py", "minigrid"),
+    "minihack": ("minihack", "envs/*.py", "minihack"),
+    "nethack": ("nle", "env/__init__.py", "nle"),
+}
+_REGISTERED_ID = re.compile(r"""\bid\s*=\s*["']([A-Za-z0-9_/.:-]+)["']""")
+# NLE registers its tasks in a loop: ``for name in ("NetHack", "NetHackScore", ...)`` with ``_version``
+_NLE_TASK = re.compile(r"""^\s*["'](NetHack[A-Za-z]*)["'],?\s*$""", re.MULTILINE)
+_NLE_VERSION = re.compile(r"""^_version\s*=\s*["'](v\d+)["']""", re.MULTILINE)
+
+
+def registered_ids(package: str, pattern: str) -> list[str]:
+    """The ids a package registers with gymnasium, read from its files (none when not installed)."""
+    ids: list[str] = []
+    for folder in package_dirs(package):
+        for path in sorted(glob.glob(os.path.join(folder, pattern))):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            ids += _REGISTERED_ID.findall(text)
+            version = _NLE_VERSION.search(text) if package == "nle" else None
+            if version is not None:
+                ids += [f"{name}-{version.group(1)}" for name in _NLE_TASK.findall(text)]
+    return ids
+
+
+@functools.lru_cache(maxsize=1)
+def known_envs() -> frozenset[str]:
+    """Every env id the human worker can make here (runtime.make_env): gymnasium's own, the
+    packages' registered ids, the env table's families, Jumanji's, TextWorld's games, Crafter."""
+    known = set(JUMANJI_GYM_ENVS) | set(TEXTWORLD_ENVS) | {"crafter"} | set(multigrid_aliases())
+    for family in PACKAGE_FAMILIES:
+        known |= set(family_envs(family))
+    for package, pattern, _ in REGISTRATION_FILES.values():
+        known |= set(registered_ids(package, pattern))
+    return frozenset(known)
+
+
+def unknown(env: str) -> str | None:
+    """Why ``env`` is no env the worker can make (one line: the closest known ids), or None."""
+    if env in known_envs() or env_info(env) is not None:
+        return None
+    family = family_of(env)
+    if family in REGISTRATION_FILES and not package_dirs(REGISTRATION_FILES[family][0]):
+        return f"{env} is a {family} env, which needs {REGISTRATION_FILES[family][2]}: not installed"
+    return unknown_env(env, sorted(known_envs()), "human").message
+
+
 def family_of(env: str) -> str | None:
     info = env_info(env)
     if info is not None:
@@ -80,7 +139,7 @@ def unplayable(env: str) -> str | None:
                 f"MosaicMultiGrid-S-G-1v0-v1); a seat beside agents is a MOSAIC LLM match's")
     if env.startswith("textworld-") and env not in TEXTWORLD_ENVS:
         return f"unknown TextWorld game {env!r}: choose from {', '.join(TEXTWORLD_ENVS)}"
-    return None
+    return unknown(env)
 
 
 def is_text(env: str) -> bool:

@@ -16,6 +16,7 @@ event; the frames go through FastLane after every step.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -107,11 +108,22 @@ def CellChoice(env):  # noqa: N802 -- made like the class it returns (gymnasium 
 
 DOOM_TICS = 35
 CRAFTER_FRAME = (256, 256)     # Crafter draws its 9x9 view at any size; its observation stays 64x64
+CRAFTER_OBJECTIVE = "survive and unlock Crafter's {count} achievements: {names}"
 
 
 def nle_message(obs: Any) -> str:
     """NLE's ``message`` observation (the top line NetHack writes), as text."""
     return bytes(obs["message"]).rstrip(b"\0").decode("latin-1").strip() if "message" in obs else ""
+
+
+def nle_task(env: Any) -> str | None:
+    """An NLE task's goal as its class's docstring words it ("This task requires the agent to get on
+    top of a staircase down (>)."); None for a task whose docstring gives a reward formula only."""
+    task = type(env.unwrapped)
+    if not task.__module__.startswith("nle."):
+        return None
+    found = re.search(r"This task requires the agent to ([^.]+)\.", " ".join((task.__doc__ or "").split()))
+    return found.group(1) if found else None
 
 
 def nle_messages(env: Any) -> Any:
@@ -152,7 +164,8 @@ def crafter_env(seed: int | None = None) -> Any:
             if seed is not None:   # crafter seeds its worlds when made
                 self.env = crafter.Env(seed=seed)
             self.achieved = set()
-            return self.env.reset(), {}
+            return self.env.reset(), {"objective": CRAFTER_OBJECTIVE.format(
+                count=len(crafter.constants.achievements), names=", ".join(crafter.constants.achievements))}
 
         def step(self, action):
             obs, reward, done, info = self.env.step(int(action))
@@ -219,7 +232,9 @@ class TextWorldEnv:
         self.unwrapped = self
 
     def _info(self, observation: dict[str, str]) -> dict[str, Any]:
-        return {"message": observation["long_term_context"], "legal": list(self.game.actions)}
+        info = {"message": observation["long_term_context"], "legal": list(self.game.actions)}
+        objective = (self.game.infos.get("objective") or "").strip()
+        return {**info, "objective": objective} if objective else info
 
     def reset(self, seed: int | None = None, **_: Any):
         observation = self.game.reset(seed=seed)
@@ -255,6 +270,8 @@ class Play:
         self.keymap = keymaps.keymap_for(config["env"], self.family, env)
         self.env = self.recorder.wrap(env) if self.recorder is not None else env
         self.frames = None if self.text else env_frames(config)
+        # an env made without a renderer (a text game, a Jumanji env without a viewer) draws nothing
+        self.draws = not self.text and getattr(self.env, "render_mode", None) is not None
         self.legal: list[str] | None = None     # a text env's admissible commands now
         self.controls = Controls(".")
         self.moves = open(MOVES_FILE, "a", encoding="utf-8", buffering=1)
@@ -282,7 +299,13 @@ class Play:
         self.length, self.episode_return = 0, 0.0
         self.publish()
         self.emitter.play(self.step, self.episode, SEAT, waiting=True, held_by=self.held_by,
-                          **self.words(info), **{"return": 0.0})
+                          **self.words(info), **self.objective(info), **{"return": 0.0})
+
+    def objective(self, info: dict[str, Any]) -> dict[str, str]:
+        """What the episode asks of the player, where the env says it: its ``objective``
+        (TextWorld's, Crafter's), a MiniGrid or BabyAI mission, an NLE task's own description."""
+        text = info.get("objective") or getattr(self.env.unwrapped, "mission", None) or nle_task(self.env)
+        return {"objective": " ".join(str(text).split())} if text else {}
 
     def words(self, info: dict[str, Any]) -> dict[str, Any]:
         """What the env says to the player this step: its message line, a text env's legal commands."""
@@ -313,6 +336,8 @@ class Play:
         if ended:
             self.emitter.episode(self.step, self.episode_return, self.length)
             self.episode += 1
+            if self.recorder is not None:   # on disk as it ends: a cancel or a detach loses no episode
+                self.recorder.save_new_episodes(self.emitter)
         return ended
 
     def refuse(self, action: Any) -> None:
@@ -424,7 +449,7 @@ def play(config: dict[str, Any], emitter: Emitter) -> int:
     emitter.run_started("human", "play", config["env"], total_steps=config.get("steps"), mode=p["mode"])
     try:
         emitter.keymap(SEAT, game.keymap["actions"], game.keymap["keys"], p["mode"], rate=float(p["rate"]),
-                       hold_ms=p["hold_ms"], noop=game.keymap.get("noop"),
+                       hold_ms=p["hold_ms"], noop=game.keymap.get("noop"), frames=game.draws,
                        **({"text": True} if game.keymap.get("text") else {}))
         game.reset()
         (_realtime if p["mode"] == catalog.REALTIME else _turns)(game)

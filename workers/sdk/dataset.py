@@ -19,7 +19,10 @@ A dataset holds whole episodes only, each stored contiguously (Tianshou's
 n-step returns follow the buffer's order): a vector env's episodes are kept
 apart until they end. Recording stops after ``episodes`` finished episodes, or
 once the finished episodes hold at least ``steps`` transitions; an episode still
-running when the run ends is not saved. ``dataset.json`` beside the file says
+running when the run ends is not saved. ``finish`` saves at the run's end; a run
+that must lose nothing to a cancel (a human play) calls ``save_new_episodes``
+after each step, which writes the dataset again whenever an episode has finished
+into it (each file replaced whole). ``dataset.json`` beside the file says
 what it holds (env, spaces, transitions, episodes), read by the daemon when an
 offline run names the dataset by run.
 """
@@ -125,6 +128,7 @@ class Recorder:
         self.directory = directory
         self.spaces: dict[str, str] = {}
         self.finished = False
+        self.saved_episodes = 0       # the store's episodes at the last save
 
     def wrap(self, env: Any) -> Any:
         """The env, recording: a gymnasium vector env or a single env."""
@@ -135,22 +139,59 @@ class Recorder:
             return RecordVectorEnv(env, self.store)
         return RecordEnv(env, self.store)
 
-    def finish(self, emitter: Any = None) -> dict[str, Any]:
-        """Write dataset.hdf5 and dataset.json; emit dataset_saved. Once; returns the meta."""
-        path = os.path.join(self.directory, DATASET_FILE)
-        meta = {"env": self.env_id, "transitions": self.store.transitions, "episodes": self.store.episodes,
+    def meta(self) -> dict[str, Any]:
+        return {"env": self.env_id, "transitions": self.store.transitions, "episodes": self.store.episodes,
                 "file": DATASET_FILE, "format": "tianshou.data.ReplayBuffer (HDF5)",
                 "mean_return": (sum(self.store.returns) / len(self.store.returns)) if self.store.returns else None,
                 **self.spaces}
-        if self.finished:
-            return meta
-        self.finished = True
-        self.store.save(path)
-        with open(os.path.join(self.directory, DATASET_META), "w") as f:
-            json.dump(meta, f, indent=1)
+
+    def save(self, emitter: Any = None) -> dict[str, Any]:
+        """Write dataset.hdf5 and dataset.json as the store holds them now; emit dataset_saved.
+        Each file is written beside its place and renamed over it, so a run cancelled while it
+        saves, or a reader of a run still recording, finds the last whole dataset."""
+        path = os.path.join(self.directory, DATASET_FILE)
+        meta = self.meta()
+        _replace_whole(path, self.store.save)
+        _replace_whole(os.path.join(self.directory, DATASET_META), lambda tmp: _write_json(tmp, meta))
+        self.saved_episodes = self.store.episodes
         if emitter is not None:
             emitter.dataset_saved(os.path.abspath(path), self.store.transitions, self.store.episodes)
         return meta
+
+    def save_new_episodes(self, emitter: Any = None) -> bool:
+        """``save`` when an episode has finished into the store since the last save (a human
+        play keeps every episode as it ends: nothing played is lost to a cancel)."""
+        if self.store.episodes == self.saved_episodes:
+            return False
+        self.save(emitter)
+        return True
+
+    def finish(self, emitter: Any = None) -> dict[str, Any]:
+        """Write dataset.hdf5 and dataset.json; emit dataset_saved. Once; returns the meta."""
+        if self.finished:
+            return self.meta()
+        self.finished = True
+        return self.save(emitter)
+
+
+def _write_json(path: str, value: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(value, f, indent=1)
+
+
+def _replace_whole(path: str, write: Any) -> None:
+    """``write(temporary path)``, then the file renamed to ``path``; the temporary one removed
+    whatever stops the write (a cancel's exception too)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 class RecordEnv(gym.Wrapper):
