@@ -53,6 +53,10 @@ RELAY_POLL_S = 0.01   # how often a frames relay looks for a new frame (docs/pro
 
 
 class Client:
+    """One connection to the socket: what it follows (run records, events of which runs, from which
+    byte offsets), its frame relays and the human seats it holds. Writes never block the loop: a
+    client past HIGH_WATER is fed at its pace, one past HARD_LIMIT is dropped."""
+
     _ids = 0
 
     def __init__(self, writer: asyncio.StreamWriter):
@@ -75,6 +79,7 @@ class Client:
 
     @property
     def congested(self) -> bool:
+        """More unsent bytes than HIGH_WATER: its run records are coalesced and its events wait for it."""
         return self.transport.get_write_buffer_size() > HIGH_WATER
 
     @property
@@ -83,9 +88,11 @@ class Client:
         return f"{self.name}#{self.id}"
 
     def follows_events(self, run_id: str) -> bool:
+        """Whether this client subscribed to the run's events (or to every run's)."""
         return self.follow_all_events or run_id in self.event_runs
 
     def write(self, data: bytes) -> None:
+        """Queue bytes to the client; one that leaves HARD_LIMIT bytes unread is dropped."""
         if self.closed:
             return
         if self.transport.get_write_buffer_size() > HARD_LIMIT:
@@ -95,6 +102,7 @@ class Client:
         self.writer.write(data)
 
     def close(self) -> None:
+        """Drop the connection at once (its catch-up task wakes to end)."""
         if not self.closed:
             self.closed = True
             self.wakeup.set()
@@ -102,6 +110,10 @@ class Client:
 
 
 class Daemon:
+    """The daemon: the socket's JSON-RPC server (docs/protocol.md) over the run manager (daemon/runs.py),
+    the store, the sweeps and the histories; it sends each client the run records and events it
+    follows. ``serve`` runs until a ``shutdown`` request or SIGTERM; the runs go on without it."""
+
     def __init__(self, home: Home, max_concurrent: int | None = None, grace_seconds: float = 10.0,
                  gpus: list[str] | None = None, cpu_sets: list[list[int]] | None = None,
                  worker_nice: int = 10, resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
@@ -132,6 +144,8 @@ class Daemon:
 
     # -- lifecycle -----------------------------------------------------------
     async def serve(self, sock: socket.socket) -> None:
+        """Serve on a bound, listening Unix socket until stopped; then close the clients, the runs'
+        watches and the store."""
         loop = asyncio.get_running_loop()
         self.runs.start(loop)
         self.sweeps.start(loop)
@@ -263,6 +277,8 @@ class Daemon:
 
     # -- methods -----------------------------------------------------------
     def m_hello(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``hello``: the client's name taken, its protocol checked; what this daemon is (version, methods,
+        pid, epoch, home, revision) and the home's default placement."""
         version = P.param(params, "protocol", int, P.PROTOCOL_VERSION)
         client.name = str(params.get("client", "?"))[:64]
         if version != P.PROTOCOL_VERSION:
@@ -273,6 +289,7 @@ class Daemon:
                 "placement": self.runs.default_placement or None}
 
     def m_status(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``status``: runs by state, the daemon's memory, uptime and its loop's longest stall."""
         counts = self.store.count_by_state()
         rss = 0
         try:
@@ -287,9 +304,11 @@ class Daemon:
                 "stalls": STALLS.wire(reset=P.param(params, "reset_stalls", bool, False))}
 
     def m_workers(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """``workers``: every installed worker, its algorithms and env families (and the ones that failed to load)."""
         return discovery.describe(self.workers, self.worker_errors)
 
     def m_schema(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``schema``: an algorithm's parameters as JSON schema (for an env, where they differ by env)."""
         desc = self._worker(P.param(params, "worker", str))
         algo = P.param(params, "algo", str)
         env = P.param(params, "env", str, None)
@@ -312,6 +331,7 @@ class Daemon:
         return schema
 
     async def m_submit(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``submit``: validate a run config with its worker, record the run and queue it; the new record."""
         config = P.param(params, "config", dict)
         # a cluster run: whether its scheduler takes it is asked off the loop (a controller that is
         # down answers after many seconds, and every other client would wait)
@@ -321,6 +341,7 @@ class Daemon:
         return self.runs.submit(config, checked=True)
 
     def m_datasets(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """``datasets``: the runs that recorded a dataset (for ``env``, when given)."""
         return self.runs.datasets(P.param(params, "env", str, None))
 
     def m_list(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -333,24 +354,31 @@ class Daemon:
         return {"rev": self.store.rev, "runs": self.store.list(states, wire=True)}
 
     def m_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``get``: one run's record, by name or id prefix."""
         return self._run(params)
 
     def m_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``cancel``: end a run's whole process tree (SIGTERM, SIGKILL after the grace)."""
         return self.runs.cancel(self._run(params))
 
     def m_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``stop``: ask a run to checkpoint at its next safe point and end ``stopped``."""
         return self.runs.stop(self._run(params))
 
     def m_continue(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``continue``: start a stopped (or failed, cancelled, lost) run again as the same run, from its checkpoint."""
         return self.runs.continue_run(self._run(params))
 
     def m_pause(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``pause``: SIGSTOP a local run's process tree, all but its supervisor."""
         return self.runs.pause(self._run(params))
 
     def m_resume(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``resume``: SIGCONT a paused run's process tree."""
         return self.runs.resume(self._run(params))
 
     def m_delete(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``delete``: remove a run that is not active, its directory and its record (a tombstone for clients)."""
         run = self._run(params)
         rev = self.runs.delete(run)
         if self.histories is not None:
@@ -390,6 +418,7 @@ class Daemon:
         return matches[0]
 
     async def m_sweep(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``sweep``: check a sweep spec (daemon/sweeps.py) and start it; the sweep."""
         spec = P.param(params, "spec", dict)
         if isinstance(spec.get("base"), dict):
             # trials placed on a cluster: its scheduler is asked once, here, off the loop (the trials
@@ -403,12 +432,15 @@ class Daemon:
         return self.sweeps.submit(spec)
 
     def m_sweeps(self, client: Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """``sweeps``: every sweep, summarised."""
         return [self.sweeps.describe(s) for s in self.store.list_sweeps()]
 
     def m_sweep_get(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``sweep_get``: one sweep with its trials ranked, their runs and the param importances."""
         return self.sweeps.describe(self._sweep(params), details=True)
 
     def m_sweep_cancel(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``sweep_cancel``: stop a sweep and cancel its runs."""
         return self.sweeps.cancel(self._sweep(params))
 
     def terminate(self) -> None:
@@ -429,6 +461,7 @@ class Daemon:
         self.stopping.set()
 
     def m_shutdown(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        """``shutdown``: stop the daemon after this reply; the runs keep training under their supervisors."""
         # Runs keep going: their supervisors do not depend on the daemon.
         asyncio.get_running_loop().call_soon(self.stopping.set)
         return {"stopping": True, "active_runs": len(self.runs.active)}

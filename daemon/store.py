@@ -148,6 +148,14 @@ class StoreError(RuntimeError):
 
 
 class Store:
+    """The daemon's records in SQLite (``<home>/mosaic.db``, WAL): runs, their tombstones and sweeps.
+
+    Every change to a run bumps a global revision (``rev``): a client that saw revision R asks for
+    what changed since (``changed_since``) and gets the rows and the deletions, nothing else. Other
+    processes (the CLI's reads, a test) open the same file read-only beside the daemon. A write
+    that fails (a full disk) raises StoreError, and the caller decides what that run's record does.
+    """
+
     def __init__(self, path: os.PathLike | str):
         self.path = str(path)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -169,6 +177,7 @@ class Store:
             raise StoreError(f"{self.path} has schema version {row[0]}, this daemon knows {SCHEMA_VERSION}")
 
     def close(self) -> None:
+        """Close the database (the daemon's last act)."""
         self.db.close()
 
     # -- helpers -----------------------------------------------------------
@@ -178,6 +187,7 @@ class Store:
 
     @property
     def rev(self) -> int:
+        """The latest revision: every run change so far, counted."""
         return int(self.db.execute("SELECT value FROM meta WHERE key='rev'").fetchone()[0])
 
     @staticmethod
@@ -210,6 +220,7 @@ class Store:
 
     # -- runs --------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> dict[str, Any]:
+        """Insert a new run (its id, name, config, state...) at a new revision; the stored row."""
         def op():
             rev = self._next_rev()
             values = {col: run.get(col) for col in _COLUMNS}
@@ -253,6 +264,7 @@ class Store:
         self._write(op)
 
     def delete_run(self, run_id: str) -> int:
+        """Delete a run's row and leave a tombstone at a new revision (clients learn of the deletion); that revision."""
         def op():
             rev = self._next_rev()
             self.db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
@@ -261,6 +273,7 @@ class Store:
         return self._write(op)
 
     def get(self, run_id: str) -> dict[str, Any] | None:
+        """A run's row by its exact id, or None."""
         return self._row(self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
 
     def list(self, states: Iterable[str] | None = None, wire: bool = False) -> list[dict[str, Any]]:
@@ -322,6 +335,7 @@ class Store:
         return raw_fragment(b"[" + b",".join([cache[run_id][2] for run_id in ids]) + b"]")
 
     def count_by_state(self) -> dict[str, int]:
+        """How many runs are in each state (``status``)."""
         return dict(self.db.execute("SELECT state, COUNT(*) FROM runs GROUP BY state").fetchall())
 
     def changed_since(self, rev: int, wire: bool = False) -> tuple[list[dict[str, Any]], list[tuple[str, int]]]:
@@ -343,6 +357,7 @@ class Store:
 
     # -- sweeps ------------------------------------------------------------
     def create_sweep(self, sweep: dict[str, Any]) -> dict[str, Any]:
+        """Insert a sweep (id, name, spec, state, created_at); the stored row."""
         def op():
             self.db.execute("INSERT INTO sweeps (id, name, spec, state, created_at) VALUES (?, ?, ?, ?, ?)",
                             (sweep["id"], sweep["name"], json.dumps(sweep["spec"]), sweep["state"],
@@ -351,6 +366,7 @@ class Store:
         return self.get_sweep(sweep["id"])
 
     def update_sweep(self, sweep_id: str, **fields: Any) -> None:
+        """Set a sweep's ``state`` and ``ended_at`` (no other field changes)."""
         def op():
             for key, value in fields.items():
                 if key not in ("state", "ended_at"):
@@ -359,6 +375,7 @@ class Store:
         self._write(op)
 
     def get_sweep(self, sweep_id: str) -> dict[str, Any] | None:
+        """A sweep by its exact id, its spec parsed, or None."""
         row = self.db.execute("SELECT * FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
         if row is None:
             return None
@@ -367,9 +384,11 @@ class Store:
         return out
 
     def list_sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep, oldest first."""
         return [self.get_sweep(r[0]) for r in self.db.execute("SELECT id FROM sweeps ORDER BY id")]
 
     def resolve_sweep(self, ref: str) -> list[dict[str, Any]]:
+        """Sweeps matching a name exactly, or an id (case-insensitive prefix), as ``resolve`` does for runs."""
         row = self.db.execute("SELECT id FROM sweeps WHERE name = ?", (ref,)).fetchone()
         if row is not None:
             return [self.get_sweep(row[0])]
@@ -380,8 +399,10 @@ class Store:
         return [self.get_sweep(r[0]) for r in rows.fetchall()]
 
     def sweep_runs(self, sweep_id: str) -> list[dict[str, Any]]:
+        """A sweep's runs, by trial, then id."""
         rows = self.db.execute("SELECT * FROM runs WHERE sweep = ? ORDER BY trial, id", (sweep_id,)).fetchall()
         return [self._row(r) for r in rows]
 
     def name_taken(self, name: str) -> bool:
+        """Whether a run already has this name (names are unique)."""
         return self.db.execute("SELECT 1 FROM runs WHERE name = ?", (name,)).fetchone() is not None

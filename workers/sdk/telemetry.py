@@ -322,10 +322,14 @@ class Emitter:
 
     # -- event helpers -------------------------------------------------
     def run_started(self, worker: str, algo: str, env: str, total_steps: int | None = None, **extra: Any) -> None:
+        """The run's first event: what trains (worker, algorithm, env), its step budget and this
+        process's pid; written at once."""
         self.emit(make_event(RUN_STARTED, worker=worker, algo=algo, env=env,
                              total_steps=total_steps, pid=os.getpid(), **extra), flush=True)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
+        """One metric point, buffered (the hot path: ~1.2 us). A non-finite value goes as "nan"/"inf"/"-inf";
+        a point a continued run logged already (``logged_until``) is dropped."""
         # Hot path: skip make_event's checks, the types are forced here.
         self.step = step = int(step)
         if step <= self.logged_until and self._logged_already(step, SCALAR + ":" + str(tag)):
@@ -334,10 +338,13 @@ class Emitter:
                    "value": _finite(value), "step": step})
 
     def scalars(self, values: dict[str, float], step: int) -> None:
+        """Several metrics at one step: ``scalar`` for each."""
         for tag, value in values.items():
             self.scalar(tag, value, step)
 
     def episode(self, step: int, episode_return: float, length: int, **extra: Any) -> None:
+        """An episode that ended at ``step``: its return and length, and ``extra`` fields (``agents``: each
+        agent's return, read as ``episode/return/<agent>``). Dropped as ``scalar`` drops a repeated point."""
         self.step = step = int(step)
         if step <= self.logged_until and self._logged_already(step, EPISODE):
             return
@@ -354,6 +361,7 @@ class Emitter:
         return held > 0
 
     def checkpoint_saved(self, path: str, step: int) -> None:
+        """A checkpoint written at ``path`` (what ``mosaic continue`` and ``eval`` find); written at once."""
         # cpu_s: the process's CPU seconds so far (every thread): from one phase or
         # checkpoint to the next, what that stretch cost, whatever else ran on the machine
         self.step = step = int(step)
@@ -361,6 +369,7 @@ class Emitter:
                              cpu_s=round(time.process_time(), 4)), flush=True)
 
     def dataset_saved(self, path: str, transitions: int, episodes: int) -> None:
+        """The run's recorded dataset is complete at ``path`` (workers/sdk/dataset.py); written at once."""
         self.emit(make_event(DATASET_SAVED, path=str(path), transitions=int(transitions),
                              episodes=int(episodes)), flush=True)
 
@@ -379,6 +388,8 @@ class Emitter:
         return True
 
     def phase(self, name: str, step: int, index: int | None = None) -> None:
+        """The run enters a phase (``train``, ``eval``, an epoch with ``index``), with the CPU seconds
+        spent so far; written at once."""
         fields = {} if index is None else {"index": int(index)}
         self.step = step = int(step)
         self.emit(make_event(PHASE, name=name, step=step, cpu_s=round(time.process_time(), 4), **fields),
@@ -404,20 +415,26 @@ class Emitter:
         self.emit(make_event(PLAY, step=step, episode=int(episode), seat=str(seat), **fields), flush=True)
 
     def run_completed(self, step: int | None = None) -> None:
+        """The run ended as it should: its last event; written at once."""
         fields = {} if step is None else {"step": int(step)}
         self.emit(make_event(RUN_COMPLETED, **fields), flush=True)
 
     def run_stopped(self, step: int, checkpoint: str, save_s: float | None = None) -> None:
+        """The run stopped at ``step`` on a stop request with its resume ``checkpoint`` (``save_s``: how long
+        the save took); written at once."""
         fields = {} if save_s is None else {"save_s": round(save_s, 3)}
         self.step = step = int(step)
         self.emit(make_event(RUN_STOPPED, step=step, checkpoint=str(checkpoint), **fields), flush=True)
 
     def run_failed(self, reason: str, step: int | None = None) -> None:
+        """The run failed: ``reason`` (up to 4,000 characters) is what users read; written at once."""
         fields = {} if step is None else {"step": int(step)}
         self.emit(make_event(RUN_FAILED, reason=str(reason)[:4000], **fields), flush=True)
 
     # -- buffering -----------------------------------------------------
     def emit(self, event: dict[str, Any], flush: bool = False) -> None:
+        """Buffer one event (already checked, e.g. by ``make_event``); the buffer goes out now with ``flush``,
+        when it holds ``max_buffer`` bytes, or ``flush_interval`` seconds after the last write."""
         line = encode(event)
         with self._lock:
             self._buf += line
@@ -427,10 +444,12 @@ class Emitter:
                 self._flush_locked()
 
     def emit_many(self, events: Iterable[dict[str, Any]]) -> None:
+        """``emit`` each event, in order."""
         for event in events:
             self.emit(event)
 
     def flush(self) -> None:
+        """Write what is buffered, whole lines in one ``write`` (retried until all of it is out)."""
         with self._lock:
             self._flush_locked()
 
@@ -456,6 +475,7 @@ class Emitter:
                 return
 
     def close(self) -> None:
+        """Flush, and stop the timer thread's flushes (the descriptor stays open: it is the process's)."""
         self.flush()
         self._closed = True
 
@@ -464,6 +484,7 @@ _emitter: Emitter | None = None
 
 
 def telemetry_fd_from_env() -> int | None:
+    """The telemetry descriptor a parent process passed in ``MOSAIC_TELEMETRY_FD``, if any."""
     value = os.environ.get("MOSAIC_TELEMETRY_FD")
     return int(value) if value and value.isdigit() else None
 
