@@ -55,6 +55,7 @@ class Client:
         self.info = self.call(P.HELLO, protocol=P.PROTOCOL_VERSION, client=name)
 
     def close(self) -> None:
+        """Close the socket (the daemon forgets this client's subscriptions)."""
         self.sock.close()
 
     def __enter__(self) -> "Client":
@@ -89,6 +90,8 @@ class Client:
         return P.loads(self._read_line())
 
     def call(self, method: str, **params: Any) -> Any:
+        """Send one request and wait for its result (notifications meanwhile wait in ``pending``); an
+        error reply is raised as RPCError."""
         return self.result(self.request(method, **params))
 
     def request(self, method: str, **params: Any) -> int:
@@ -238,11 +241,14 @@ class AsyncClient:
             self.writer.transport.pause_reading()
 
     def resume_reading(self) -> None:
+        """Read again after ``pause_reading``."""
         self._reading.set()
         if self.writer is not None and not self.writer.transport.is_closing():
             self.writer.transport.resume_reading()
 
     async def connect(self) -> dict[str, Any]:
+        """Open the socket, start the read loop and say hello; the daemon's hello (DaemonUnavailable
+        if none answers)."""
         try:
             self.reader, self.writer = await asyncio.open_unix_connection(str(self.home.socket_path),
                                                                           limit=64 * 1024 * 1024)
@@ -297,6 +303,8 @@ class AsyncClient:
             self.closed.set()
 
     async def call(self, method: str, **params: Any) -> Any:
+        """One request's result, awaited (notifications go to ``on_notify`` meanwhile); an error reply
+        is raised as RPCError."""
         if self.writer is None or self.closed.is_set() and self._reader_task is not None and self._reader_task.done():
             raise ConnectionError("not connected to the daemon")
         req_id = next(self._ids)
@@ -315,6 +323,7 @@ class AsyncClient:
         return await fut
 
     async def close(self) -> None:
+        """Close the connection and stop the read loop."""
         if self.writer is not None:
             self.writer.close()
         if self._reader_task is not None:
