@@ -62,6 +62,7 @@ SETTINGS_TYPES = {
     "checkpoint_minutes": "a number of minutes >= 0 (0: resume checkpoints only when a run stops)",
     "keep_checkpoints": "an integer >= 0 (0: keep every resume checkpoint)",
     "cluster_poll_seconds": "a number of seconds >= 0.2",
+    "cluster_gone_seconds": "a number of seconds > 0",
     "placement": "a placement object, e.g. {\"backend\": \"slurm\", \"partition\": \"gpu\", \"cpus\": 4}",
     "gpus": "a list of GPU ids, e.g. [\"0\", \"1\"]",
     "cpu_sets": "a list of CPU lists, e.g. [[0], [1]]",
@@ -108,6 +109,7 @@ def load_settings(home: Home) -> dict:
             "checkpoint_minutes": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
             "keep_checkpoints": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
             "cluster_poll_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0.2,
+            "cluster_gone_seconds": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
             "placement": _placement_ok,
             "gpus": lambda v: isinstance(v, list) and all(isinstance(g, (str, int)) for g in v),
             "cpu_sets": lambda v: isinstance(v, list) and all(
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     max_runs = args.max_runs or settings.get("max_concurrent_runs")
     grace = args.grace if args.grace is not None else float(settings.get("grace_seconds", 10.0))
 
+    from daemon.runs import CLUSTER_GONE_SECONDS
     from daemon.server import Daemon  # after the lock: a second daemon exits fast
 
     sock = bind_socket(home)
@@ -175,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         checkpoint_minutes=float(settings.get("checkpoint_minutes", CHECKPOINT_MINUTES_DEFAULT)),
                         keep_checkpoints=int(settings.get("keep_checkpoints", KEEP_CHECKPOINTS_DEFAULT)),
                         cluster_poll_seconds=float(settings.get("cluster_poll_seconds", 2.0)),
+                        cluster_gone_seconds=float(settings.get("cluster_gone_seconds", CLUSTER_GONE_SECONDS)),
                         default_placement=settings.get("placement"))
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, daemon.terminate)   # the host shutting down, or a kill

@@ -36,7 +36,7 @@ from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, S
                          TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail, points_at_step
 from daemon import frame_spill
-from daemon.placement import OUTSIDE_CANCEL, JobStatus, PlacementError
+from daemon.placement import OUTSIDE_CANCEL, PENDING_QUEUES, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
 from daemon.inotify import Inotify
@@ -59,6 +59,10 @@ SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most th
 SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
 # a cluster job that ended: polls to wait for its exit record to show on a shared filesystem
 JOB_END_POLLS = 5
+# a cancelled cluster run whose job has not ended this long after its supervisor's grace is ended in
+# mosaic's record all the same (a Ray job stopped while pending stays PENDING until it is placed)
+CANCEL_MARGIN_SECONDS = 30.0
+CLUSTER_GONE_SECONDS = 600.0   # a scheduler unanswered this long, a run quiet as long: its job is lost
 STDERR_TAIL_LINES = 20
 CRASH_DUMP_LINES = 400  # faulthandler's dump lists every Python thread: the crashing one may be far up
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
@@ -135,7 +139,8 @@ class RunManager:
                  resource_seconds: float = 5.0, stop_grace_seconds: float = 120.0,
                  checkpoint_minutes: float = CHECKPOINT_MINUTES_DEFAULT,
                  keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT, cluster_poll_seconds: float = 2.0,
-                 default_placement: dict[str, Any] | None = None):
+                 default_placement: dict[str, Any] | None = None,
+                 cluster_gone_seconds: float = CLUSTER_GONE_SECONDS):
         self.home = home
         self.store = store
         self.workers = workers
@@ -151,7 +156,12 @@ class RunManager:
         # and what a run leaves out of its placement (settings.json's "placement")
         self.cluster_poll_seconds = cluster_poll_seconds
         self.default_placement = dict(default_placement or {})
+        # a scheduler that has not answered for this long, for a run whose files have not changed
+        # for as long, has lost the run's job (a Ray cluster that went away takes its jobs with it)
+        self.cluster_gone_seconds = cluster_gone_seconds
+        self._engine_down: dict[tuple[str, str], float] = {}   # (backend, address): unanswered since (monotonic)
         self._job_endings: dict[str, JobStatus] = {}   # a job that ended: its status, for _finish
+        self._cancel_untold: dict[str, str] = {}   # a cancelled job the engine could not be told of: why
         self._relays: dict[str, ray_relay.LogRelay] = {}   # unshared Ray runs: their job's log (cluster thread)
         self._cluster_pool: ThreadPoolExecutor | None = None   # the schedulers' commands (_cluster_call)
         # Workers run this much nicer than the daemon (through their supervisor's
@@ -408,12 +418,17 @@ class RunManager:
             if on_cluster(run):   # the cluster's scheduler queues it: no local slot
                 self._start(run, {})
                 continue
-            if sum(1 for a in self.active.values() if a.job is None) >= self.max_concurrent:
+            if self.local_active() >= self.max_concurrent:
                 continue
             resources = self._allocate(run)
             if resources is None:
                 continue
             self._start(run, resources)
+
+    def local_active(self) -> int:
+        """Runs that hold one of this machine's slots (max_concurrent): a cluster run holds none,
+        its scheduler queues it."""
+        return sum(1 for a in self.active.values() if a.job is None)
 
     def _in_use(self, key: str) -> list:
         used = []
@@ -574,6 +589,8 @@ class RunManager:
             if active.job is not None:
                 engine = (active.backend, active.placement.get("address") or "")
                 by_engine.setdefault(engine, []).append(active)
+        for engine in set(self._engine_down) - set(by_engine):   # no run there any more: an outage forgotten
+            del self._engine_down[engine]
         if not by_engine:
             self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
             return
@@ -594,14 +611,20 @@ class RunManager:
         def answered(answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError]) -> None:
             try:
                 for engine, statuses in answers.items():
-                    if isinstance(statuses, PlacementError):   # the controller is down: the runs go on
-                        log.warning("cannot poll %s: %s", engine[0], statuses)
+                    down = isinstance(statuses, PlacementError)
+                    if down and engine not in self._engine_down:   # the controller is down: the runs go on
+                        self._engine_down[engine] = time.monotonic()
+                        log.warning("cannot poll %s: %s (said once until it answers again)", engine[0], statuses)
+                    elif not down and self._engine_down.pop(engine, None) is not None:
+                        log.info("%s answers again", engine[0])
                     for active in by_engine[engine]:
                         if self.active.get(active.run_id) is not active:
                             continue   # ended meanwhile
                         self._ingest(active.run_id)
-                        if not isinstance(statuses, PlacementError):
+                        if not down:
                             self._job_status(active, statuses.get(active.job_id))
+                        else:
+                            self._engine_unanswered(active, engine, statuses)
             finally:
                 self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
 
@@ -615,8 +638,10 @@ class RunManager:
         if run is None or status is None:
             return
         resources = dict(run["resources"] or {})
+        # the reason short (a state column's "pending (resources)"), the engine's words whole beside it
         shown = {"queue": status.state or resources.get("queue"), "node": status.node or resources.get("node"),
-                 "queue_reason": status.reason if status.pending else None}
+                 "queue_reason": status.reason if status.pending else None,
+                 "queue_message": status.message if status.pending and status.message != status.reason else None}
         if status.ends_at is not None and abs(status.ends_at - (resources.get("ends_at") or 0)) > 2:
             shown["ends_at"] = round(status.ends_at)   # squeue's time left, read again each poll
         if any(resources.get(k) != v for k, v in shown.items()):
@@ -625,12 +650,119 @@ class RunManager:
         if not status.ended:
             return
         exit_file = os.path.join(active.run_dir, EXIT_FILE)
-        # a shared filesystem may show the exit record a moment after the job ended
-        if os.path.exists(exit_file) or active.gone_polls >= JOB_END_POLLS:
+        # a shared filesystem may show the exit record a moment after the job ended; a job whose
+        # scheduler says its supervisor never recorded one (it never ran, or was killed) ends now
+        if os.path.exists(exit_file) or status.no_record or active.gone_polls >= JOB_END_POLLS:
             self._job_endings[active.run_id] = status
             self._on_exit(active.run_id)
         else:
             active.gone_polls += 1
+
+    def _engine_unanswered(self, active: ActiveRun, engine: tuple[str, str], exc: PlacementError) -> None:
+        """A poll the run's scheduler did not answer. The run's own record, where its supervisor
+        wrote one, says how it ended; a run whose scheduler has not answered for cluster_gone_seconds
+        and whose files have not changed for as long is lost, saying why (its engine is gone: it
+        would otherwise stay pending or running for ever, and could not be deleted)."""
+        if os.path.exists(os.path.join(active.run_dir, EXIT_FILE)):
+            self._on_exit(active.run_id)
+            return
+        unanswered = time.monotonic() - self._engine_down.get(engine, time.monotonic())
+        if unanswered < self.cluster_gone_seconds:
+            return
+        newest = 0.0
+        for name in (EVENTS_FILE, STDERR_FILE, "supervisor.json"):
+            try:
+                newest = max(newest, os.stat(os.path.join(active.run_dir, name)).st_mtime)
+            except OSError:
+                pass
+        if time.time() - newest < self.cluster_gone_seconds:
+            return   # its supervisor still writes: the scheduler is away, the job is not
+        self._job_endings[active.run_id] = JobStatus(
+            active.job_id or "", "", ended=True, gone=True,
+            ending=f"{engine[0]} has not answered for {unanswered:.0f} s ({exc}), and the run has written "
+                   f"nothing for as long: its job is taken as gone (cluster_gone_seconds in settings.json)")
+        self._on_exit(active.run_id)
+
+    def _cancel_job(self, run: dict[str, Any], active: ActiveRun) -> None:
+        """A cluster run's cancel. The engine is told (a job that has not started is removed; a
+        running one's supervisor gets SIGTERM and records its end), then asked once how the job is.
+        The run ends in mosaic's record whatever the engine does: at once where no supervisor runs
+        (the job never started) or the engine could not be told about a job that had not started,
+        else when its supervisor records its end, or CANCEL_MARGIN_SECONDS after its grace at the
+        latest; the reason says what the engine confirmed."""
+        run_id, job = run["id"], active.job
+        waiting = str((run["resources"] or {}).get("queue")) in PENDING_QUEUES
+        try:
+            backend = placement_backend(active.backend, active.placement)
+        except PlacementError as exc:
+            self._end_cancelled(run_id, active, None, f"{active.backend} was not told ({exc})")
+            return
+        end = backend.kill if waiting else backend.cancel   # nothing runs yet: the job goes
+
+        def tell() -> tuple[str | None, JobStatus | None]:
+            try:
+                end(active.job_id)
+                told = None
+            except PlacementError as exc:
+                told = str(exc)
+            try:
+                status = backend.poll([active.job_id]).get(active.job_id)
+            except PlacementError:
+                status = None
+            return told, status
+
+        def answered(answer: tuple[str | None, JobStatus | None]) -> None:
+            told, status = answer
+            if self.active.get(run_id) is not active:
+                return   # ended meanwhile
+            if told is not None:
+                self._cancel_untold[run_id] = told
+            if status is not None and status.ended and status.no_record \
+                    and not os.path.exists(os.path.join(active.run_dir, EXIT_FILE)):
+                self._end_cancelled(run_id, active, status, f"{backend.name} confirmed that job {job} ended "
+                                                            f"({status.state})")
+                return
+            if status is not None:
+                self._job_status(active, status)   # an ended job whose record is there ends the run now
+                if self.active.get(run_id) is not active:
+                    return
+            never_ran = status.pending if status is not None else waiting
+            if status is not None and status.gone:
+                self._end_cancelled(run_id, active, status, f"{backend.name} no longer knows job {job}")
+            elif never_ran and told is None:
+                self._end_cancelled(run_id, active, status, f"{backend.name} took the cancel of job {job}, which "
+                                    f"never started" + (f" (it still lists it {status.state} until it places or "
+                                                        f"drops it)" if status and status.pending else ""))
+            elif never_ran:
+                self._end_cancelled(run_id, active, status, f"{backend.name} was not told ({told}): job {job}, "
+                                                            f"which never started, may still be queued there")
+
+        self._cluster_call(f"run {run_id}: cancel {job}", tell, then=answered)
+        wait = self.grace_seconds + CANCEL_MARGIN_SECONDS + JOB_END_POLLS * self.cluster_poll_seconds
+        self._loop.call_later(wait, self._cancel_overdue, run_id, active, wait)
+
+    def _cancel_overdue(self, run_id: str, active: ActiveRun, waited: float) -> None:
+        if self.active.get(run_id) is not active:
+            self._cancel_untold.pop(run_id, None)
+            return   # it ended
+        run = self.store.get(run_id)
+        queue = (run["resources"] or {}).get("queue") if run else None
+        told = self._cancel_untold.get(run_id)
+        said = f"{active.backend} was not told ({told})" if told else f"{active.backend} last said {queue or 'nothing'}"
+        self._end_cancelled(run_id, active, None, f"job {active.job} had not ended {waited:.0f} s after the cancel "
+                                                  f"({said}): its end is not confirmed")
+
+    def _end_cancelled(self, run_id: str, active: ActiveRun, status: JobStatus | None, confirmed: str) -> None:
+        """End a cancelled cluster run in mosaic's record, with what its engine confirmed."""
+        self._cancel_untold.pop(run_id, None)
+        run = self.store.get(run_id)
+        if run is None or self.active.get(run_id) is not active:
+            return
+        updated = self.store.update_run(run_id, reason=f"{run['reason'] or 'cancelled by the user'}; {confirmed}")
+        self.on_run(updated, run_id, updated["rev"])
+        self._job_endings[run_id] = status if status is not None and status.ended else \
+            JobStatus(active.job_id or "", status.state if status else "", ended=True)
+        self._on_exit(run_id)
 
     def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None,
                job: str | None = None) -> None:
@@ -905,13 +1037,15 @@ class RunManager:
         job_ended = self._job_endings.pop(run_id, None)
         job = (run["resources"] or {}).get("job") or ""
         if record is None and job_ended is not None:   # the job ended before or without its supervisor
+            # when the scheduler says the job ended, not when this daemon saw it
+            at = {"ended_at": job_ended.ended_at} if job_ended.ended_at else {}
             if run["cancel_requested"]:
-                self._set_final(run_id, P.CANCELLED, tail, reason=run["reason"] or "cancelled by the user")
+                self._set_final(run_id, P.CANCELLED, tail, reason=run["reason"] or "cancelled by the user", **at)
             else:
                 cause = self._job_cause(run, run_dir)   # the memory limit, where the state says only FAILED
                 state = P.FAILED if cause else P.CANCELLED if job_ended.cancelled else \
                     P.LOST if job_ended.gone else P.FAILED
-                self._set_final(run_id, state, tail, reason=f"job {job}: {cause or job_ended.ending}")
+                self._set_final(run_id, state, tail, reason=f"job {job}: {cause or job_ended.ending}", **at)
             return
         if record is None:
             reason = "supervisor ended without an exit record"
@@ -1028,14 +1162,7 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         active = self.active.get(run_id)
         if active is not None and active.job is not None:
-            try:
-                backend = placement_backend(active.backend, active.placement)
-            except PlacementError as exc:
-                log.warning("run %s: %s", run_id, exc)
-                return updated
-            # nothing runs yet: the job goes; else SIGTERM to its supervisor, which ends the tree
-            end = backend.kill if (run["resources"] or {}).get("queue") == "PENDING" else backend.cancel
-            self._cluster_call(f"run {run_id}: cancel {active.job}", lambda: end(active.job_id))
+            self._cancel_job(updated, active)
         elif active is not None:
             # a stopped tree cannot act on SIGTERM: continue it first
             proctree.signal_tree(active.shim_pid, signal.SIGCONT)

@@ -27,7 +27,7 @@ from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range, read_verbatim_range
 from daemon.frame_spill import SpilledRelay
 from workers.sdk import control
-from daemon.runs import RunManager, on_cluster
+from daemon.runs import CLUSTER_GONE_SECONDS, RunManager, on_cluster
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
 from daemon.sweeps import SweepController
@@ -120,7 +120,7 @@ class Daemon:
                  stop_runs_on_shutdown: bool = False, continue_after_shutdown: bool = False,
                  checkpoint_minutes: float = CHECKPOINT_MINUTES_DEFAULT,
                  keep_checkpoints: int = KEEP_CHECKPOINTS_DEFAULT, cluster_poll_seconds: float = 2.0,
-                 default_placement: dict | None = None):
+                 default_placement: dict | None = None, cluster_gone_seconds: float = CLUSTER_GONE_SECONDS):
         self.home = home
         self.stop_runs_on_shutdown = stop_runs_on_shutdown
         self.continue_after_shutdown = continue_after_shutdown
@@ -132,7 +132,8 @@ class Daemon:
                                grace_seconds, gpus=gpus, cpu_sets=cpu_sets, worker_nice=worker_nice,
                                resource_seconds=resource_seconds, stop_grace_seconds=stop_grace_seconds,
                                checkpoint_minutes=checkpoint_minutes, keep_checkpoints=keep_checkpoints,
-                               cluster_poll_seconds=cluster_poll_seconds, default_placement=default_placement)
+                               cluster_poll_seconds=cluster_poll_seconds, default_placement=default_placement,
+                               cluster_gone_seconds=cluster_gone_seconds)
         self.sweeps = SweepController(home, self.store, self.runs)
         self.histories = None   # daemon.history.Histories, made (numpy imported) when a client first asks
         self.runs.on_events = self._broadcast_events
@@ -299,7 +300,8 @@ class Daemon:
             pass
         return {"pid": os.getpid(), "epoch": self.epoch, "uptime": round(time.time() - self.started, 3),
                 "home": str(self.home.root), "socket": str(self.home.socket_path), "runs": counts,
-                "active": len(self.runs.active), "max_concurrent": self.runs.max_concurrent,
+                "active": self.runs.local_active(), "max_concurrent": self.runs.max_concurrent,
+                "cluster": len(self.runs.active) - self.runs.local_active(),
                 "clients": len(self.clients), "rss_bytes": rss, "rev": self.store.rev,
                 "stalls": STALLS.wire(reset=P.param(params, "reset_stalls", bool, False))}
 

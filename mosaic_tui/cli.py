@@ -186,7 +186,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         print(f"daemon running: pid {status['pid']}, up {duration(status['uptime'])}, "
               f"{plural(status['clients'], 'client')}, {status['rss_bytes'] / 1e6:.0f} MB RSS")
         print(f"home {status['home']}  socket {status['socket']}")
-        print(f"runs: {counts}; {status['active']}/{status['max_concurrent']} slots busy")
+        on_cluster = f", {status['cluster']} on a cluster (no slot)" if status.get("cluster") else ""
+        print(f"runs: {counts}; {status['active']}/{status['max_concurrent']} slots busy{on_cluster}")
     return 0
 
 
@@ -495,7 +496,9 @@ def _job_fields(run: dict[str, Any]) -> list[tuple[str, Any]]:
     left = fmt.time_left(run, time.time())
     if left is not None:
         wall = f"{fmt.hms(left)} left" + (f" of {wall}" if wall else "")
-    return [("job", resources["job"]), ("queue", queue), ("node", resources.get("node")), ("wall time", wall)]
+    # the scheduler's whole words for a job it holds (the state and queue lines say them short)
+    return [("job", resources["job"]), ("queue", queue), ("queue says", fmt.queue_message(run)),
+            ("node", resources.get("node")), ("wall time", wall)]
 
 
 def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expected: str = P.SUCCEEDED) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from daemon.placement import PENDING_QUEUES
 from daemon.protocol import RETURNS_KEPT, mean_return
 
 # The smoothed return is the mean of the last N episode returns. The daemon
@@ -189,17 +190,34 @@ def job(run: dict[str, Any]) -> dict[str, Any] | None:
     return resources if resources.get("job") else None
 
 
+QUEUE_REASON_CHARS = 24   # a state column's reason; the scheduler's whole words are in show and the header
+
+
 def queue_label(run: dict[str, Any]) -> str | None:
     """"pending (Priority)": a submitted cluster run its scheduler holds in its queue (the run is
-    starting to the daemon), with the scheduler's reason; None for any other run or state."""
+    starting to the daemon), with the scheduler's reason, short; None for any other run or state."""
     resources = job(run)
-    if resources is None or run.get("state") != "starting":
+    # any other queue word (RUNNING, or an ended job's STOPPED or CANCELLED while the daemon reads
+    # its end) leaves the daemon's own state to speak
+    if resources is None or run.get("state") != "starting" or str(resources.get("queue")) not in PENDING_QUEUES:
         return None
-    queue = str(resources.get("queue") or "")
-    if not queue or queue == "RUNNING":
-        return None   # on its node, starting: the daemon's word says it
-    reason = resources.get("queue_reason")
+    queue = str(resources["queue"])
+    reason = str(resources.get("queue_reason") or "")
+    if len(reason) > QUEUE_REASON_CHARS:
+        reason = reason[:QUEUE_REASON_CHARS - 1] + "…"
     return f"{queue.lower()} ({reason})" if reason else queue.lower()
+
+
+def queue_message(run: dict[str, Any]) -> str | None:
+    """The scheduler's own words for why it holds a run's job (Ray: "Job has not started yet. It may
+    be waiting for resources..."), whole; None when it says nothing more than queue_label's reason."""
+    if queue_label(run) is None:
+        return None
+    resources = job(run) or {}
+    if resources.get("queue_message"):
+        return str(resources["queue_message"])
+    reason = str(resources.get("queue_reason") or "")
+    return reason if len(reason) > QUEUE_REASON_CHARS else None
 
 
 def hms(seconds: float) -> str:

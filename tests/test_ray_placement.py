@@ -300,3 +300,55 @@ def test_a_ray_runs_frames_are_spilled_by_the_job_and_relayed(ray_daemon, mosaic
         mosaic.run("cancel", run_id)
     mosaic.run("wait", run_id, "--timeout", "60")
     assert mosaic.show(run_id)["state"] == "cancelled"
+
+
+def test_a_run_pending_on_resources_reads_short_and_its_cancel_ends_it(ray_daemon, mosaic):
+    """--cpus 4 on a cluster of 2-CPU nodes: Ray holds the job PENDING, and after its stop too, until
+    a node that fits joins. `ls` says `pending (resources)`, `show` Ray's own words; the cancel ends
+    the run in mosaic's record at once, saying what Ray took, and the run can be deleted."""
+    run_id = mosaic.submit(*SYNTHETIC, "--steps", "10", "--placement", "ray", "--cpus", "4")
+    job = job_of(mosaic, run_id)
+    try:
+        wait_for(lambda: mosaic.show(run_id)["resources"].get("queue_reason") == "resources", 30, 0.2,
+                 what="the job pending on resources")
+        status = mosaic.run("daemon", "status", check=True).stdout
+        assert "1 on a cluster (no slot)" in status, status
+        line = next(row for row in mosaic.run("ls", check=True).stdout.splitlines() if row.startswith(run_id[:10]))
+        assert " pending (resources) " in line and "It may be waiting" not in line, line
+        shown = mosaic.run("show", run_id, check=True).stdout
+        assert "queue says: Job has not started yet. It may be waiting for resources" in shown, shown
+        proc = mosaic.run("cancel", run_id)
+        assert proc.returncode == 0, proc.stderr
+        run = mosaic.show(run_id)
+        assert run["state"] == "cancelled", run
+        assert run["reason"].startswith(f"cancelled by the user; ray took the cancel of job ray:{job}, which never "
+                                        f"started"), run["reason"]
+        assert ray_daemon.job(job)["status"] == "PENDING"     # as the reason says: Ray still holds it
+        assert mosaic.run("delete", run_id, "--yes").returncode == 0
+    finally:
+        ray_daemon.stop_job(job)
+
+
+def test_a_run_whose_ray_cluster_is_gone_is_lost_saying_why_and_can_be_deleted(ray_daemon, mosaic, monkeypatch):
+    """The daemon is killed with a run pending on Ray, and comes back where its Ray answers no more
+    (nothing listens at RAY_ADDRESS): the run is lost after cluster_gone_seconds, saying why, instead
+    of pending for ever; the daemon says once that it cannot poll; the run can be deleted."""
+    from tests.ray_cluster import free_ports
+    home = mosaic.home
+    run_id = mosaic.submit(*SYNTHETIC, "--steps", "10", "--placement", "ray", "--cpus", "4")
+    job = job_of(mosaic, run_id)
+    try:
+        os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
+        monkeypatch.setenv("RAY_ADDRESS", f"http://127.0.0.1:{free_ports(1)[0]}")
+        (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5,
+                                                             "cluster_gone_seconds": 2}))
+        mosaic.run("daemon", "start", check=True)
+        mosaic.run("wait", run_id, "--timeout", "60")
+        run = mosaic.show(run_id)
+        assert run["state"] == "lost", run
+        assert run["reason"].startswith(f"job ray:{job}: ray has not answered for "), run["reason"]
+        assert "does not answer" in run["reason"] and "cluster_gone_seconds" in run["reason"], run["reason"]
+        assert home.daemon_log.read_text().count("cannot poll ray") == 1
+        assert mosaic.run("delete", run_id, "--yes").returncode == 0
+    finally:
+        ray_daemon.stop_job(job)

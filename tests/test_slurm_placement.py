@@ -249,6 +249,10 @@ def test_a_job_over_its_memory_request_ends_its_run_saying_so(slurm_daemon, mosa
     assert run["state"] == "failed", run
     assert "used more memory than it asked for (placement.mem)" in run["reason"], run["reason"]
     assert run["reason"].startswith(f"job {run['resources']['job']}: "), run["reason"]
+    # the kill took the supervisor too (no exit record): the run ended when Slurm says the job did
+    assert not (mosaic.home.run_dir(run_id) / "exit.json").exists()
+    info = slurm_daemon.job_info(job_of(mosaic, run_id))
+    assert run["ended_at"] == time.mktime(time.strptime(info["EndTime"], "%Y-%m-%dT%H:%M:%S")), (run, info)
 
 
 def test_a_sweeps_trials_are_placed_on_slurm_beyond_the_local_slots(slurm_daemon, mosaic, tmp_path):
@@ -392,3 +396,25 @@ def test_a_failing_mirror_of_a_slurm_run_writes_nothing_into_the_nodes_events_fi
     assert run["summary"]["warnings"] == [warned]      # the daemon took it from mirror.json
     steps = scalar_steps(home, run_id, "synthetic/value_0")
     assert steps == sorted(set(steps)) and steps[-1] >= 2990
+
+
+def test_a_held_job_takes_no_slot_and_its_cancel_ends_the_run_at_slurms_end(slurm_daemon, mosaic):
+    """A job Slurm holds (sbatch --hold: pending, JobHeldUser) is no local slot in `daemon status`;
+    cancelled, it ends at once: its supervisor never ran, so no exit record is waited for, and the
+    run's ended_at is the scheduler's EndTime, not when the daemon saw it."""
+    run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "10",
+                           "--placement", "slurm", "--sbatch-arg=--hold")
+    wait_for(lambda: mosaic.show(run_id)["resources"].get("queue_reason") == "JobHeldUser", 30, 0.2,
+             what="the job held")
+    status = mosaic.run("daemon", "status", check=True).stdout
+    assert "; 0/" in status and "slots busy, 1 on a cluster (no slot)" in status, status
+    assert "pending (JobHeldUser)" in mosaic.run("ls", check=True).stdout
+    job_id = job_of(mosaic, run_id)
+    mosaic.run("cancel", run_id, check=True)
+    run = mosaic.show(run_id)
+    assert run["state"] == "cancelled", run
+    assert run["reason"] == f"cancelled by the user; slurm confirmed that job slurm:{job_id} ended (CANCELLED)", run
+    info = slurm_daemon.job_info(job_id)
+    assert "BatchHost" not in info, info   # it never ran
+    assert run["ended_at"] == time.mktime(time.strptime(info["EndTime"], "%Y-%m-%dT%H:%M:%S")), (run, info)
+    assert mosaic.run("delete", run_id, "--yes").returncode == 0

@@ -25,6 +25,9 @@ from typing import Any
 JOB_PREFIX = "mosaic-"          # a run's job name / submission id: mosaic-<run id>
 JOB_SCRIPT = "job.sh"           # in the run directory: what was submitted, kept for the user
 BACKENDS = ("slurm", "ray")
+# the engines' words for a job they hold before it runs (Slurm's pending states, Ray's PENDING): no
+# supervisor runs yet
+PENDING_QUEUES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
 # how a user cancels a job outside mosaic, per engine: said in the run's reason when one did
 OUTSIDE_CANCEL = {"slurm": "scancel", "ray": "ray job stop"}
 
@@ -42,7 +45,11 @@ class JobStatus:
     engine's why, e.g. Slurm's Priority); ``ended``: the engine will not run it any more;
     ``ending``: why it ended, in words, for a run whose supervisor left no exit record;
     ``cancelled``: it was cancelled through the engine; ``gone``: the engine forgot it;
-    ``ends_at``: when its wall time runs out (epoch seconds)."""
+    ``ends_at``: when its wall time runs out (epoch seconds); ``message``: the engine's own
+    words about a pending job, whole (``reason`` is the short form a state column shows);
+    ``no_record``: the engine's record of an ended job shows that its supervisor cannot have
+    written an exit record (it never started, or died of a signal or an error), so none is
+    waited for; ``ended_at``: when the engine says the job ended (epoch seconds)."""
     job_id: str
     state: str
     pending: bool = False
@@ -54,6 +61,9 @@ class JobStatus:
     ending: str = ""
     exit_code: str = ""
     ends_at: float | None = None
+    message: str = ""
+    no_record: bool = False
+    ended_at: float | None = None
 
 
 def job_name(run_id: str) -> str:

@@ -124,10 +124,28 @@ def status(job_id: str, job: dict[str, Any]) -> JobStatus:
     else:   # it ended as Ray sees it, and the supervisor's record is not in the run directory
         ending = (f"the job ended ({state}) but its supervisor's exit record is not in the run directory: "
                   f"is the home on a filesystem the Ray nodes share?")
-    return JobStatus(job_id, state, pending=state in RAY_PENDING, ended=state in RAY_ENDED,
+    pending, ended = state in RAY_PENDING, state in RAY_ENDED
+    end = job.get("end_time")
+    return JobStatus(job_id, state, pending=pending, ended=ended,
                      cancelled=state == "STOPPED", node=node,
-                     reason=message.splitlines()[0][:200] if state in RAY_PENDING and message else "",
-                     ending=ending, exit_code="" if code is None else str(code))
+                     reason=pending_reason(message) if pending else "",
+                     message=" ".join(message.split())[:1000] if pending else "",
+                     ending=ending, exit_code="" if code is None else str(code),
+                     # the supervisor actor names its node as it starts the entrypoint: a job that
+                     # ended without one never ran the supervisor, whose record is not to be waited for
+                     no_record=ended and not job.get("driver_node_id"),
+                     ended_at=end / 1000 if ended and isinstance(end, (int, float)) and end > 0 else None)
+
+
+def pending_reason(message: str) -> str:
+    """A pending job's why, in a word or two for a state column, from the Jobs API's message ("Job
+    has not started yet. It may be waiting for resources (CPUs, ...) to become available. It may be
+    waiting for the runtime environment to be set up."): the whole message is kept beside it."""
+    if "waiting for resources" in message:
+        return "resources"
+    if "runtime environment" in message:
+        return "runtime env"
+    return ""
 
 
 class RayBackend:

@@ -62,17 +62,55 @@ def seconds_of(slurm_time: str) -> int | None:
     return seconds + int(days or 0) * 86400
 
 
+def epoch_of(slurm_time: str) -> float | None:
+    """Slurm's 2026-11-28T07:01:27 (the controller's local time, as its commands print it) as
+    epoch seconds; None for Unknown, None, N/A."""
+    try:
+        return time.mktime(time.strptime(slurm_time.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def supervisor_silent(exit_code: str, started: bool | None) -> bool:
+    """Whether an ended job's own record shows that its supervisor cannot have written an exit
+    record: the job never started (it was cancelled or failed while pending), or its batch process
+    (the supervisor, exec'd by the job script) ended other than with 0: killed by a signal (a
+    memory kill, scancel --signal=KILL) or failed before it could record. A supervisor that records
+    returns 0 afterwards, so only then is its record waited for (a shared filesystem may show it a
+    moment after the job ended). ``exit_code``: Slurm's ExitCode, ``code:signal``."""
+    if started is False:
+        return True
+    code, _, sig = exit_code.partition(":")
+    if not code.isdigit() or not (sig or "0").isdigit():
+        return False   # not said: wait for the record
+    return int(code) != 0 or int(sig or 0) != 0
+
+
 def status(job_id: str, state: str, node: str = "", reason: str = "", exit_code: str = "",
-           time_left: str = "") -> JobStatus:
-    """A job's JobStatus from Slurm's words for it."""
+           time_left: str = "", end_time: str = "", started: bool | None = None) -> JobStatus:
+    """A job's JobStatus from Slurm's words for it. ``end_time``: its EndTime; ``started``: whether
+    it ever ran on a node (scontrol names a BatchHost), None where not said."""
     state = state.split()[0] if state else ""   # sacct says "CANCELLED by 0"
     left = seconds_of(time_left) if time_left and state == "RUNNING" else None
-    return JobStatus(job_id, state, pending=state in SLURM_PENDING, ended=state in SLURM_ENDED,
+    ended = state in SLURM_ENDED
+    reason = "" if reason in ("None", "(null)") else reason
+    return JobStatus(job_id, state, pending=state in SLURM_PENDING, ended=ended,
                      cancelled=state == "CANCELLED", node="" if node in ("(null)", "None assigned") else node,
-                     reason="" if reason in ("None", "(null)") else reason,
+                     reason=reason, message=reason,
                      ending=SLURM_REASONS.get(state, f"the job ended ({state}) before its supervisor could "
                                                      f"record an exit"),
-                     exit_code=exit_code, ends_at=time.time() + left if left is not None else None)
+                     exit_code=exit_code, ends_at=time.time() + left if left is not None else None,
+                     no_record=ended and supervisor_silent(exit_code, started),
+                     ended_at=epoch_of(end_time) if ended and end_time else None)
+
+
+def scontrol_status(job_id: str, out: str) -> JobStatus:
+    """A job's JobStatus from ``scontrol show job -o``'s line: a job that never ran on a node has no
+    BatchHost (cancelled while pending, its StartTime is its EndTime, its ExitCode 0:0)."""
+    fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
+    return status(job_id, fields.get("JobState", ""), fields.get("NodeList", ""), fields.get("Reason", ""),
+                  fields.get("ExitCode", ""), end_time=fields.get("EndTime", ""),
+                  started=bool(fields.get("BatchHost")))
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None, input: str | None = None) -> str:
@@ -167,6 +205,13 @@ class SlurmBackend:
         for job_id in job_ids:
             if job_id not in found:
                 found[job_id] = self.show(job_id)
+            elif found[job_id].ended:
+                # squeue gives no exit code: the job's own record says whether its supervisor can
+                # have recorded an exit, and when the job ended
+                try:
+                    found[job_id] = self.show(job_id)
+                except PlacementError:
+                    pass
         return found
 
     def show(self, job_id: str) -> JobStatus:
@@ -178,21 +223,21 @@ class SlurmBackend:
             if "Invalid job id" in str(exc):
                 return self.accounted(job_id)
             raise
-        fields = dict(item.split("=", 1) for item in out.split() if "=" in item)
-        return status(job_id, fields.get("JobState", ""), fields.get("NodeList", ""), fields.get("Reason", ""),
-                      fields.get("ExitCode", ""))
+        return scontrol_status(job_id, out)
 
     def accounted(self, job_id: str) -> JobStatus:
         """sacct's record of a job scontrol has forgotten; ``gone`` without accounting or record."""
         try:
-            out = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,NodeList,ExitCode"], env=self.env)
+            out = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,NodeList,ExitCode,End"],
+                       env=self.env)
         except PlacementError:   # "Slurm accounting storage is disabled", or no sacct at all
             return JobStatus(job_id, "", ended=True, gone=True, ending="Slurm has forgotten the job and keeps "
                                                                           "no accounting to ask")
         for line in out.splitlines():
             parts = line.strip().split("|")
-            if len(parts) == 4 and parts[0] == job_id:
-                return status(job_id, parts[1], parts[2], exit_code=parts[3])
+            if len(parts) == 5 and parts[0] == job_id:
+                return status(job_id, parts[1], parts[2], exit_code=parts[3], end_time=parts[4],
+                              started=parts[2] not in ("", "None assigned"))
         return JobStatus(job_id, "", ended=True, gone=True, ending="neither Slurm nor its accounting knows the job")
 
     def find(self, run_id: str) -> str | None:

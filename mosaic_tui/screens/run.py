@@ -49,7 +49,8 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
         text.append(f"  {system}")
     if run.get("tags"):
         text.append("  " + " ".join(f"#{t}" for t in run["tags"]), style="cyan")
-    reason = fmt.failure_reason(run) or run.get("reason")
+    # a cluster run its scheduler holds: the scheduler's whole words (the state says them short)
+    reason = fmt.failure_reason(run) or run.get("reason") or fmt.queue_message(run)
     if reason:
         text.append(f"  {reason}", style="italic")
     return text
