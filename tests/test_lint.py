@@ -26,3 +26,14 @@ def test_a_planted_slip_fails_it(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "F401" in proc.stdout and "F821" in proc.stdout
+
+
+def test_a_public_sdk_method_needs_a_docstring_and_one_elsewhere_does_not():
+    code = "class A:\n    def f(self):\n        return 1\n"
+
+    def check(as_path: str) -> subprocess.CompletedProcess:
+        return subprocess.run([RUFF, "check", "--stdin-filename", as_path, "-"], cwd=ROOT, input=code,
+                              capture_output=True, text=True, timeout=120)
+    sdk = check("workers/sdk/planted.py")
+    assert sdk.returncode == 1 and "D102" in sdk.stdout
+    assert check("daemon/planted.py").returncode == 0

@@ -124,6 +124,7 @@ class Controls:
                 return found
 
     def close(self) -> None:
+        """Close the control pipe and remove its file."""
         os.close(self.fd)
         try:
             os.unlink(self.path)
@@ -147,9 +148,12 @@ class HumanAgent:
 
     @property
     def held_by(self) -> str | None:
+        """Who holds this agent's seat now (a client's label), or None: the seat waits."""
         return self.controls.seats.get(self.agent)
 
     def move(self, step: int, episode: int, legal: list[int] | None = None) -> int:
+        """Wait for the seat holder's action at ``step``: one of ``legal`` (every action when None);
+        an illegal one is refused with a ``play`` event and waited for again."""
         legal = list(range(self.n)) if legal is None else [int(a) for a in legal]
         said = [str(a) for a in legal]
         self.emitter.play(step, episode, self.agent, waiting=True, legal=said, held_by=self.held_by)
@@ -170,10 +174,12 @@ class HumanAgent:
                               message=f"{message.get('action')!r} is not a legal action now: {', '.join(said)}")
 
     def moved(self, action: int, step: int, episode: int, agent_return: float | None = None) -> None:
+        """A ``play`` event: the action played at ``step`` (and the agent's return so far)."""
         said = {} if agent_return is None else {"return": float(agent_return)}
         self.emitter.play(step, episode, self.agent, action=int(action), action_name=str(action),
                           held_by=self.held_by, **said)
 
     def close(self) -> None:
+        """Close the agent's controls."""
         self.controls.close()
 

@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 import h5py
 import numpy as np
+from typing_extensions import override
 
 from workers.sdk.rundir import DATASET_FILE, DATASET_META
 
@@ -52,15 +53,18 @@ class TransitionStore:
 
     @property
     def transitions(self) -> int:
+        """Transitions held so far."""
         return len(self.columns["rew"])
 
     @property
     def full(self) -> bool:
+        """Whether the recording asked for is complete (its episodes, or its steps)."""
         if self.max_episodes is not None:
             return self.episodes >= self.max_episodes
         return self.max_steps is not None and self.transitions >= self.max_steps
 
     def add_episode(self, steps: list[tuple[Any, Any, float, bool, bool, Any]]) -> None:
+        """Keep an episode's (obs, act, rew, terminated, truncated, obs_next) steps, unless the store is full."""
         if self.full or not steps:
             return
         for obs, act, rew, terminated, truncated, obs_next in steps:
@@ -140,6 +144,7 @@ class Recorder:
         return RecordEnv(env, self.store)
 
     def meta(self) -> dict[str, Any]:
+        """What the dataset holds (env, transitions, episodes, mean return, spaces): the JSON beside the file."""
         return {"env": self.env_id, "transitions": self.store.transitions, "episodes": self.store.episodes,
                 "file": DATASET_FILE, "format": "tianshou.data.ReplayBuffer (HDF5)",
                 "mean_return": (sum(self.store.returns) / len(self.store.returns)) if self.store.returns else None,
@@ -203,11 +208,13 @@ class RecordEnv(gym.Wrapper):
         self._episode: list[tuple] = []
         self._obs = None
 
+    @override
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self._episode, self._obs = [], obs
         return obs, info
 
+    @override
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self._obs is not None and not self.store.full:
@@ -241,6 +248,7 @@ class VectorEpisodes:
         self._was_done = [False] * num_envs
 
     def reset(self, obs: Any) -> None:
+        """Start every sub-env's episode from the vector env's first observations."""
         self._episodes = [[] for _ in range(self.num_envs)]
         self._was_done = [False] * self.num_envs
         self._obs = obs
@@ -251,6 +259,7 @@ class VectorEpisodes:
 
     def step(self, actions: Any, obs: Any, rewards: Any, terminateds: Any, truncateds: Any, infos: dict,
              reset_obs: dict[int, Any] | None = None) -> None:
+        """One step of every sub-env, its transitions kept per sub-env; an episode that ends goes to the store."""
         if self._obs is not None and not self.store.full:
             for i in range(self.num_envs):
                 if self._was_done[i] and not self.same_step:
@@ -279,11 +288,13 @@ class RecordVectorEnv(gym.vector.VectorWrapper):
         super().__init__(env)
         self.episodes = VectorEpisodes(store, env.num_envs, same_step_autoreset(env))
 
+    @override
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self.episodes.reset(obs)
         return obs, info
 
+    @override
     def step(self, actions):
         obs, rewards, terminateds, truncateds, infos = self.env.step(actions)
         self.episodes.step(actions, obs, rewards, terminateds, truncateds, infos)

@@ -56,6 +56,7 @@ class WorkerDescriptor:
     catalog: Any = None
 
     def metadata(self) -> dict[str, Any]:
+        """The worker's name and version, its upstream library and that library's installed version."""
         return {
             "name": self.name,
             "version": dist_version("mosaic-tui") or "0",
@@ -67,6 +68,7 @@ class WorkerDescriptor:
         }
 
     def available(self) -> bool:
+        """Whether the upstream library is installed."""
         return dist_version(self.upstream) is not None
 
     def capabilities(self) -> dict[str, Any]:
@@ -75,6 +77,7 @@ class WorkerDescriptor:
         raise NotImplementedError
 
     def algorithms(self) -> list[str]:
+        """The algorithms its capabilities list."""
         return list(self.capabilities()["algorithms"])
 
     def stop_refusal(self, config: dict[str, Any]) -> str | None:

@@ -46,6 +46,7 @@ class EnvFrames:
             sys.stderr.write(f"mosaic: frames disabled: {exc!r}\n")
 
     def close(self) -> None:
+        """Close the FastLane writer (its shared memory goes with it)."""
         self.writer.close()
 
 

@@ -65,14 +65,17 @@ class MultiGridView:
     # -- spaces ------------------------------------------------------------
     @staticmethod
     def observation_space():
+        """Each agent's observation: its view's cells and a one-hot direction, flat."""
         from gymnasium.spaces import Box
 
         return Box(0.0, 255.0, shape=(OBSERVATION_SIZE,), dtype=np.float32)
 
     def action_space(self):
+        """Each agent's actions (every agent has the same)."""
         return self.env.action_space[0]
 
     def state_space(self):
+        """The global state a centralised critic sees: the whole grid and every agent's position and direction."""
         from gymnasium.spaces import Box
 
         size = STATE_GRID[0] * STATE_GRID[1] * 3 + 3 * len(self.agents)
@@ -81,15 +84,18 @@ class MultiGridView:
     # -- arrays ------------------------------------------------------------
     @staticmethod
     def flat(observation: dict[str, Any]) -> np.ndarray:
+        """One agent's observation as the flat vector of ``observation_space``."""
         flat = np.zeros(OBSERVATION_SIZE, dtype=np.float32)
         flat[:VIEW_CELLS] = np.asarray(observation["image"], dtype=np.float32).reshape(-1)
         flat[VIEW_CELLS + int(observation["direction"])] = 1.0
         return flat
 
     def observations(self, raw: dict[int, Any]) -> dict[str, np.ndarray]:
+        """Every agent's flat observation, by agent id."""
         return {name: self.flat(raw[i]) for name, i in self.index.items()}
 
     def state(self) -> np.ndarray:
+        """The global state now (``state_space``)."""
         grid = np.zeros((*STATE_GRID, 3), dtype=np.float32)
         encoding = self.env.grid.encode()
         grid[:encoding.shape[0], :encoding.shape[1]] = encoding
@@ -98,6 +104,7 @@ class MultiGridView:
 
     # -- the env -------------------------------------------------------------
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode: each agent's first observation, by agent id, and an empty info."""
         raw, _ = self.env.reset(seed=seed)
         return self.observations(raw), {}
 
@@ -112,9 +119,11 @@ class MultiGridView:
                 info)
 
     def render(self):
+        """The env's RGB frame."""
         return self.env.render()
 
     def close(self) -> None:
+        """Close the underlying env."""
         self.env.close()
 
 
@@ -134,17 +143,22 @@ class ParallelMultiGrid:
         self._action_space = self.view.action_space()
 
     def observation_space(self, agent: str):
+        """The agent's observation space (every agent's is the same)."""
         return self._observation_space
 
     def action_space(self, agent: str):
+        """The agent's action space (every agent's is the same)."""
         return self._action_space
 
     def reset(self, seed: int | None = None, options: dict | None = None):
+        """Start an episode with every agent: observations and infos by agent."""
         observations, _ = self.view.reset(seed=seed)
         self.agents = list(self.possible_agents)
         return observations, {agent: {} for agent in self.agents}
 
     def step(self, actions: dict[str, Any]):
+        """Step the agents still playing (the others stand still): observations, rewards,
+        terminations, truncations and infos, by agent."""
         acting = list(self.agents)
         # agents that are done stand still (action 0 is the no-op) in the underlying env
         full = {agent: actions.get(agent, 0) for agent in self.possible_agents}
@@ -155,7 +169,9 @@ class ParallelMultiGrid:
                 {agent: {} for agent in acting})
 
     def render(self, *args: Any):
+        """The env's RGB frame."""
         return self.view.render()
 
     def close(self) -> None:
+        """Close the underlying env."""
         self.view.close()

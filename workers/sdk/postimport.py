@@ -13,6 +13,8 @@ import importlib.abc
 import sys
 from typing import Any, Callable
 
+from typing_extensions import override
+
 
 class PostImportFinder(importlib.abc.MetaPathFinder):
     """Lets the other finders find a module, then runs its patches after it executes.
@@ -24,6 +26,7 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
     def __init__(self) -> None:
         self.patches: dict[str, list[Callable[[Any], None]]] = {}
 
+    @override
     def find_spec(self, name, path, target=None):
         patches = self.patches.get(name)
         if not patches:

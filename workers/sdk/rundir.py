@@ -226,6 +226,7 @@ class CheckpointSchedule:
         return bool(self.every) and done % self.every == 0 and not finished
 
     def saved(self, done: int) -> None:
+        """A save was made after ``done`` units: the next is due from here."""
         self.last_saved = done
 
     def final_due(self, done: int) -> bool:

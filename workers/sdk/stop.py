@@ -63,6 +63,7 @@ class StopSignals:
         self.stop_requested = False
 
     def install(self) -> "StopSignals":
+        """Handle SIGTERM and SIGINT (a cancel) and the stop signal; again after a library installed its own."""
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         return self.listen_for_stop()
@@ -77,6 +78,7 @@ class StopSignals:
 
     @property
     def name(self) -> str | None:
+        """The received signal's name (SIGTERM), or None."""
         return None if self.received is None else signal.Signals(self.received).name
 
     def _on_signal(self, signum, frame) -> None:

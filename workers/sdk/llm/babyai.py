@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import override
+
 from workers.sdk.llm.textenv import TextEnv
 
 ACTIONS = {
@@ -111,9 +113,11 @@ class BabyAIText(TextEnv):
         self.seed = seed
 
     @property
+    @override
     def actions(self) -> list[str]:
         return ACTION_LIST
 
+    @override
     def instruction_prompt(self) -> str:
         return instruction_prompt(self.mission)
 
@@ -121,24 +125,29 @@ class BabyAIText(TextEnv):
         # BabyAI-Text has no long-term context such as an inventory: all of it is the view
         return {"long_term_context": "\n".join(describe(self.env)), "short_term_context": ""}
 
+    @override
     def reset(self, seed: int | None = None) -> dict[str, str]:
         obs, _ = self.env.reset(seed=seed)
         self.mission = obs["mission"]
         self._progression = 0.0
         return self._text()
 
+    @override
     def step(self, action: str) -> tuple[dict[str, str], float, bool, bool]:
         _, reward, terminated, truncated, _ = self.env.step(ACTION_LIST.index(action))
         if reward > 0:
             self._progression = 1.0
         return self._text(), float(reward), bool(terminated), bool(truncated)
 
+    @override
     def progression(self) -> float:
         return self._progression
 
+    @override
     def render(self) -> Any:
         return self.env.render()
 
+    @override
     def close(self) -> None:
         self.env.close()
 

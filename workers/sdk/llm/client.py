@@ -177,6 +177,9 @@ class LLMClient:
 
     def complete(self, prompt: str | list[dict[str, str]], *, choices: list[str] | None = None,
                  max_tokens: int | None = None, on_text: Callable[[str], None] | None = None) -> Reply:
+        """One completion of ``prompt`` (a text or chat messages), tried again after a failed attempt;
+        ``choices``: the replies allowed, where the endpoint can be held to them; ``on_text`` gets
+        the reply as it streams. A Reply: its text, tokens, latency and cost, or its error."""
         max_tokens = self.spec["max_tokens"] if max_tokens is None else max_tokens
         started = time.monotonic()
         attempts = 0
@@ -211,6 +214,7 @@ class LLMClient:
                      latency_s=time.monotonic() - started, model=self.model, cost=self.cost(0, 0))
 
     def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        """What a call's tokens cost at the model's prices (per million tokens), or None when it has none."""
         price_in, price_out = self.spec["price_in"], self.spec["price_out"]
         if price_in is None and price_out is None:
             return None
@@ -220,6 +224,7 @@ class LLMClient:
         raise NotImplementedError
 
     def close(self) -> None:
+        """Release the client's resources (a remote client holds none)."""
         pass
 
 
@@ -304,6 +309,7 @@ class LocalClient(LLMClient):
         self._grammars: dict[tuple[str, ...], Any] = {}
 
     def grammar(self, choices: list[str]):
+        """llama.cpp's grammar that allows exactly one of ``choices``, made once per set of choices."""
         key = tuple(choices)
         if key not in self._grammars:
             from llama_cpp import LlamaGrammar
@@ -312,6 +318,7 @@ class LocalClient(LLMClient):
         return self._grammars[key]
 
     def render(self, prompt) -> str:
+        """The prompt as the local model's text: chat messages joined, the assistant's turn opened."""
         return prompt if isinstance(prompt, str) else prompt_text(prompt) + "\n\nAssistant:"
 
     def _attempt(self, prompt, choices, max_tokens, on_text):

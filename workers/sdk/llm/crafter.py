@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from typing_extensions import override
+
 from workers.sdk.llm.textenv import TextEnv
 
 ACTIONS = ["Noop", "Move West", "Move East", "Move North", "Move South", "Do", "Sleep", "Place Stone",
@@ -125,9 +127,11 @@ class CrafterText(TextEnv):
         return names
 
     @property
+    @override
     def actions(self) -> list[str]:
         return ACTIONS
 
+    @override
     def instruction_prompt(self) -> str:
         return instruction_prompt()
 
@@ -137,6 +141,8 @@ class CrafterText(TextEnv):
                 "dead": player.health <= 0, "view": self.env._view}
 
     def describe(self, info: dict[str, Any]) -> dict[str, str]:
+        """Crafter's view as text: what lies around the player (long-term context) and its status and
+        inventory (short-term context)."""
         import numpy as np
 
         status = ("You are sleeping, and will not be able take actions until energy is full.\n\n" if info["sleeping"]
@@ -169,6 +175,7 @@ class CrafterText(TextEnv):
             long_term = "Error, you are out of the map."
         return {"long_term_context": long_term, "short_term_context": describe_inventory(info)}
 
+    @override
     def reset(self, seed: int | None = None) -> dict[str, str]:
         if seed is not None:
             self.env = self.crafter.Env(seed=seed, **self.kwargs)
@@ -177,18 +184,22 @@ class CrafterText(TextEnv):
         self.achievements = {}
         return self.describe(self._info(info))
 
+    @override
     def step(self, action: str) -> tuple[dict[str, str], float, bool, bool]:
         _, reward, done, info = self.env.step(ACTIONS.index(action))
         info = self._info(info)
         self.achievements = dict(info["achievements"])
         return self.describe(info), float(reward), bool(done and info["dead"]), bool(done and not info["dead"])
 
+    @override
     def progression(self) -> float:
         return sum(1.0 for v in self.achievements.values() if v > 0) / ACHIEVEMENTS
 
+    @override
     def success(self) -> bool:
         return self.progression() >= 1.0
 
+    @override
     def render(self) -> Any:
         return self.env.render()
 

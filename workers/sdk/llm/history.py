@@ -23,6 +23,7 @@ class HistoryPromptBuilder:
         self.previous_reasoning: str | None = None
 
     def update_instruction_prompt(self, instruction: str) -> None:
+        """The system prompt: the env's instructions."""
         self.system_prompt = instruction
 
     def update_observation(self, obs: dict[str, str]) -> None:
@@ -31,16 +32,21 @@ class HistoryPromptBuilder:
         self._events.append({"type": "observation", "text": obs.get("long_term_context", "")})
 
     def update_action(self, action: str) -> None:
+        """Record the action played (with the reasoning that led to it)."""
         self._events.append({"type": "action", "action": action, "reasoning": self.previous_reasoning})
 
     def update_reasoning(self, reasoning: str) -> None:
+        """The reasoning of the reply whose action comes next."""
         self.previous_reasoning = reasoning
 
     def reset(self) -> None:
+        """Forget the episode's observations and actions (a new episode)."""
         self._events.clear()
         self.previous_reasoning = None
 
     def get_prompt(self, icl_episodes: bool = False) -> list[dict[str, str]]:
+        """The chat messages of the next call: the instructions, then the latest observations and
+        actions (up to ``max_text_history``), as BALROG's HistoryPromptBuilder makes them."""
         messages: list[dict[str, str]] = []
         if self.system_prompt and not icl_episodes:
             messages.append({"role": "user", "content": self.system_prompt})

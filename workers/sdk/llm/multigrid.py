@@ -90,6 +90,7 @@ class Landmark:
     cells: list[tuple[int, int]]
 
     def where(self) -> str:
+        """The landmark's cells in words: its column(s) and row(s)."""
         xs = sorted({x for x, _ in self.cells})
         ys = sorted({y for _, y in self.cells})
         col = f"column {xs[0]}" if len(xs) == 1 else f"columns {xs[0]}-{xs[-1]}"

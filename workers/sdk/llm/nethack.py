@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import override
+
 from workers.sdk.llm.textenv import TextEnv
 
 MINIHACK_ACTIONS = {
@@ -126,9 +128,11 @@ class NetHackText(TextEnv):
         self._max_depth = 1
 
     @property
+    @override
     def actions(self) -> list[str]:
         return self._actions
 
+    @override
     def instruction_prompt(self) -> str:
         task = self.env_id.lower()
         if self.family == "nle":
@@ -166,6 +170,8 @@ PLAY!
 """.strip()
 
     def describe(self, obs: dict[str, Any]) -> dict[str, str]:
+        """NLE's observation as text: the map and message (long-term context) and the status line
+        (short-term context)."""
         from nle import nethack as nh
 
         chars = obs["tty_chars"]
@@ -184,29 +190,35 @@ PLAY!
         short_term = f"inventory:\n{inventory or 'nothing'}\n"
         return {"long_term_context": long_term, "short_term_context": short_term}
 
+    @override
     def reset(self, seed: int | None = None) -> dict[str, str]:
         obs, _ = self.env.reset(seed=seed)
         self._reached = False
         self._max_depth = 1
         return self.describe(obs)
 
+    @override
     def step(self, action: str) -> tuple[dict[str, str], float, bool, bool]:
         obs, reward, terminated, truncated, _ = self.env.step(self._index[action])
         if terminated and reward > 0:
             self._reached = True
         return self.describe(obs), float(reward), bool(terminated), bool(truncated)
 
+    @override
     def progression(self) -> float:
         if self.family == "minihack":
             return 1.0 if self._reached else 0.0
         return min(1.0, (self._max_depth - 1) / 49)
 
+    @override
     def success(self) -> bool:
         return self._reached if self.family == "minihack" else False
 
+    @override
     def render(self) -> Any:
         return None  # a text game: the map is in the transcript
 
+    @override
     def close(self) -> None:
         self.env.close()
 

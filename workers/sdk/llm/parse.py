@@ -78,9 +78,11 @@ class ActionStats:
         self.invalid = 0
 
     def add(self, valid: bool) -> None:
+        """Count one parsed reply, valid or not."""
         self.calls += 1
         self.invalid += 0 if valid else 1
 
     @property
     def invalid_rate(self) -> float:
+        """The share of replies whose action was not valid (0 before the first)."""
         return self.invalid / self.calls if self.calls else 0.0

@@ -30,12 +30,16 @@ class TextEnv:
         raise NotImplementedError
 
     def instruction_prompt(self) -> str:
+        """The env's instructions to the agent: its goal and its actions (BALROG's wording)."""
         raise NotImplementedError
 
     def reset(self, seed: int | None = None) -> dict[str, str]:
+        """Start an episode; its first observation as {"long_term_context", "short_term_context"}."""
         raise NotImplementedError
 
     def step(self, action: str) -> tuple[dict[str, str], float, bool, bool]:
+        """Play ``action``, one of ``actions`` (the runtime plays ``default_action`` in place of an
+        invalid reply): (observation text, reward, terminated, truncated)."""
         raise NotImplementedError
 
     def progression(self) -> float:
@@ -43,12 +47,15 @@ class TextEnv:
         return 0.0
 
     def success(self) -> bool:
+        """Whether the episode was won: its progression reached 1."""
         return self.progression() >= 1.0
 
     def render(self) -> Any:
+        """The env as an RGB array for the Frames tab, or None when it has no picture."""
         return None
 
     def close(self) -> None:
+        """Release the env."""
         pass
 
 

@@ -18,6 +18,8 @@ import shlex
 import shutil
 from typing import Any
 
+from typing_extensions import override
+
 from workers.sdk.llm.textenv import TextEnv
 from workers.sdk.registration import cache_root
 
@@ -150,9 +152,11 @@ class TextWorldText(TextEnv):
         self.won = False
 
     @property
+    @override
     def actions(self) -> list[str]:
         return list(self.infos.get("admissible_commands") or [self.default_action])
 
+    @override
     def instruction_prompt(self) -> str:
         objective = self.infos.get("objective") or "Explore and score as many points as you can."
         return f"""
@@ -173,6 +177,7 @@ PLAY!
         return {"long_term_context": clean(text),
                 "short_term_context": (f"{inventory}\n" if inventory else "") + f"Admissible commands: {commands}"}
 
+    @override
     def reset(self, seed: int | None = None) -> dict[str, str]:
         import textworld
         import textworld.gym
@@ -188,6 +193,7 @@ PLAY!
         self.score, self.won = 0, False
         return self._text(text)
 
+    @override
     def step(self, action: str) -> tuple[dict[str, str], float, bool, bool]:
         text, score, done, self.infos = self.env.step(action)
         reward = float(score - self.score)
@@ -196,13 +202,16 @@ PLAY!
         terminated = bool(done and (self.won or self.infos.get("lost")))
         return self._text(text), reward, terminated, bool(done and not terminated)
 
+    @override
     def progression(self) -> float:
         max_score = self.infos.get("max_score") or 0
         return 1.0 if self.won else (self.score / max_score if max_score else 0.0)
 
+    @override
     def success(self) -> bool:
         return self.won
 
+    @override
     def close(self) -> None:
         if self.env is not None:
             self.env.close()

@@ -68,6 +68,7 @@ class Usage:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Usage":
+        """A Usage as ``state`` (a checkpoint's) left it: a continued run counts on."""
         stats = ActionStats()
         stats.calls, stats.invalid = state["calls"], state["invalid"]
         return cls(stats=stats, errors=state["errors"], tokens_in=state["tokens_in"],
@@ -75,13 +76,17 @@ class Usage:
 
     @property
     def calls(self) -> int:
+        """LLM calls made."""
         return self.stats.calls
 
     @property
     def tokens(self) -> int:
+        """Tokens in and out, together."""
         return self.tokens_in + self.tokens_out
 
     def metrics(self) -> dict[str, float]:
+        """The run's LLM scalars: calls, invalid actions and their rate, errors, tokens, latency
+        percentiles and cost where known."""
         out = {"llm_calls": self.stats.calls, "invalid_actions": self.stats.invalid,
                "invalid_rate": self.stats.invalid_rate, "llm_errors": self.errors,
                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out}
