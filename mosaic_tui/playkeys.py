@@ -92,6 +92,9 @@ def keys_by_action(keys: dict[str, int], n: int) -> list[list[str]]:
     return out
 
 
+LOG_KEEP = 2000        # lines of a play's text kept for its scrollback
+
+
 @dataclass
 class PlayState:
     """The play as its events tell it."""
@@ -101,6 +104,52 @@ class PlayState:
     refusal: dict[str, Any] | None = None                   # the latest refused play event
     returns: list[float] = field(default_factory=list)      # the episodes' returns, in order
     steps_seen: int = 0
+    legal: list[str] | None = None                          # the env's legal typed actions now
+    objective: str | None = None                            # what the episode asks, where the env says
+    # what the env said, in order: (kind, text), kind one of objective, text, action, refused, episode;
+    # the first ``log_dropped`` lines are gone (LOG_KEEP)
+    log: list[tuple[str, str]] = field(default_factory=list)
+    log_dropped: int = 0
+    _log_episode: int | None = None
+
+    @property
+    def log_end(self) -> int:
+        """Lines logged since the play began (the dropped ones too)."""
+        return self.log_dropped + len(self.log)
+
+    def _say(self, kind: str, text: str) -> None:
+        self.log.append((kind, text))
+        if len(self.log) > LOG_KEEP:
+            cut = len(self.log) - LOG_KEEP // 2
+            del self.log[:cut]
+            self.log_dropped += cut
+
+    def _log_play(self, event: dict[str, Any]) -> None:
+        """A play event's words into the log: every text and objective whole, a typed command,
+        a refusal, an episode's start and end."""
+        message = str(event.get("message") or "").strip()
+        if event.get("refused"):
+            self._say("refused", f"refused: {message or 'not an action'}")
+            return
+        episode = event.get("episode")
+        if "action" not in event and episode != self._log_episode and isinstance(episode, int):
+            self._log_episode = episode
+            self._say("episode", f"-- episode {episode + 1} --")
+        objective = str(event.get("objective") or "").strip()
+        if objective and objective != self.objective and objective not in message:   # a game's own intro says it
+            self._say("objective", f"objective: {objective}")
+        if objective:
+            self.objective = objective
+        if "action" in event and self.text:
+            self._say("action", f"> {event.get('action_name', event.get('action'))}")
+        if message:
+            step = event.get("step")
+            self._say("text", message if self.text or "action" not in event else f"{step}: {message}")
+        if event.get("ended"):
+            value = event.get("return")
+            shown = f"{value:g}" if isinstance(value, (int, float)) else "-"
+            self._say("episode", f"-- episode {(episode or 0) + 1} ended at step {event.get('step')}: "
+                                 f"return {shown} --")
 
     def absorb(self, events: list[dict[str, Any]]) -> bool:
         changed = False
@@ -117,6 +166,9 @@ class PlayState:
                     self.last_action = event
                     self.refusal = None
                     self.steps_seen += 1
+                if isinstance(event.get("legal"), list):
+                    self.legal = [str(item) for item in event["legal"]]
+                self._log_play(event)
                 changed = True
             elif kind == "episode":
                 value = event.get("return")
@@ -138,6 +190,11 @@ class PlayState:
         return bool((self.keymap or {}).get("text"))
 
     @property
+    def frames(self) -> bool:
+        """The env draws frames (a text game does not: the screen gives its place to the text)."""
+        return (self.keymap or {}).get("frames", True) is not False
+
+    @property
     def held_by(self) -> str | None:
         return self.last.get("held_by")
 
@@ -145,6 +202,8 @@ class PlayState:
         """The timing mode, and how a held key ends."""
         km = self.keymap or {}
         if not self.realtime:
+            if self.text:
+                return "turn: one step a typed command (enter sends it); the env waits for your next"
             return "turn: one step a key; the env waits for your next"
         rate = km.get("rate") or 15
         hold = km.get("hold_ms") or 150

@@ -23,12 +23,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Input, Static
+from textual.widgets import Input, RichLog, Static
 
 from daemon import protocol as P
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
-from mosaic_tui.playkeys import PlayState, key_display, keys_by_action, overrides_for, resolve_keys
+from mosaic_tui.playkeys import LOG_KEEP, PlayState, key_display, keys_by_action, overrides_for, resolve_keys
 from mosaic_tui.widgets import leaving
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.frames_view import FramesView
@@ -41,6 +41,7 @@ POLL_ACTIVE = 0.04             # seconds between reads of the run's events while
 POLL_IDLE = 0.25               # ... while nothing happened for IDLE_AFTER seconds
 IDLE_AFTER = 3.0
 SEAT_RETRY = 0.3               # the run is starting (its pipe is not there yet): ask again
+OWN_SEAT_WAIT = 30.0           # after a reconnect, how long our old connection may still hold the seat
 FLASH_S = 1.5                  # an unknown key lights the key map up so long
 
 
@@ -50,6 +51,16 @@ def is_play(run: dict[str, Any] | None) -> bool:
 
 class PlayFrames(FramesView, can_focus=False):
     """The run's frames; never focused: every key is the player's (space is FIRE, not pause)."""
+
+    relay_fps = 30.0        # the daemon's most: a key's frame is not held back to keep a lower rate
+
+
+class PlayLog(RichLog, can_focus=False):
+    """What the env said, whole and in order (a text game's every text, the objective, the
+    episodes' ends), with its scrollback; never focused: the keys stay the player's."""
+
+LOG_STYLES = {"objective": "bold", "action": "bold cyan", "refused": "red", "episode": "dim"}
+COMMANDS_SHOWN = 24            # a text env's legal commands listed beside the text (the rest counted)
 
 
 class PlayScreen(Screen):
@@ -74,6 +85,21 @@ class PlayScreen(Screen):
     PlayScreen.-text #play-text {
         display: block;
     }
+    PlayScreen #play-log {
+        height: 7;
+        display: none;
+        background: $surface;
+        scrollbar-size-vertical: 1;
+    }
+    PlayScreen.-log #play-log {
+        display: block;
+    }
+    PlayScreen.-noframes PlayFrames {
+        display: none;
+    }
+    PlayScreen.-noframes #play-log {
+        height: 1fr;
+    }
     """
 
     AUTO_FOCUS = None       # nothing focused: every key comes to the screen (the text line only for text envs)
@@ -81,6 +107,9 @@ class PlayScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "Back (leaves the seat)", id="play.back"),
         Binding("ctrl+t", "take_seat", "Take the seat", id="play.seat"),
+        # a text env's line takes q and ? as letters: these reach the app's Keys and Detach while typing
+        Binding("f1", "help_typing", "Keys", id="play.help_typing"),
+        Binding("f10", "detach_typing", "Detach", id="play.detach_typing"),
     ]
 
     def __init__(self, run_id: str) -> None:
@@ -101,6 +130,9 @@ class PlayScreen(Screen):
         self._queue: asyncio.Queue = asyncio.Queue()
         self._seat_task = None
         self._left = False
+        self._seat_client = None             # the link's client the seat was taken on
+        self._logged = 0                     # the state's log lines written to the PlayLog
+        self._legal_offered: list[str] | None = None
 
     @property
     def run(self) -> dict | None:
@@ -112,6 +144,7 @@ class PlayScreen(Screen):
         with Horizontal(id="play-body"):
             with Vertical():
                 yield PlayFrames(self.run_id)
+                yield PlayLog(id="play-log", wrap=True, markup=False, highlight=False, max_lines=LOG_KEEP)
             yield TextLine(id="play-side")
         yield TextLine(id="play-timing")
         yield TextLine(id="play-foot")
@@ -132,9 +165,21 @@ class PlayScreen(Screen):
     def on_unmount(self) -> None:
         self._leave_seat()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("help_typing", "detach_typing"):
+            return self.state.text       # shown (and bound) only where a typed line takes q and ?
+        return True
+
+    def action_help_typing(self) -> None:
+        self.app.action_help()
+
+    async def action_detach_typing(self) -> None:
+        await self.app.action_detach()
+
     # -- the seat --------------------------------------------------------------------
     async def _take_seat(self) -> None:
         link = self.app.link
+        own_until = time.monotonic() + OWN_SEAT_WAIT
         while True:
             run = self.run
             if run is not None and run["state"] in P.FINAL_STATES:
@@ -148,6 +193,10 @@ class PlayScreen(Screen):
                 continue
             except P.RPCError as exc:
                 text = exc.message
+                if "held by" in text and self.me and f"held by {self.me}:" in text \
+                        and time.monotonic() < own_until:
+                    await asyncio.sleep(SEAT_RETRY)   # ours, on the link that dropped: freed when it is seen gone
+                    continue
                 if "held by" in text:
                     self.holding = False
                     self.seat_note = text.split(": you can watch")[0].replace(f"seat {SEAT} of ", "")
@@ -162,6 +211,7 @@ class PlayScreen(Screen):
                 continue
             self.me = reply.get("held_by")
             self.holding = True
+            self._seat_client = link.client
             self.seat_note = ""
             self.show()
             return
@@ -248,6 +298,8 @@ class PlayScreen(Screen):
         for problem in self.key_problems:
             self.notify(problem, title="play keys", severity="warning")
         self.set_class(self.state.text, "-text")
+        self.set_class(not self.state.frames, "-noframes")
+        self.refresh_bindings()
         box = self.query_one("#play-text", Input)
         box.disabled = not self.state.text
         if self.state.text:
@@ -284,6 +336,7 @@ class PlayScreen(Screen):
         self.pressed = (key, index, time.monotonic())
         self.last_data = time.monotonic()
         self._queue.put_nowait(params)
+        self.query_one(PlayFrames).expect_frame()
         self.show()
 
     def unknown(self, key: str) -> None:
@@ -307,21 +360,34 @@ class PlayScreen(Screen):
         self.pressed = (text, -1, time.monotonic())
         self._queue.put_nowait({"action": text})
 
+    def _seat_lost_with_link(self) -> bool:
+        """The seat was taken on a connection that has since been replaced (the link dropped and
+        was made again): the daemon left it with the old connection."""
+        return self._seat_client is not None and self._seat_client is not self.app.link.client and not self._left
+
     async def _send(self) -> None:
-        """The acts, one after another in the order of the keys."""
+        """The acts, one after another in the order of the keys; the seat taken again first when
+        the link was made again since it was taken, so no key is lost to a reconnect."""
         link = self.app.link
         while True:
             params = await self._queue.get()
-            try:
-                await link.call(P.ACT, run=self.run_id, seat=SEAT, **params)
-                self.acts_sent += 1
-            except P.RPCError as exc:
-                self.say(exc.message)
-                if "take it first" in exc.message:      # the seat was lost (a reconnect): take it again
-                    self.holding = False
-                    self.action_take_seat()
-            except ConnectionError as exc:
-                self.say(f"not sent: {exc}")
+            for attempt in range(2):
+                if self._seat_lost_with_link():
+                    await self._take_seat()
+                    if not self.holding:
+                        self.say(f"not sent: {self.seat_note or 'the seat is not yours'}")
+                        break
+                try:
+                    await link.call(P.ACT, run=self.run_id, seat=SEAT, **params)
+                    self.acts_sent += 1
+                except P.RPCError as exc:
+                    if "take it first" in exc.message and attempt == 0 and not self._left:
+                        self._seat_client = object()    # not held (the daemon says so): taken again, then sent
+                        continue
+                    self.say(exc.message)
+                except ConnectionError as exc:
+                    self.say(f"not sent: {exc}")
+                break
 
     def say(self, text: str) -> None:
         self.message = text
@@ -344,14 +410,44 @@ class PlayScreen(Screen):
                       style="dim", no_wrap=True, overflow="ellipsis")
         self.query_one("#play-timing", TextLine).update(timing)
         self.query_one("#play-foot", TextLine).update(self.foot_text())
+        self.show_log()
+
+    def show_log(self) -> None:
+        """The env's words since the last drawing into the log (and the legal commands offered
+        as the typed line's completions)."""
+        st = self.state
+        if st.log_end > self._logged:
+            log = self.query_one(PlayLog)
+            for kind, line in st.log[max(0, self._logged - st.log_dropped):]:
+                log.write(Text(line, style=LOG_STYLES.get(kind, "")))
+            self._logged = st.log_end
+        self.set_class(bool(st.log) or not st.frames, "-log")
+        if st.text and st.legal is not None and st.legal != self._legal_offered:
+            from textual.suggester import SuggestFromList
+            self._legal_offered = st.legal
+            self.query_one("#play-text", Input).suggester = SuggestFromList(st.legal, case_sensitive=False)
+
+    def failure(self) -> str | None:
+        """Why a failed play failed: the first line of its reason."""
+        run = self.run
+        if run is None or run["state"] != P.FAILED:
+            return None
+        reason = str(run.get("reason") or "").strip()
+        return reason.splitlines()[0] if reason else None
 
     def seat_text(self) -> Text:
         run = self.run
         if run is not None and run["state"] in P.FINAL_STATES:
-            return Text(f"the play ended: {run['state']}", style="bold")
+            text = Text(f"the play ended: {run['state']}", style="bold")
+            why = self.failure()
+            if why:
+                text.append(f"\n{why}", style="bold red")
+            return text
         if self.state.keymap is None and not self.holding:
             return Text(self.seat_note or "the play is starting...", style="italic")
         held = self.state.held_by if self.state.last else (self.me if self.holding else None)
+        if self.holding and not self.state.last:
+            return Text(f"you hold the seat ({self.me}): the env is starting its episode...", style="bold green")
         if self.holding:
             waiting = self.state.last.get("waiting", True)
             turn = "your move" if not self.state.realtime and waiting else "you play"
@@ -379,13 +475,19 @@ class PlayScreen(Screen):
             shown = "  ".join(fmt.num(r) for r in st.returns[-5:])
             text.append(f"returns: {shown}\n")
         text.append("\n")
+        km = st.keymap
+        if km is not None and st.text and st.legal is not None and not self.keys:
+            return self.commands_text(text)
         flash = time.monotonic() < self.flash_until
         text.append(" keys " if not flash else " keys: press one of these ",
                     style="reverse bold" if flash else "bold")
         text.append("\n")
-        km = st.keymap
         if km is None:
-            text.append("(the key map comes when the env is made)", style="italic")
+            run = self.run
+            if run is not None and run["state"] in P.FINAL_STATES:
+                text.append("(none: the play ended before its env was made)", style="italic")
+            else:
+                text.append("(the key map comes when the env is made)", style="italic")
             return text
         actions = list(km.get("actions") or [])
         held_action = self.held_action()
@@ -393,6 +495,17 @@ class PlayScreen(Screen):
             shown = " ".join(key_display(k) for k in bound) or "-"
             style = "reverse" if index == held_action else ("bold" if flash and bound else "")
             text.append(f"{shown:>8}  {actions[index]}\n", style=style)
+        return text
+
+    def commands_text(self, text: Text) -> Text:
+        """A text env's legal commands now (TextWorld's admissible ones), in place of keys."""
+        legal = self.state.legal or []
+        text.append(" commands ", style="bold")
+        text.append(" type one (→ completes)\n", style="dim")
+        for command in legal[:COMMANDS_SHOWN]:
+            text.append(f"  {command}\n")
+        if len(legal) > COMMANDS_SHOWN:
+            text.append(f"  ... and {len(legal) - COMMANDS_SHOWN} more\n", style="dim")
         return text
 
     def held_action(self) -> int:
@@ -412,7 +525,7 @@ class PlayScreen(Screen):
                 text.append(f"  legal: {' '.join(map(str, legal))}")
         elif self.message:
             text.append(self.message, style="italic")
-        elif (self.state.last.get("message")):
+        elif self.state.last.get("message") and not self.state.log:   # else the log above shows it whole
             text.append(str(self.state.last["message"]))
         return text
 
@@ -425,8 +538,9 @@ class PlayScreen(Screen):
         if leaving(self):
             return
         self.query_one(ConnectionBanner).refresh_text()
-        if message.connected and self.me and not self.holding and not self._left:
-            self.action_take_seat()     # the daemon left our seat when the connection dropped
+        if message.connected and self._seat_lost_with_link():
+            # the daemon left our seat with the dropped connection: taken again before the next key
+            self._seat_task = self.run_worker(self._take_seat(), group="play-seat", exclusive=True)
 
     def action_back(self) -> None:
         self._leave_seat()

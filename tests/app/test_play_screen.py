@@ -260,3 +260,108 @@ async def test_P_asks_which_env_starts_a_play_and_opens_its_screen(daemon, mosai
         assert run["worker"] == "human" and run["env"] == ENV and run["config"]["params"]["mode"] == "turn"
         await pilot.press("escape")
     mosaic.run("cancel", run["id"])
+
+
+# what the human worker writes for textworld-coin (seed 0): its keymap, the game's first text, `look`,
+# a way it cannot go, `take coin` (the episode's end) and the next episode's first text
+TEXTWORLD_INTRO = ("Your objective is to retrieve the coin from the floor of the cellar.\n\n-= Cellar =-\nYou find "
+                   "yourself in a cellar. An usual one. The room seems oddly familiar, as though it were only "
+                   "superficially different from the other rooms in the building.\n\nThere is a coin on the "
+                   "floor.\n\n -= Cellar =-0/1")
+TEXTWORLD_LEGAL = ["examine coin", "inventory", "look", "take coin"]
+TEXTWORLD_OBJECTIVE = "Your objective is to retrieve the coin from the floor of the cellar."
+
+
+def textworld_events(held_by: str) -> list[list[dict]]:
+    start = {"type": "play", "step": 0, "episode": 0, "seat": "0", "waiting": True, "held_by": held_by,
+             "message": TEXTWORLD_INTRO, "legal": TEXTWORLD_LEGAL, "objective": TEXTWORLD_OBJECTIVE, "return": 0.0}
+    return [
+        [{"type": "keymap", "seat": "0", "actions": [], "keys": {}, "mode": "turn", "rate": 15.0, "hold_ms": 150,
+          "noop": None, "frames": False, "text": True}],
+        [start],
+        [{"type": "play", "step": 1, "episode": 0, "seat": "0", "action": "look", "action_name": "look",
+          "reward": 0.0, "waiting": True, "held_by": held_by, "ended": False, "legal": TEXTWORLD_LEGAL,
+          "message": TEXTWORLD_INTRO.split("\n\n", 1)[1].replace("0/1", "0/2"), "return": 0.0}],
+        [{"type": "play", "step": 2, "episode": 0, "seat": "0", "action": "take coin", "action_name": "take coin",
+          "reward": 1.0, "waiting": False, "held_by": held_by, "ended": True,
+          "legal": ["drop coin", "examine coin", "inventory", "look"],
+          "message": "You pick up the coin from the ground.\n\nYour score has just gone up by one point.\n\n *** The "
+                     "End ***\n\nYou scored 1 out of a possible 1, in 3 turns.", "return": 1.0},
+         {"type": "episode", "step": 2, "length": 2, "return": 1.0},
+         {**start, "step": 2, "episode": 1}],
+    ]
+
+
+async def test_a_text_game_shows_its_whole_text_objective_and_commands_with_a_scrollback(home, fake_daemon):
+    """A TextWorld play (no frames, typed commands): before the first text the screen says the game is
+    being made, not "your move"; then the log in the frames' place holds every text whole (the intro, `look`'s
+    room, the episode's end) and the objective, the side lists the admissible commands, the timing line
+    speaks of typed commands, and with the line focused the footer still offers the help and detach."""
+    from mosaic_tui.screens.play import PlayLog, PlayScreen
+    from tests.app.conftest import use_fake
+    sent, pages = [], textworld_events("mosaic-app#1")
+
+    async def call(method, **params):
+        if method == P.SEAT:
+            return {"seat": "0", "held_by": "mosaic-app#1"}
+        if method == P.ACT:
+            sent.append(params["action"])
+            return {"sent": True}
+        if method == P.EVENTS:
+            return {"run": params["run"], "from": 0, "next": 0, "end": 0, "events": []}
+        return await fake_daemon.call(method, **params)
+    app = make_app(home)
+    use_fake(app, fake_daemon)
+    app.link.call = call
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlayScreen("01M8TEXTWORLD0000000000000"))
+        await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.holding, what="the seat")
+        screen = app.screen
+        screen.absorb(pages[0])
+        await pilot.pause()
+        text = screen_text(app)
+        assert "your move" not in text and "the env is starting its episode" in text, text
+        assert "no frame yet" not in text and not screen.query_one("PlayFrames").display
+        screen.absorb(pages[1])
+        await wait_until(pilot, lambda: "There is a coin on the floor." in screen_text(app), what="the intro whole")
+        text = screen_text(app)
+        assert "your move" in text and "Your objective is to retrieve the coin" in text
+        assert re.search(r"commands.*\n.*examine coin\s*\n.*inventory\s*\n.*look\s*\n.*take coin", text), text
+        assert "turn: one step a typed command" in text and "one step a key" not in text
+        assert screen.query_one("#play-text").has_focus
+        assert re.search(r"f1\s+Keys", text) and re.search(r"f10\s+Detach", text), text
+        await pilot.press(*"look", "enter")
+        await wait_until(pilot, lambda: sent == ["look"], what="the command sent")
+        screen.absorb(pages[2])
+        screen.absorb(pages[3])
+        await wait_until(pilot, lambda: "You scored 1 out of a possible 1" in screen_text(app), what="the end")
+        lines = [str(line.text).rstrip() for line in screen.query_one(PlayLog).lines]
+        said = "\n".join(lines)
+        # every text in order, whole: the intro, the command and the room it shows, the end, the next episode
+        order = ["-- episode 1 --", "Your objective is to retrieve", "There is a coin on the floor.", "> look",
+                 "You find yourself in a cellar", "> take coin", "You pick up the coin", "*** The End ***",
+                 "episode 1 ended at step 2: return 1", "-- episode 2 --", "There is a coin on the floor."]
+        at = 0
+        for part in order:
+            found = said.find(part, at)
+            assert found >= 0, (part, said)
+            at = found + len(part)
+        assert screen.query_one(PlayLog).max_scroll_y > 0     # more than fits: a scrollback
+
+
+async def test_a_play_that_fails_says_why_on_its_screen(daemon, mosaic):
+    """A play whose worker fails before its env is made (a real failure: an address-space limit too
+    small for its imports) shows the end and the reason, not "the key map comes when the env is made"."""
+    run_id = submit_play(mosaic, "--memory-mb", "200", "--name", "starved")
+    wait_for(lambda: mosaic.show(run_id)["state"] in P.FINAL_STATES, 60, 0.2, what="the play to fail")
+    run = mosaic.show(run_id)
+    assert run["state"] == P.FAILED, run
+    why = run["reason"].splitlines()[0]
+    app = live_app(daemon)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_play(pilot, app, run_id)
+        await wait_until(pilot, lambda: "the play ended: failed" in screen_text(app), what="the end shown")
+        text = re.sub(r"\s+", " ", screen_text(app))
+        assert why[:30] in text, (why, text)
+        assert "the key map comes when the env is made" not in text
+        assert "the play ended before its env was made" in text

@@ -47,3 +47,48 @@ def test_a_play_over_ssh_reaches_the_goal(sshd, server_home, home):  # noqa: F81
     moves = (server_home.run_dir(run["id"]) / "moves.jsonl").read_text().splitlines()
     assert [json.loads(m)["action"] for m in moves] == [2, 2, 1, 2, 2]
     assert not home.db.exists()           # nothing ran here
+
+
+@pytest.mark.anyio
+async def test_after_the_ssh_link_drops_and_comes_back_the_first_key_plays(sshd, server_home, home):  # noqa: F811
+    """The app over a real ssh forward holds a play's seat; ssh is killed (the daemon leaves the seat
+    with the lost connection), the forward reopens and the app reconnects: the first key after that
+    plays, the seat taken again before it (it was refused, "take it first", and lost)."""
+    import os
+    import signal
+
+    from daemon.home import Home
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.remote import SSHForward
+    from mosaic_tui.screens.play import PlayScreen
+    from tests.app.conftest import screen_text, wait_until
+    from tests.test_remote import laptop as cli
+    config, host, _ = sshd
+    run_id = cli(home, "submit", "--worker", "human", "--algo", "play", "--env", "MiniGrid-Empty-5x5-v0", "--seed",
+                 "0", "--set", "episodes=1", "--name", "relinked",
+                 ssh=(config, host, str(server_home.root))).stdout.strip()
+    moves = server_home.run_dir(run_id) / "moves.jsonl"
+
+    def moved() -> int:
+        return len(moves.read_text().splitlines()) if moves.exists() else 0
+    forward = SSHForward(host, str(server_home.root), config, remote_mosaic()).start()
+    try:
+        app = MosaicApp(Home.resolve(home.root, forward.local), restore=False, remember=False, cursor_blink=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: run_id in app.link.runs, timeout=60, what="the server's play listed")
+            app.open_play(run_id)
+            await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.holding
+                             and app.screen.state.last, timeout=120, what="the seat and the first episode")
+            screen = app.screen
+            await pilot.press("up")
+            await wait_until(pilot, lambda: moved() == 1, timeout=30, what="the first move")
+            client = app.link.client
+            os.kill(forward.proc.pid, signal.SIGKILL)
+            await wait_until(pilot, lambda: app.link.connected and app.link.client is not client, timeout=60,
+                             what="the app connected again")
+            await pilot.press("up")
+            await wait_until(pilot, lambda: moved() == 2, timeout=30, what="the first key after the reconnect")
+            assert screen.holding and "take it first" not in screen_text(app)
+    finally:
+        forward.stop()
+        cli(home, "--socket", str(server_home.socket_path), "cancel", "relinked", check=False)
