@@ -23,7 +23,7 @@ from typing import Any
 
 # the key-release method the screen names: Textual delivers no releases (above)
 RELEASE_METHOD = "hold timeout"
-RELEASE_WHY = "Textual reports no key releases"
+RELEASE_WHY = "Textual has no key-up"    # short: the whole timing line fits 120 columns
 
 # how keys are written on the screen
 KEY_DISPLAY = {"up": "↑", "down": "↓", "left": "←", "right": "→", "space": "space", "enter": "enter",
@@ -198,6 +198,14 @@ class PlayState:
     def held_by(self) -> str | None:
         return self.last.get("held_by")
 
+    def reward_and_return(self) -> tuple[float | None, float]:
+        """The last action's reward and the return with it: the episode's so far; when that action
+        ended an episode and the next has had none yet, the ended episode's (the next one's is 0)."""
+        act = self.last_action
+        if act is not None and (act.get("ended") or "return" not in self.last):
+            return act.get("reward"), float(act.get("return") or 0.0)
+        return (act or {}).get("reward"), float(self.last.get("return") or 0.0)
+
     def timing_line(self) -> str:
         """The timing mode, and how a held key ends."""
         km = self.keymap or {}
@@ -212,4 +220,4 @@ class PlayState:
         idle = (f"no key: {actions[noop]}" if isinstance(noop, int) and 0 <= noop < len(actions)
                 else "no key: the env waits")
         return (f"realtime {rate:g} steps/s; {idle}; key release: {RELEASE_METHOD}, a key holds {hold} ms "
-                f"a press ({RELEASE_WHY})")
+                f"({RELEASE_WHY})")

@@ -463,9 +463,9 @@ class PlayScreen(Screen):
         text.append_text(self.seat_text())
         text.append("\n")
         text.append(f"step {last.get('step', 0)}  episode {last.get('episode', 0)}\n")
-        reward = (st.last_action or {}).get("reward")
+        reward, return_ = st.reward_and_return()
         text.append(f"reward {fmt.num(reward) if reward is not None else '-'}  ")
-        text.append(f"return {fmt.num(last.get('return', 0.0))}\n", style="bold")
+        text.append(f"return {fmt.num(return_)}\n", style="bold")
         if st.last_action is not None:
             text.append(f"last: {st.last_action.get('action_name', st.last_action.get('action'))}")
             if st.last_action.get("ended"):

@@ -20,11 +20,17 @@ not the pane's) the canvas draws half-blocks instead, and kitty images are
 deleted from the terminal when the canvas stops showing them. ``none`` draws
 nothing.
 
+A view that knows a frame is coming (the Play screen sent a key: ``expect_frame``)
+looks for it every ``EXPECT_POLL_S`` until it comes instead of at the next poll,
+and a relayed frame is drawn when it arrives; the header's frame number is
+updated with every new frame, in the same paint.
+
 Keys: space pauses/resumes; while paused, left/right (h/l) step through the
 frames still in the ring (relay: the last frames received).
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from typing import Any
@@ -41,7 +47,9 @@ from mosaic_tui.widgets.text_line import TextLine
 
 POLL_FPS = 60      # twice the usual frame rate: polling at the writer's own rate drops frames by beating
 RELAY_FPS = 10
-HEADER_INTERVAL = 0.25     # seconds between header updates while frames stream
+HEADER_INTERVAL = 0.25     # seconds between header updates (the fps) while no new frame comes
+EXPECT_POLL_S = 0.002      # a frame expected (a key was played): looked for this often...
+EXPECT_FOR_S = 0.5         # ... for at most this long
 RELAY_MAX_DIM = 320
 RELAY_HISTORY = 32
 SOURCE_SHM = "shared memory"
@@ -307,6 +315,8 @@ class FrameCanvas(Widget):
 
 
 class FramesView(Widget, can_focus=True):
+    relay_fps: float = RELAY_FPS      # the rate asked of the daemon's relay
+
     DEFAULT_CSS = """
     FramesView {
         height: 1fr;
@@ -352,6 +362,9 @@ class FramesView(Widget, can_focus=True):
         self._toasts = 0
         self._header_at = 0.0
         self._canvas: FrameCanvas | None = None
+        self._expect_until = 0.0
+        self._expected = 0               # frames expected (keys played) and not come yet
+        self._expect_task = None
 
     def compose(self) -> ComposeResult:
         yield FramesHeader(id="frames-header")
@@ -432,7 +445,7 @@ class FramesView(Widget, can_focus=True):
 
         async def ask() -> None:
             try:
-                await link.call(P.FRAMES, run=self.run_id, stream=self.stream, fps=RELAY_FPS,
+                await link.call(P.FRAMES, run=self.run_id, stream=self.stream, fps=self.relay_fps,
                                 max_dim=RELAY_MAX_DIM)
                 self._error = None
             except Exception as exc:    # RPCError, lost connection: shown, retried after reconnect
@@ -468,6 +481,8 @@ class FramesView(Widget, can_focus=True):
         got = (int(params.get("n", 0)), frame)
         self._relay_latest = got
         self._relay_history.append(got)
+        if not self.paused:
+            self.call_later(self.poll)      # drawn now, not at the next poll
 
     def _latest(self) -> tuple[int, Any] | None:
         if self.source == SOURCE_SHM and self.reader is not None:
@@ -504,11 +519,30 @@ class FramesView(Widget, can_focus=True):
                                 or got[1] is not self.current[1]):
             self.current = got
             self._arrivals.append(now)
+            self._expected = max(0, self._expected - 1)
             self.canvas.show(got[0], got[1])
-        if now - self._header_at < HEADER_INTERVAL:
-            return                       # the frame number and fps: 4 updates a second read fine
+        elif now - self._header_at < HEADER_INTERVAL:
+            return                       # no new frame: the fps alone, 4 updates a second
         self._header_at = now
-        self.update_header()
+        self.update_header()             # a new frame's number is painted with the frame
+
+    def expect_frame(self, seconds: float = EXPECT_FOR_S) -> None:
+        """A frame is on its way (a key was played): look for it every EXPECT_POLL_S until it
+        comes, or for ``seconds``, instead of waiting for the next poll (up to 1/poll_fps).
+        Keys pressed faster than their frames come: looked for until as many frames came."""
+        self._expect_until = time.monotonic() + seconds
+        self._expected += 1
+        if self._expect_task is None and self.is_mounted:
+            self._expect_task = self.run_worker(self._look_for_frames(), group="frames-expect")
+
+    async def _look_for_frames(self) -> None:
+        try:
+            while self._expected > 0 and time.monotonic() < self._expect_until and not self.paused:
+                await asyncio.sleep(EXPECT_POLL_S)
+                self.poll()
+        finally:
+            self._expected = 0
+            self._expect_task = None
 
     def fps(self) -> float:
         now = time.monotonic()

@@ -31,8 +31,12 @@ class KeyBar(Widget):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
+    _shown: list | None = None     # the entries last drawn
+
     def _bindings_changed(self, screen) -> None:
-        if screen is self.screen:
+        # Textual signals after every key, mostly with the same keys: a repaint only when
+        # they differ (on the Play screen one a key sat between the key and its frame)
+        if screen is self.screen and self.entries() != self._shown:
             self.refresh()
 
     def entries(self) -> list[tuple[str, str, str, bool]]:
@@ -71,6 +75,7 @@ class KeyBar(Widget):
             return text
 
         entries = self.entries()
+        self._shown = list(entries)
         palette = None
         if entries and entries[-1][2] == self.app.COMMAND_PALETTE_BINDING:
             palette = entry(*entries.pop())
