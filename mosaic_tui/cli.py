@@ -404,12 +404,35 @@ def _return_window(args: argparse.Namespace) -> int:
     return args.window
 
 
+def where_runs(text: str | None, runs: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
+    """The runs a --where query keeps (mosaic_tui/query.py); its mistake as one CLIError line."""
+    if not text:
+        return runs
+    from mosaic_tui import query
+    try:
+        return query.compile_query(text, query.Keys(runs), window=window).filter(runs)
+    except query.QueryError as exc:
+        raise CLIError(exc.line("--where"), EXIT_USAGE) from None
+
+
+def _where_brief(text: str | None) -> bool:
+    """Whether the brief listing carries what --where reads (its syntax checked first)."""
+    if not text:
+        return True
+    from mosaic_tui import query
+    try:
+        return not query.needs_whole_records(query.parse(text))
+    except query.QueryError as exc:
+        raise CLIError(exc.line("--where"), EXIT_USAGE) from None
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
+    brief = not args.json and _where_brief(args.where)
     with _client(args) as client:
         # the table needs a fraction of each run: the brief listing is a fifth of the bytes
-        runs = client.call(P.LIST, states=args.state or None, **({} if args.json else
-                                                                {"brief": True, "returns": window}))["runs"]
+        runs = client.call(P.LIST, states=args.state or None, **({"brief": True, "returns": window} if brief
+                                                                 else {}))["runs"]
         if not args.json and any(r.get("state") in P.ACTIVE_STATES for r in runs):
             # brief rows carry no resources: a cluster run's job, queue and node come from the active runs
             active = client.call(P.LIST, states=sorted(P.ACTIVE_STATES))["runs"]
@@ -417,6 +440,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             runs = [{**r, "resources": resources[r["id"]]} if r["id"] in resources else r for r in runs]
     for tag in args.tag or []:
         runs = [r for r in runs if tag in (r.get("tags") or [])]
+    runs = where_runs(args.where, runs, window)
     now = time.time()
     if args.json:
         _print_json([{**run, "derived": derived(run, now, window)} for run in runs])
@@ -1058,10 +1082,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--state", action="append", choices=P.STATES)
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs with this tag (repeatable: all of them)")
+    p.add_argument("--where", metavar="QUERY", help="only runs the query keeps, e.g. 'lr < 3e-4 and state = "
+                   "succeeded' (docs/results.md)")
     p.add_argument("--wide", action="store_true", help="also each run's CPU, memory and threads (last sample) and note")
     p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
                    help=f"the return shown is the mean of the last N episodes (default {DEFAULT_RETURN_WINDOW})")
     p.set_defaults(func=cmd_ls)
+
+    from mosaic_tui import report   # `mosaic report`: its parser and command in its own module
+    report.add_parser(sub, common, sys.modules[__name__])   # this module: `python -m` runs it as __main__
 
     p = sub.add_parser("show", parents=[common], help="show one run")
     p.add_argument("run")

@@ -558,7 +558,9 @@ def resolve(key: str, keys: Keys | None, column: int = 1, text: str = "") -> Res
 
 
 def _unknown(key: str, keys: Keys) -> str:
-    close = difflib.get_close_matches(canonical(key), keys.names(), n=3, cutoff=0.6)
+    dotted = canonical(key).startswith("params.")    # params.X suggested only to who typed params.
+    names = [n for n in keys.names() if n.startswith("params.") == dotted]
+    close = difflib.get_close_matches(canonical(key), names, n=3, cutoff=0.6)
     hint = f" (did you mean {' or '.join(close)}?)" if close else " (no run has it: a field, params.KEY or config.KEY)"
     return f"unknown key {key}{hint}"
 
