@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -940,9 +941,27 @@ def cmd_play(args: argparse.Namespace) -> int:
     except (OSError, ConnectionError, P.RPCError):
         state = None
     if state is not None and state not in P.FINAL_STATES:
-        print(f"{run['name']} waits, paused, for a player: P on its row in `mosaic` takes the seat again; "
-              f"`mosaic cancel {run['name']}` ends it", file=sys.stderr)
+        again = _same_daemon(args)
+        print(f"{run['name']} waits, paused, for a player: P on its row in `{again}` takes the seat again; "
+              f"`{again} cancel {shlex.quote(run['name'])}` ends it", file=sys.stderr)
     return code
+
+
+def _same_daemon(args: argparse.Namespace) -> str:
+    """`mosaic` with the options that reach this command's daemon (--home, --ssh and its own, or
+    --socket): what a line telling the user what to run next must say."""
+    words = ["mosaic"]
+    if getattr(args, "home", None):
+        words += ["--home", str(args.home)]
+    if getattr(args, "ssh", None):
+        words += ["--ssh", args.ssh]
+        for flag, value in (("--ssh-config", args.ssh_config), ("--remote-home", args.remote_home),
+                            ("--remote-mosaic", None if args.remote_mosaic == "mosaic" else args.remote_mosaic)):
+            if value:
+                words += [flag, value]
+    elif getattr(args, "socket", None):
+        words += ["--socket", str(args.socket)]
+    return shlex.join(words)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

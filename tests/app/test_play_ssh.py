@@ -1,19 +1,21 @@
 """`mosaic --ssh HOST play ENV` over a real OpenSSH link (the sshd of tests/test_remote.py): the
 play runs on the server's daemon, the app here draws its frames through the daemon's relay, and
-the keys sent to the pane walk MiniGrid-Empty-5x5 (seed 0) to its goal."""
+the keys sent to the pane walk MiniGrid-Empty-5x5 (seed 0) to its goal; detached with its second
+episode to play, the exit line's `cancel` command (with the --ssh options it needs) ends it."""
 from __future__ import annotations
 
 import json
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import uuid
 
 import pytest
 
 from tests.app.test_e2e_tmux import Tmux
-from tests.helpers import ROOT
+from tests.helpers import ROOT, wait_for
 from tests.test_remote import laptop, remote_mosaic, server_home, sshd  # noqa: F401 -- fixtures
 
 pytestmark = [pytest.mark.slow,
@@ -24,7 +26,7 @@ def test_a_play_over_ssh_reaches_the_goal(sshd, server_home, home):  # noqa: F81
     config, host, _ = sshd
     command = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "--ssh", host,
                "--ssh-config", config, "--remote-mosaic", remote_mosaic(), "--remote-home", str(server_home.root),
-               "play", "MiniGrid-Empty-5x5-v0", "--seed", "0", "--episodes", "1", "--name", "far-play"]
+               "play", "MiniGrid-Empty-5x5-v0", "--seed", "0", "--episodes", "2", "--name", "far-play"]
     pane = Tmux(f"mosaic-play-ssh-{uuid.uuid4().hex[:8]}")
     try:
         pane.start(f"cd {ROOT} && TERM=tmux-256color {shlex.join(command)}; echo MOSAIC-EXITED $?; sleep 600")
@@ -32,16 +34,24 @@ def test_a_play_over_ssh_reaches_the_goal(sshd, server_home, home):  # noqa: F81
         pane.wait_for("relay", "frame 1", timeout=60)      # no shared memory here: the daemon's relay
         for key in ("Up", "Up", "Right", "Up", "Up"):
             pane.keys(key)
-        screen = pane.wait_for("the play ended: succeeded", timeout=60)
+        screen = pane.wait_for("episode 1 ended", timeout=60)
         assert re.search(r"return 0\.\d+", screen), screen
         pane.keys("q")
         assert "MOSAIC-EXITED 0" in pane.wait_for("MOSAIC-EXITED", timeout=30)
+        said = pane.tmux("capture-pane", "-p", "-J", "-t", pane.name, capture_output=True, text=True).stdout
     finally:
         pane.kill()
+    cancel = re.search(r"`(mosaic [^`]* cancel far-play)` ends it", said)
+    assert cancel, said
+    words = shlex.split(cancel.group(1))
+    assert words[words.index("--ssh") + 1] == host and words[words.index("--ssh-config") + 1] == config
+    proc = subprocess.run([sys.executable, "-m", "mosaic_tui.cli", *words[1:]], capture_output=True, text=True,
+                          cwd=str(ROOT), timeout=120)
+    assert proc.returncode == 0, proc.stderr
     # the server's run, in the server's store
     socket = ["--socket", str(server_home.socket_path)]
-    run = json.loads(laptop(home, *socket, "show", "far-play", "--json").stdout)
-    assert run["state"] == "succeeded"
+    run = wait_for(lambda: (lambda r: r if r["state"] == "cancelled" else None)(
+        json.loads(laptop(home, *socket, "show", "far-play", "--json").stdout)), 60, 0.5, what="the play cancelled")
     rows = laptop(home, *socket, "metrics", "far-play", "--csv", "--metric", "episode/return").stdout.splitlines()
     assert len(rows) == 2 and float(rows[1].split(",")[2]) > 0, rows
     moves = (server_home.run_dir(run["id"]) / "moves.jsonl").read_text().splitlines()
