@@ -254,7 +254,7 @@ def build_report(runs: list[dict[str, Any]], opts: Options) -> dict[str, Any]:
         "score": {"name": opts.score, "window": opts.window, "text": score_label(opts)},
         "normalize": {"method": opts.normalize, "bounds": {env: list(b) for env, b in bounds.items()}},
         "bootstrap": {"reps": opts.reps, "seed": opts.seed, "size": opts.size, "method": "percentile, stratified by env"},
-        "gamma": opts.gamma, "envs": envs, "groups": out_groups,
+        "by": opts.by or ["config"], "gamma": opts.gamma, "envs": envs, "groups": out_groups,
         "left_out": [{"id": r["id"], "name": r.get("name"), "why": "no score"} for r, _ in missing],
     }
     if out_groups:
@@ -311,7 +311,8 @@ def text_lines(report: dict[str, Any], per_env: bool = True) -> list[str]:
              f"{ {'none': 'no', 'minmax': 'min-max per env', 'ref': 'by reference scores per env'}[norm] }; "
              f"{round(100 * b['size'])}% CIs: stratified bootstrap over each env's runs, {b['reps']:,} reps, "
              f"seed {b['seed']}; optimality gap below {report['gamma']:g}"]
-    header = ["group", "runs", "IQM", "mean", "median", "opt. gap"]
+    by = report.get("by") or []
+    header = [by[0] if len(by) == 1 and by[0] != "config" else "group", "runs", "IQM", "mean", "median", "opt. gap"]
     rows = []
     for g in report["groups"]:
         rows.append([g["group"], str(g["runs"]), *(_cell(g["aggregates"][m]) for m in METRICS)])

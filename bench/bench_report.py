@@ -1,0 +1,176 @@
+"""Results: `mosaic report` over many finished runs, and the runs filter typed as a query.
+
+    python -m bench.bench_report [--runs 10000]
+
+1. 300 finished runs in the store (10 configs x 5 seeds x 6 envs, 1,000 episodes each, the
+   last 100 returns in each summary as the daemon keeps them), written through the store's
+   API: `mosaic report --by lr --normalize minmax` wall time, the process started to its
+   exit (listing, scores, the stratified bootstrap of every group and env, profiles), median
+   of 3; and the same with --json.
+2. The app on N finished runs (bench_scale's home): key to paint of each letter of a query
+   typed into the `/` filter and erased (`learning-rate < 3e-4 and mean_return > 250`): every
+   prefix is parsed, and compiled or found wrong, at each key; p50 and p99.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+from bench.common import ROOT, daemon_home, figure, percentile, print_table
+
+ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "LunarLander-v3", "BipedalWalker-v3")
+LRS = [round(1e-4 * 1.5 ** k, 8) for k in range(10)]
+SEEDS = 5
+EPISODES = 1_000
+QUERY = "learning-rate < 3e-4 and mean_return > 250"
+
+
+def fill_results(home) -> int:
+    """10 configs x 5 seeds x 6 envs finished runs through the store's API; the run count."""
+    from daemon.store import Store, new_ulid
+    home.ensure()
+    store = Store(home.db)
+    now = time.time() - 10_000
+    count = 0
+    try:
+        for c, lr in enumerate(LRS):
+            for seed in range(SEEDS):
+                for e, env in enumerate(ENVS):
+                    rng = random.Random(count)
+                    base = 100.0 * (e + 1) + 20.0 * c
+                    returns = [base + rng.gauss(0, 30.0) for _ in range(100)]
+                    run_id = new_ulid(now + count)
+                    name = f"lr{c}-{env}-s{seed}"
+                    config = {"worker": "cleanrl", "algo": "ppo", "env": env, "steps": 500_000, "seed": seed,
+                              "device": "cpu", "name": name, "mode": "train", "checkpoint": None,
+                              "eval_episodes": 10, "params": {"learning-rate": lr, "num-envs": 4, "gamma": 0.99},
+                              "run_id": run_id}
+                    summary = {"steps": 500_000, "total_steps": 500_000, "episodes": EPISODES,
+                               "last_return": returns[-1], "returns": returns, "best_return": max(returns),
+                               "best_step": 400_000, "tags": ["episode/return"], "sps": None, "started": True,
+                               "completed": True}
+                    store.create_run({"id": run_id, "name": name, "worker": "cleanrl", "algo": "ppo", "env": env,
+                                      "config": config, "state": "succeeded", "created_at": now + count,
+                                      "started_at": now + count, "ended_at": now + count + 600, "exit_code": 0,
+                                      "summary": summary, "ingest_offset": 0})
+                    count += 1
+    finally:
+        store.close()
+    return count
+
+
+@contextlib.contextmanager
+def results_home():
+    """A daemon on a store of the 300 runs: (home, run count)."""
+    from daemon import protocol as P
+    from mosaic_tui.client import Client, start_daemon
+    with daemon_home() as (home, pid):
+        with Client(home, timeout=30) as c:
+            c.call(P.SHUTDOWN)
+        time.sleep(1.0)
+        n = fill_results(home)
+        pid = start_daemon(home)["pid"]
+        try:
+            yield home, n
+        finally:
+            os.kill(pid, 15)
+
+
+def report_cli(repeats: int = 3) -> list[dict]:
+    rows = []
+    with results_home() as (home, n):
+        for extra, what in (([], "text"), (["--json"], "--json")):
+            cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "report", "--by", "learning-rate",
+                   "--normalize", "minmax", *extra]
+            times, cpus = [], []
+            for _ in range(repeats):
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=str(ROOT))
+                times.append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+            assert "0.0001" in out.stdout, out.stdout[:500]
+            wall = statistics.median(times)
+            from mosaic_tui.report import REPORT_REPS
+            rows.append(figure(f"mosaic report, {n} finished runs (10 configs x 5 seeds x 6 envs), {what}",
+                               round(wall, 2), "s", "<= 2",
+                               f"median of {repeats} ({', '.join(f'{t:.2f}' for t in times)}); the process's "
+                               f"CPU {statistics.median(cpus):.2f} s; 10 groups x 7 "
+                               f"bootstraps of {REPORT_REPS:,} reps, profiles; load avg {os.getloadavg()[0]:.1f}",
+                               wall <= 2))
+    return rows
+
+
+async def _query_typing(home, repeats: int) -> tuple[list[float], list[float]]:
+    from textual.keys import _character_to_key
+
+    from bench.bench_app import COLS, ROWS
+    from bench.bench_scale import _key_to_paint
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.widgets.runs_table import RunsTable
+    app = MosaicApp(home, restore=False, remember=False, cursor_blink=False)
+    async with app.run_test(size=(COLS, ROWS)) as pilot:
+        table = app.screen.query_one(RunsTable)
+        deadline = time.monotonic() + 120
+        while not (app.link.loaded and table.row_count == len(app.link.runs) > 0):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the runs were not listed")
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        await pilot.press("slash")
+        typed: list[tuple[str, str | None, object]] = []
+        for _ in range(repeats):
+            for i, ch in enumerate(QUERY):
+                typed.append((_character_to_key(ch), ch, lambda q=QUERY[:i + 1]: table.query_text == q))
+            for i in range(len(QUERY) - 1, -1, -1):
+                typed.append(("backspace", None, lambda q=QUERY[:i]: table.query_text == q))
+        cpu: list[float] = []
+        latencies = await _key_to_paint(app, typed, cpu=cpu)
+        return latencies, cpu
+
+
+def query_typing(counts: list[int], repeats: int = 1) -> list[dict]:
+    from bench.bench_scale import filled_home
+    rows = []
+    for n in counts:
+        with filled_home(n) as (home, pid, newest):
+            values, cpu = asyncio.run(_query_typing(home, repeats))
+        ms = [x * 1000 for x in values]
+        cpu_ms = [x * 1000 for x in cpu]
+        p50, p99 = percentile(ms, 50), percentile(ms, 99)
+        goal = "<= 100" if n >= 10_000 else ""
+        rows.append(figure(f"app: runs table key to paint p99, / query typing, {n:,} runs", round(p99, 1), "ms", goal,
+                           f"p50 {p50:.1f} ms; the app's CPU per key p50/p99 {percentile(cpu_ms, 50):.1f}/"
+                           f"{percentile(cpu_ms, 99):.1f} ms; {len(ms)} keys of '{QUERY}' typed and erased; "
+                           f"load avg {os.getloadavg()[0]:.1f}", p99 <= 100 if goal else None))
+    return rows
+
+
+def run(runs=(10_000,)) -> list[dict]:
+    return report_cli() + query_typing(list(runs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", default="10000", help="run counts for the query typing (comma-separated)")
+    parser.add_argument("--only", default="", help="report_cli or query_typing (default: both)")
+    args = parser.parse_args()
+    runs = [int(x) for x in args.runs.split(",") if x]
+    parts = {"report_cli": report_cli, "query_typing": lambda: query_typing(runs)}
+    rows = []
+    for name in (args.only.split(",") if args.only else list(parts)):
+        rows += parts[name]()
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
