@@ -521,9 +521,9 @@ def _job_fields(run: dict[str, Any]) -> list[tuple[str, Any]]:
     left = fmt.time_left(run, time.time())
     if left is not None:
         wall = f"{fmt.hms(left)} left" + (f" of {wall}" if wall else "")
-    # the scheduler's whole words for a job it holds (the state and queue lines say them short)
-    return [("job", resources["job"]), ("queue", queue), ("queue says", fmt.queue_message(run)),
-            ("node", resources.get("node")), ("wall time", wall)]
+    fields = [("job", resources["job"]), ("queue", queue), ("node", resources.get("node")), ("wall time", wall)]
+    says = fmt.queue_message(run)   # the scheduler's whole words for a job it holds (the state says them short)
+    return fields[:2] + [("queue says", says)] + fields[2:] if says else fields
 
 
 def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expected: str = P.SUCCEEDED) -> int:

@@ -123,3 +123,18 @@ async def test_the_runs_table_shows_the_job_and_a_local_table_is_unchanged(home,
         if size[0] >= 120:
             assert " job " in next(line for line in lines if "progress" in line)
             assert "slurm:123 on c1 1:58:03 left" in next(line for line in lines if "on-slurm" in line)
+
+
+def test_a_ray_job_pending_on_resources_is_short_in_the_state_and_whole_in_the_header_and_show():
+    from mosaic_tui.cli import _job_fields
+    from mosaic_tui.screens.run import header_text
+    from mosaic_tui.screens.runs import detail_text
+    message = ("Job has not started yet. It may be waiting for resources (CPUs, GPUs, memory, custom resources) "
+               "to become available. It may be waiting for the runtime environment to be set up.")
+    run = cluster_run(queue_reason="resources", queue_message=message)
+    run["resources"]["job"] = "ray:mosaic-01M8-a1b2c3"
+    header = header_text(run, NOW).plain
+    assert "on-slurm  pending (resources)  return" in header and header.endswith(message), header
+    assert "pending (resources)  ray:" in detail_text(run, NOW, 20).plain
+    assert dict(_job_fields(run))["queue says"] == message
+    assert ("queue says", message) == _job_fields(run)[2]
