@@ -136,7 +136,7 @@ MIRROR_NICE = 19
 
 
 def spawn(home: Home, run_dir: str, nice: int = MIRROR_NICE, once: bool = False) -> subprocess.Popen | None:
-    """Start the run's mirror process (it leaves at once if another one holds the run's lock)."""
+    """Start the run's mirror process (it waits while another one holds the run's lock)."""
     command = [sys.executable, "-m", "daemon.mirror", run_dir, "--home", str(home.root)]
     if once:
         command.append("--once")
@@ -277,7 +277,8 @@ def read_page(path: str, offset: int) -> tuple[int, list[dict[str, Any]]]:
 
 def points_of(events: list[dict[str, Any]]) -> tuple[list[tuple[str, int, float, float]], list[dict[str, Any]]]:
     """(tag, step, value, t) of every scalar and episode tag, as the daemon's metrics method gives
-    them, and the checkpoints the events announce ({path, step})."""
+    them, and the checkpoints the events announce ({path, step}) with the seams of a continued run
+    among them ({"restarted": step}: what came before was an earlier process's)."""
     points = []
     checkpoints = []
     for ev in events:
@@ -295,6 +296,8 @@ def points_of(events: list[dict[str, Any]]) -> tuple[list[tuple[str, int, float,
             checkpoints.append({"path": ev.get("path"), "step": ev.get("step")})
         elif kind == tm.RUN_STOPPED and ev.get("checkpoint"):
             checkpoints.append({"path": ev["checkpoint"], "step": ev.get("step")})
+        elif kind == tm.RESTARTED:
+            checkpoints.append({"restarted": ev.get("step")})
     return points, checkpoints
 
 
@@ -617,16 +620,32 @@ class Mirror:
                 if points:
                     target.write(points)
                 if checkpoints:
-                    last = target.state.setdefault("checkpoints", [])
-                    last.extend(checkpoints)
-                    del last[:-20]
-                    update_analytics(self.run_dir, checkpoints=checkpoints)
+                    self._note_checkpoints(target, checkpoints)
                 target.state["offset"] = nxt
                 self.save()
                 if self.stopping:
                     break
         except Exception as exc:  # noqa: BLE001
             self.fail(target, "write", exc)
+
+    def _note_checkpoints(self, target: Target, announced: list[dict[str, Any]]) -> None:
+        """The checkpoints of the run's current process, in the order saved, each once by its
+        absolute path (a stop announces its checkpoint twice: saved, then stopped at; relative and
+        absolute). A seam (``restarted``) clears them: the earlier process's checkpoints, its stop's
+        among them, are where the run went on from, not its model."""
+        kept = target.state.setdefault("checkpoints", [])
+        saved = []
+        for point in announced:
+            if "restarted" in point:
+                kept.clear()
+                continue
+            path = point.get("path") or ""
+            path = path if os.path.isabs(path) else os.path.join(self.run_dir, path)
+            kept[:] = [p for p in kept if p.get("path") != path] + [{"path": path, "step": point.get("step")}]
+            saved.append(kept[-1])
+        del kept[:-20]
+        if saved:
+            update_analytics(self.run_dir, checkpoints=saved)
 
     def sync_meta(self, record: dict[str, Any]) -> None:
         for target in self.targets:
@@ -647,7 +666,9 @@ class Mirror:
             try:
                 target.meta(list(record.get("tags") or []), record.get("note") or "")
                 saved = target.state.get("checkpoints") or []
-                last = saved[-1] if saved else None
+                # the model of a run is its final checkpoint: a stopped run's is where `mosaic continue`
+                # goes on from, not a model (uploaded, it would stand as the model of a run that went on)
+                last = saved[-1] if saved and state != P.STOPPED else None
                 if last and last.get("path") and target.state.get("checkpoint_logged") != last["path"]:
                     path = last["path"] if os.path.isabs(last["path"]) else os.path.join(self.run_dir, last["path"])
                     if os.path.exists(path):

@@ -826,8 +826,10 @@ class RunManager:
 
     def _start_mirror(self, run: dict[str, Any], run_dir: str) -> None:
         """The run's W&B/MLflow mirror when its config or the home asks for one: a process of its own
-        (daemon/mirror.py; W&B and MLflow are never imported here), at nice 19 (mirror.MIRROR_NICE). One that
-        still lives (this daemon was SIGKILLed and restarted) keeps the run: the new one leaves."""
+        (daemon/mirror.py; W&B and MLflow are never imported here), at nice 19 (mirror.MIRROR_NICE). One
+        started while another mirror of the run still lives (the run stopped and is continued at once, its
+        mirror still closing; a mirror that outlived a SIGKILLed daemon) waits on the run's mirror.lock
+        until that one has ended, then goes on from the offsets it left."""
         from daemon import mirror
         try:
             self._write_analytics(run, run_dir, tail=None)
@@ -836,9 +838,8 @@ class RunManager:
         except Exception:  # noqa: BLE001 -- a mirror's setup must never cost the run its start
             log.exception("run %s: cannot set up its mirror", run["id"])
             return
-        old = self._mirrors.get(run["id"])
-        if old is not None and old.poll() is None:
-            return
+        # a mirror of the run's earlier process still closing is left to end (and be reaped by subprocess):
+        # had no new one started, the continued run would have none
         popen = mirror.spawn(self.home, run_dir)
         if popen is not None:
             self._mirrors[run["id"]] = popen

@@ -335,3 +335,32 @@ def test_a_real_library_run_is_mirrored_with_its_checkpoint(worker, home, mosaic
     staged = list(Path(state["wandb"]["dir"]).rglob("*.wandb"))
     assert staged and b"checkpoint" in staged[0].read_bytes()   # the artifact's record
     mosaic.run("daemon", "stop")
+
+
+def test_a_stopped_then_continued_run_has_its_final_checkpoint_as_its_model(home, mosaic):
+    """A run stopped (its mirror closing at the stop) and continued: the stop's checkpoint is where
+    it went on from, not its model. Neither W&B nor MLflow gets it; both get the checkpoint the run
+    ended with; mirror.json lists each checkpoint once, by its absolute path."""
+    mosaic.run("daemon", "start", check=True)
+    run_id = synthetic(mosaic, 30000, 3000, "--set", "final_checkpoint=true", "--mirror", "wandb,mlflow")
+    run_dir = home.run_dir(run_id)
+    wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= 1000, 60, 0.1, what="the run under way")
+    assert mosaic.run("stop", run_id, "--timeout", "60").returncode == 0
+    wait_for(lambda: mirror_done(home, run_id), 90, 0.2, what="the mirror to close at the stop")
+    stop = mosaic.show(run_id)["summary"]["stopped"]
+    assert mosaic.run("continue", run_id, "--wait").returncode == 0
+    wait_for(lambda: mirror_done(home, run_id), 90, 0.2, what=f"the mirror to finish\n{_log_of(run_dir)}")
+    final = str(run_dir / "checkpoints" / "final.json")
+    state = mirror_state(home, run_id)
+    for target in ("wandb", "mlflow"):
+        assert state[target]["checkpoints"] == [{"path": final, "step": 30000}], state[target]
+        assert state[target]["checkpoint_logged"] == final
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(state["mlflow"]["tracking_uri"])
+    assert [a.path for a in client.list_artifacts(state["mlflow"]["run_id"], "checkpoints")] == ["checkpoints/final.json"]
+    assert client.get_run(state["mlflow"]["run_id"]).data.tags["mosaic.checkpoint_step"] == "30000"
+    staged = b"".join(p.read_bytes() for p in Path(state["wandb"]["dir"]).parent.glob(f"offline-run-*-{run_id.lower()}/*.wandb"))
+    assert b"final.json" in staged and Path(stop["checkpoint"]).name.encode() not in staged
+    files = [f["path"] for f in json.loads((run_dir / ANALYTICS_FILE).read_text())["artifacts"]["checkpoints"]["files"]]
+    assert files == [stop["checkpoint"], final]   # analytics.json lists every checkpoint the run saved
+    mosaic.run("daemon", "stop")

@@ -51,6 +51,8 @@ _PARAMS: dict[str, Any] = {
                      "description": "keep running this long after the last step"},
     "startup_seconds": {"type": "number", "default": 0, "minimum": 0,
                         "description": "before anything (a library's imports): no stop handler yet, no line written"},
+    "final_checkpoint": {"type": "boolean", "default": False,
+                         "description": "at the end, save checkpoints/final.json (the step) and say so (checkpoint_saved)"},
     "linger_seconds": {"type": "number", "default": 0, "minimum": 0,
                        "description": "live this long after the last line (run_stopped, run_completed): a library's teardown"},
     "stop_save_seconds": {"type": "number", "default": 0, "minimum": 0,

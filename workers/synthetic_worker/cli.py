@@ -97,6 +97,9 @@ def main() -> int:
         emitter.run_failed(f"synthetic failure with exit code {p['exit_code']}", step=config["steps"])
         emitter.close()
         return p["exit_code"]
+    if p["final_checkpoint"]:
+        write_state("checkpoints/final.json", {"step": config["steps"]})
+        emitter.checkpoint_saved("checkpoints/final.json", config["steps"])
     emitter.run_completed(step=config["steps"])
     emitter.close()
     time.sleep(p["linger_seconds"])
