@@ -128,6 +128,7 @@ class RunsTable(ScrollView, can_focus=True):
         self.sort_reverse = True
         self.query_text = ""
         self.filter = TableFilter()     # query_text compiled; its error, if any
+        self._query_rows: tuple | None = None   # (query, the sorted runs, the runs it kept)
         self.selected: set[str] = set()
         self.fold = False               # a sweep trial's seeds in one row (mean ± std)
         self._groups: dict[str, list[dict[str, Any]]] = {}  # row id -> the runs it stands for
@@ -265,7 +266,14 @@ class RunsTable(ScrollView, can_focus=True):
         through ten thousand runs."""
         text = self.filter.resolve(self.query_text, self._runs, self.window, self._hay_of)
         if not isinstance(text, str):
-            return text.filter(runs)
+            # the same query over the same sorted runs (a prefix typed that does not compile
+            # leaves the last query in force): the rows of last time
+            last = self._query_rows
+            if last is not None and last[0] is text and last[1] is runs:
+                return list(last[2])
+            kept = text.filter(runs)
+            self._query_rows = (text, runs, kept)
+            return list(kept)
         words, tags_wanted = query_words(text)
         if not words and not tags_wanted:
             return list(runs)
