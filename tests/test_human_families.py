@@ -189,15 +189,32 @@ def test_typing_nethack_keys_walks_the_hero_to_the_stairs(daemon, mosaic):
     assert plays[-1]["ended"] and not any(e["ended"] for e in plays[:-1])
 
 
+@needs("nle")
+def test_an_nle_task_says_its_goal_where_its_class_words_one():
+    """The objective a NetHack play shows: NLE's task docstring's "This task requires the agent to ..."
+    (the score tasks give a reward formula only: no objective)."""
+    from workers.human_worker import runtime
+    for env_id, goal in (("NetHackStaircase-v0", "get on top of a staircase down (>)"),
+                         ("NetHackOracle-v0", "reach the oracle (by standing next to it)"), ("NetHackScore-v0", None)):
+        env = runtime.make_env(env_id, "nethack")
+        try:
+            assert runtime.nle_task(env) == goal, env_id
+        finally:
+            env.close()
+
+
 @pytest.mark.long   # breadth: one more worker or family on a path another test here proves (make test-long)
 @needs("crafter")
 def test_crafter_moves_on_its_keys(daemon, mosaic):
     run_id, player, keymap = start(mosaic, "crafter", "--steps", "3")
     keys = keymap["keys"]
+    assert keymap["frames"] is True
     for key in ("a", "w", "space"):
         player.call(P.ACT, run=run_id, seat="0", action=keys[key])
     plays = finish(mosaic, run_id, player)
     assert [e["action_name"] for e in plays] == ["move_left", "move_up", "do"]
+    objective = of_type(mosaic.home, run_id, "play")[0]["objective"]
+    assert "22 achievements" in objective and "collect_wood" in objective
     moves = (mosaic.home.run_dir(run_id) / "moves.jsonl").read_text().splitlines()
     assert [json.loads(m)["action"] for m in moves] == [keys["a"], keys["w"], keys["space"]]
 
@@ -207,9 +224,11 @@ def test_crafter_moves_on_its_keys(daemon, mosaic):
 def test_a_textworld_command_is_typed_and_answered(game_home, daemon, mosaic):
     run_id, player, keymap = start(mosaic, "textworld-coin", "--set", "episodes=1")
     assert keymap.get("text") is True and keymap["keys"] == {} and keymap["mode"] == "turn"
+    assert keymap["frames"] is False          # the screen gives the frames' place to the text
     first = wait_for(lambda: [e for e in of_type(mosaic.home, run_id, "play") if "legal" in e], 120, 0.1,
                      what="the game's first text")[0]
     assert "coin" in first["message"] and "take coin" in first["legal"]
+    assert first["objective"].startswith("Your objective is to retrieve the coin")
     player.call(P.ACT, run=run_id, seat="0", action=3)                  # a number is no command
     player.call(P.ACT, run=run_id, seat="0", action="dance wildly")     # not admissible: the game answers
     player.call(P.ACT, run=run_id, seat="0", action="take coin")

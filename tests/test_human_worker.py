@@ -51,6 +51,9 @@ def test_a_minigrid_play_reaches_the_goal_through_the_seat(daemon, mosaic):
             watcher.call(P.ACT, run=run_id, seat="0", action=2)
         keymap = wait_for(lambda: of_type(home, run_id, "keymap"), 30, 0.1, what="the keymap")[0]
         assert keymap["actions"][:3] == ["left", "right", "forward"] and keymap["keys"]["up"] == 2
+        assert keymap["frames"] is True
+        start = wait_for(lambda: of_type(home, run_id, "play"), 30, 0.1, what="the first episode")[0]
+        assert start["objective"] == "get to the green goal square"      # MiniGrid's mission
         player.call(P.ACT, run=run_id, seat="0", action=99)      # not an action: refused, nothing lost
         wait_for(lambda: any(e.get("refused") for e in of_type(home, run_id, "play")), 30, 0.1, what="refusal")
         for action in TO_THE_GOAL:

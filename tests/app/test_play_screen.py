@@ -60,6 +60,8 @@ async def test_the_play_screen_takes_the_seat_shows_the_keys_and_walks_to_the_go
         for action, key in (("forward", "↑"), ("left", "←"), ("right", "→"), ("pickup", "p"), ("toggle", "space")):
             assert re.search(rf"{re.escape(key)}[^\n]*\b{action}\b", text), (action, text)
         assert "turn: one step a key" in text
+        await wait_until(pilot, lambda: "objective: get to the green goal square" in screen_text(app),
+                         what="MiniGrid's mission in the log")
         # a key that plays nothing: ignored, the key map lit up; no act is sent
         await pilot.press("x")
         await wait_until(pilot, lambda: "x plays nothing here" in screen_text(app), what="the unknown key said")

@@ -141,6 +141,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "hold_ms": ((int,), False),
         "text": ((bool,), False),
         "noop": ((int, type(None)), False),
+        "frames": ((bool,), False),
     },
     PLAY: {
         "step": ((int,), True),
@@ -157,6 +158,7 @@ EVENT_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "refused": ((bool,), False),
         "ended": ((bool,), False),
         "waiting_for": ((list,), False),
+        "objective": ((str,), False),
     },
     LLM_STEP: {
         "step": ((int,), True),
