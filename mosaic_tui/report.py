@@ -239,17 +239,14 @@ def build_report(runs: list[dict[str, Any]], opts: Options) -> dict[str, Any]:
             per_env.setdefault(env, []).append(norm[env](value) if env in norm else value)
         tasks = {env: np.array(vals) for env, vals in sorted(per_env.items())}
         tasks_of[label] = tasks
-        overall = A.interval_estimates(list(tasks.values()), reps=opts.reps, size=opts.size, seed=opts.seed,
-                                       gamma=opts.gamma)
-        env_rows = {env: {"runs": len(vals), "scores": [float(v) for v in vals],
-                          **A.interval_estimates([vals], reps=opts.reps, size=opts.size, seed=opts.seed,
-                                                 gamma=opts.gamma).as_dict()}
+        overall = _estimates(A, list(tasks.values()), opts)
+        env_rows = {env: {"runs": len(vals), "scores": [float(v) for v in vals], **_estimates(A, [vals], opts)}
                     for env, vals in tasks.items()}
         out_groups.append({"group": label, "key": values[label], "runs": len(members),
                            "run_ids": [r["id"] for r in members],
                            "states": _count(r.get("state") for r in members),
                            "envs": {env: len(v) for env, v in tasks.items()},
-                           "aggregates": overall.as_dict(), "per_env": env_rows})
+                           "aggregates": overall, "per_env": env_rows})
     report: dict[str, Any] = {
         "score": {"name": opts.score, "window": opts.window, "text": score_label(opts)},
         "normalize": {"method": opts.normalize, "bounds": {env: list(b) for env, b in bounds.items()}},
@@ -257,7 +254,7 @@ def build_report(runs: list[dict[str, Any]], opts: Options) -> dict[str, Any]:
         "by": opts.by or ["config"], "gamma": opts.gamma, "envs": envs, "groups": out_groups,
         "left_out": [{"id": r["id"], "name": r.get("name"), "why": "no score"} for r, _ in missing],
     }
-    if out_groups:
+    if out_groups and opts.reps:
         everything = [np.concatenate(list(t.values())) for t in tasks_of.values()]
         taus = A.profile_taus(everything, PROFILE_POINTS)
         report["profile"] = {"taus": [float(t) for t in taus], "groups": {}}
@@ -269,7 +266,7 @@ def build_report(runs: list[dict[str, Any]], opts: Options) -> dict[str, Any]:
     pairs = opts.poi if opts.poi is not None else ([(labels[0], labels[1]), (labels[1], labels[0])]
                                                    if len(labels) == 2 else [])
     report["poi"] = []
-    for x, y in pairs:
+    for x, y in pairs if opts.reps else []:
         for name in (x, y):
             if name not in tasks_of:
                 raise ReportError(f"--poi: no group is called {name} (groups: {', '.join(labels)})")
@@ -280,6 +277,15 @@ def build_report(runs: list[dict[str, Any]], opts: Options) -> dict[str, Any]:
                                           reps=min(opts.reps, 2_000), size=opts.size, seed=opts.seed)
         report["poi"].append({"x": x, "y": y, "envs": common, "value": point, "ci_low": low, "ci_high": high})
     return report
+
+
+def _estimates(A, tasks: list, opts: Options) -> dict[str, dict[str, float | None]]:
+    """The aggregates of one set of tasks with their intervals; with ``reps`` 0 the point
+    estimates alone (the app shows them at once, the intervals when the bootstrap is done)."""
+    if opts.reps:
+        return A.interval_estimates(tasks, reps=opts.reps, size=opts.size, seed=opts.seed, gamma=opts.gamma).as_dict()
+    point = A.aggregates(tasks, opts.gamma)
+    return {name: {"value": float(point[i]), "ci_low": None, "ci_high": None} for i, name in enumerate(A.METRICS)}
 
 
 def _count(items) -> dict[str, int]:
@@ -298,7 +304,9 @@ def _fig(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 10 else f"{value:.1f}"
 
 
-def _cell(agg: dict[str, float]) -> str:
+def _cell(agg: dict[str, Any]) -> str:
+    if agg["ci_low"] is None:
+        return _fig(agg["value"])
     return f"{_fig(agg['value'])} [{_fig(agg['ci_low'])}, {_fig(agg['ci_high'])}]"
 
 
@@ -309,8 +317,9 @@ def text_lines(report: dict[str, Any], per_env: bool = True) -> list[str]:
     norm = report["normalize"]["method"]
     lines = [f"score: {report['score']['text']}; normalised: "
              f"{ {'none': 'no', 'minmax': 'min-max per env', 'ref': 'by reference scores per env'}[norm] }; "
-             f"{round(100 * b['size'])}% CIs: stratified bootstrap over each env's runs, {b['reps']:,} reps, "
-             f"seed {b['seed']}; optimality gap below {report['gamma']:g}"]
+             + (f"{round(100 * b['size'])}% CIs: stratified bootstrap over each env's runs, {b['reps']:,} reps, "
+                f"seed {b['seed']}" if b["reps"] else "intervals: the bootstrap is running")
+             + f"; optimality gap below {report['gamma']:g}"]
     by = report.get("by") or []
     header = [by[0] if len(by) == 1 and by[0] != "config" else "group", "runs", "IQM", "mean", "median", "opt. gap"]
     rows = []

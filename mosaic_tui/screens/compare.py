@@ -88,6 +88,7 @@ class CompareScreen(Screen):
         Binding("a", "all_params", "All params", id="compare.all_params"),
         Binding("g", "groups", "Seed bands", id="compare.groups"),
         Binding("e", "export", "Export CSV", id="compare.export"),
+        Binding("R", "report", "Report", id="compare.report"),
         Binding("j", "down", "Down", show=False, id="compare.down"),
         Binding("k", "up", "Up", show=False, id="compare.up"),
     ]
@@ -255,6 +256,11 @@ class CompareScreen(Screen):
             self.rebuild()
 
     # -- actions -------------------------------------------------------------------
+    def action_report(self) -> None:
+        """The group view of these runs: aggregates with confidence (mosaic_tui/screens/report.py)."""
+        from mosaic_tui.screens.report import for_runs
+        self.app.push_screen(for_runs(self.run_ids, self.app.link.runs))
+
     def action_back(self) -> None:
         self.app.pop_screen()
         self.app.remember_place()

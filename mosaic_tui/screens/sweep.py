@@ -67,6 +67,7 @@ class SweepScreen(Screen):
         Binding("escape", "back", "Back", id="sweep.back"),
         Binding("e", "export", "Export CSV", id="sweep.export"),
         Binding("enter", "open", "Open run", id="sweep.open"),
+        Binding("R", "report", "Report", id="sweep.report"),
     ]
 
     def __init__(self, sweep_id: str) -> None:
@@ -141,6 +142,13 @@ class SweepScreen(Screen):
             writer.writerows(rows)
         self.last_export = str(path)
         self.notify(f"exported {fmt.plural(len(rows), 'run')} to {path}", timeout=6)
+
+    def action_report(self) -> None:
+        """The group view of the sweep's runs: by trial, by each swept param (screens/report.py)."""
+        if self.sweep is None:
+            return
+        from mosaic_tui.screens.report import for_sweep
+        self.app.push_screen(for_sweep(self.sweep))
 
     def action_back(self) -> None:
         self.app.pop_screen()
