@@ -141,14 +141,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def _shared_compile_cache(config) -> None:
-    """One JAX compilation cache for the whole session (every test home would otherwise get its
-    own, and the Jumanji tests compile the same epoch functions again and again). Set in the
+    """One JAX compilation cache and one numba cache for the whole session (every test home would
+    otherwise get its own, and the Jumanji tests compile the same epoch functions, the MultiGrid
+    ones mosaic_multigrid's observation code, again and again), removed at its end. Set in the
     controller before xdist starts its workers, which inherit it; the daemons and workers the
     tests start inherit it in turn (a value already set is kept: workers/sdk/registration.py)."""
     if hasattr(config, "workerinput") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
     config._mosaic_cache_root = tempfile.mkdtemp(prefix="mosaic-test-cache-", dir="/tmp")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(config._mosaic_cache_root, "jax")
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(config._mosaic_cache_root, "numba"))
 
 
 def _no_files_in_home(config) -> None:

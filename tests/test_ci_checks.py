@@ -30,3 +30,11 @@ def test_ci_names_what_the_suite_left_in_tmp_and_nothing_that_was_there_before(t
     assert lines[0] == f"ci: the suite left entries in {tmp}:"
     assert sorted(lines[1:]) == sorted([str(ours / "ssh-0123456789ab.sock"), str(tmp / "pymp-abc123"),
                                         str(tmp / "mosaic-ray-retry-42")])
+
+
+def test_the_sessions_numba_and_jax_caches_are_its_own_temp_dir():
+    """The suite's compile caches (shared by every test home) live in the session's temp dir, which
+    conftest removes at the end, not in a fixed /tmp folder left behind."""
+    root = os.path.dirname(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    assert os.path.basename(root).startswith("mosaic-test-cache-")
+    assert os.environ.get("NUMBA_CACHE_DIR") == os.path.join(root, "numba")

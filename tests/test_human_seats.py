@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import random
 import time
 
@@ -26,8 +25,6 @@ from tests.test_mosaic_llm_worker import _config, _policy_reply, finish, submit
 from workers.mosaic_llm_worker import WORKER
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
-
-os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/mosaic-test-numba")
 
 needs_chess = pytest.mark.skipif(importlib.util.find_spec("chess") is None or not WORKER.capabilities()["stockfish"],
                                  reason="python-chess or the stockfish engine is not installed")

@@ -17,8 +17,6 @@ import pytest
 
 from tests.test_mosaic_llm_worker import SOCCER, events_of, finish, llm_steps, needs_model, scalars, submit
 
-os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/mosaic-test-numba")
-
 
 @pytest.fixture(scope="module")
 def soccer_checkpoint(tmp_path_factory) -> str:

@@ -8,7 +8,6 @@ import os
 import pytest
 
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/mosaic-test-numba")
 
 from workers.sdk.llm import classic, multigrid  # noqa: E402
 

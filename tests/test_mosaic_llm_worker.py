@@ -20,9 +20,6 @@ from workers.mosaic_llm_worker.runtime import ELO_START, Standings
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
 
-# numba compiles mosaic-multigrid's observation code once per cache: one cache for every test home
-os.environ.setdefault("NUMBA_CACHE_DIR", "/tmp/mosaic-test-numba")
-
 needs_model = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                  reason="llama-cpp-python is not built yet")
 needs_chess = pytest.mark.skipif(importlib.util.find_spec("chess") is None,
