@@ -367,3 +367,35 @@ async def test_a_play_that_fails_says_why_on_its_screen(daemon, mosaic):
         assert why[:30] in text, (why, text)
         assert "the key map comes when the env is made" not in text
         assert "the play ended before its env was made" in text
+
+
+@pytest.mark.long   # TextWorld compiles its game with Inform 7 first (tens of seconds on a busy machine)
+async def test_a_textworld_play_in_the_app_shows_the_game_from_its_first_text(tmp_path, monkeypatch, home, mosaic):
+    """The real TextWorld play (its game compiled in a HOME of the test's own) through the real daemon:
+    the intro and the commands before any command is typed, then `look`'s room whole, then the end."""
+    import importlib.util
+    if importlib.util.find_spec("textworld") is None:
+        pytest.skip("textworld is not installed")
+    from mosaic_tui.screens.play import PlayLog
+    monkeypatch.setenv("HOME", str(tmp_path))       # before the daemon starts: its runs inherit it
+    run_id = mosaic.submit("--worker", "human", "--algo", "play", "--env", "textworld-coin", "--seed", "0",
+                           "--set", "episodes=2", "--name", "tw")
+    app = live_app(home)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_play(pilot, app, run_id)
+
+            def logged() -> str:
+                return "\n".join(str(line.text).rstrip() for log in screen.query(PlayLog) for line in log.lines)
+            await wait_until(pilot, lambda: "There is a coin on the floor." in logged(), timeout=240,
+                             what="the game's first text, before any command")
+            text = screen_text(app)
+            assert "take coin" in text and "no frame yet" not in text and "your move" in text, text
+            await pilot.press(*"look", "enter")
+            await wait_until(pilot, lambda: "> look" in logged() and logged().count("You find yourself") == 2,
+                             timeout=60, what="look's room, whole")
+            await pilot.press(*"take coin", "enter")
+            await wait_until(pilot, lambda: "You pick up the coin" in logged() and "-- episode 2 --" in logged(),
+                             timeout=60, what="the end and the next episode")
+    finally:
+        mosaic.run("cancel", run_id)
