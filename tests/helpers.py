@@ -127,6 +127,18 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def holds(predicate, seconds: float, interval: float = 0.05, what: str = "condition") -> None:
+    """That ``predicate`` stays true for ``seconds``: checked again and again, failing at the first
+    time it is not (a "nothing happens" check that looks the whole time, not once at its end)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if not predicate():
+            raise AssertionError(f"{what} no longer held")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(interval)
+
+
 def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
     states = {states} if isinstance(states, str) else set(states)
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 from daemon import protocol as P
-from tests.helpers import wait_for, wait_state
+from tests.helpers import holds, wait_for, wait_state
 
 
 def ls_rows(mosaic, *args: str) -> dict[str, dict[str, str]]:
@@ -93,9 +92,9 @@ def test_paused_time_is_left_out_of_elapsed_in_ls_and_show(daemon, mosaic):
     wait_for(lambda: (mosaic.show(run)["summary"].get("steps") or 0) > 0, what="first steps")
     mosaic.run("pause", "napper", check=True)
     first = ls_rows(mosaic)["napper"]["ELAPSED"]
-    time.sleep(3)
-    # paused: the clock stands still, in ls and show alike
-    assert ls_rows(mosaic)["napper"]["ELAPSED"] == first == show_field(mosaic, "napper", "elapsed")
+    # paused: the clock stands still, in ls and show alike, looked at over 3 s of wall time
+    holds(lambda: ls_rows(mosaic)["napper"]["ELAPSED"] == first == show_field(mosaic, "napper", "elapsed"), 3.0,
+          interval=0, what="the paused run's elapsed time standing still")
     mosaic.run("resume", "napper", check=True)
     mosaic.run("cancel", "napper", check=True)
     record = wait_state(daemon, run, P.CANCELLED)
@@ -164,8 +163,8 @@ def test_a_run_summary_stored_before_the_best_was_kept_takes_it_from_its_returns
         wait_for(lambda: (mosaic.show(run)["summary"].get("steps") or 0) >= 505, what="past the best episode")
         # paused while step 499 is among the last 100 returns the summary keeps
         mosaic.run("pause", "older", check=True)
-        time.sleep(1)     # the summary goes to the store every 0.5 s
-        assert 499 in mosaic.show(run)["summary"]["returns"]
+        # the summary goes to the store every 0.5 s
+        wait_for(lambda: 499 in mosaic.show(run)["summary"]["returns"], 10, what="the paused summary stored")
         mosaic.run("daemon", "stop", check=True)
         # the summary as a daemon of before this change stored it
         db = sqlite3.connect(home.root / "mosaic.db")
