@@ -7,7 +7,9 @@
    API: `mosaic report --by lr --normalize minmax` wall time, the process started to its
    exit (listing, scores, the stratified bootstrap of every group and env, profiles), median
    of 3; and the same with --json.
-2. The app on N finished runs (bench_scale's home): key to paint of each letter of a query
+2. The app's group view of those runs (the screen `R` opens from compare), pushed: to the
+   groups and their point estimates drawn, and to the bootstrap intervals drawn.
+3. The app on N finished runs (bench_scale's home): key to paint of each letter of a query
    typed into the `/` filter and erased (`learning-rate < 3e-4 and mean_return > 250`): every
    prefix is parsed, and compiled or found wrong, at each key; p50 and p99.
 """
@@ -155,17 +157,62 @@ def query_typing(counts: list[int], repeats: int = 1) -> list[dict]:
     return rows
 
 
+async def _group_view(home) -> tuple[float, float]:
+    from bench.bench_app import COLS, ROWS
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.screens.report import for_runs
+    from mosaic_tui.widgets.runs_table import RunsTable
+    app = MosaicApp(home, restore=False, remember=False, cursor_blink=False)
+    async with app.run_test(size=(COLS, ROWS)) as pilot:
+        table = app.screen.query_one(RunsTable)
+        deadline = time.monotonic() + 120
+        while not (app.link.loaded and table.row_count == len(app.link.runs) > 0):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the runs were not listed")
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        t0 = time.perf_counter()
+        screen = for_runs(list(app.link.runs), app.link.runs)   # what R on the compare screen opens
+        app.push_screen(screen)
+        while not (getattr(screen, "report", None) and "learning-rate" in screen.body_text()):
+            await asyncio.sleep(0.005)
+        opened = time.perf_counter() - t0
+        while getattr(screen, "whole", None) is None:
+            await asyncio.sleep(0.01)
+        whole = time.perf_counter() - t0
+    return opened, whole
+
+
+def group_view(repeats: int = 3) -> list[dict]:
+    """The app's group view of the 300 runs (the screen `R` opens from compare), pushed: to the
+    groups and their point estimates drawn, and to the intervals drawn."""
+    opened, whole = [], []
+    with results_home() as (home, n):
+        for _ in range(repeats):
+            o, w = asyncio.run(_group_view(home))
+            opened.append(o)
+            whole.append(w)
+    o, w = statistics.median(opened), statistics.median(whole)
+    load = os.getloadavg()[0]
+    return [figure(f"app: group view open, {n} runs (10 groups x 6 envs), to the groups drawn", round(o, 2), "s",
+                   "<= 1", f"median of {repeats} ({', '.join(f'{t:.2f}' for t in opened)}); point estimates; "
+                   f"load avg {load:.1f}", o <= 1),
+            figure(f"app: group view, {n} runs, to the bootstrap intervals drawn", round(w, 2), "s", "",
+                   f"median of {repeats} ({', '.join(f'{t:.2f}' for t in whole)}); in a thread, the view "
+                   "answering keys meanwhile")]
+
+
 def run(runs=(10_000,)) -> list[dict]:
-    return report_cli() + query_typing(list(runs))
+    return report_cli() + group_view() + query_typing(list(runs))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", default="10000", help="run counts for the query typing (comma-separated)")
-    parser.add_argument("--only", default="", help="report_cli or query_typing (default: both)")
+    parser.add_argument("--only", default="", help="report_cli, group_view, query_typing (default: all)")
     args = parser.parse_args()
     runs = [int(x) for x in args.runs.split(",") if x]
-    parts = {"report_cli": report_cli, "query_typing": lambda: query_typing(runs)}
+    parts = {"report_cli": report_cli, "group_view": group_view, "query_typing": lambda: query_typing(runs)}
     rows = []
     for name in (args.only.split(",") if args.only else list(parts)):
         rows += parts[name]()
