@@ -280,6 +280,9 @@ class RunManager:
             raise ConfigError("dataset", f"{name!r} names {len(matches)} runs, not one")
         source = matches[0]
         dataset = (source["summary"] or {}).get("dataset")
+        if not dataset and (source.get("config") or {}).get("record") and source["state"] not in P.FINAL_STATES:
+            raise ConfigError("dataset", f"run {source['name']} records a dataset but has finished no episode "
+                                         f"yet (each is saved as it ends)")
         if not dataset or not os.path.isfile(dataset.get("path") or ""):
             raise ConfigError("dataset", f"run {source['name']} has recorded no dataset "
                                          f"(a run records one with \"record\": {{\"episodes\": N}})")

@@ -88,6 +88,12 @@ def test_each_episode_is_in_the_dataset_as_it_ends_and_a_cancel_keeps_them(daemo
     play = submit_file(mosaic, "short-demo", {"worker": "human", "algo": "play", "env": "MiniGrid-Empty-5x5-v0",
                                               "seed": 0, "record": {"episodes": 3}})
     assert mosaic.show(play)["config"]["params"]["episodes"] == 3     # the play ends with its recording
+    bc_config = {"worker": "tianshou", "algo": "bc", "env": "MiniGrid-Empty-5x5-v0", "steps": 200,
+                 "dataset": "short-demo", "name": "bc-from-short"}
+    path = home.root / "bc.json"
+    path.write_text(json.dumps(bc_config))
+    early = mosaic.run("submit", str(path))                          # no episode finished yet: said so
+    assert early.returncode != 0 and "records a dataset but has finished no episode yet" in early.stderr
     player = connect(home, name="player")
     try:
         take_seat(player, play)
@@ -111,7 +117,6 @@ def test_each_episode_is_in_the_dataset_as_it_ends_and_a_cancel_keeps_them(daemo
         assert list(np.asarray(f["_meta"]["act"]).reshape(-1)) == TO_THE_GOAL * 2
     assert not list(home.run_dir(play).glob("*.tmp"))
     # what the BC submit of issue 41 refused ("has recorded no dataset") is taken
-    bc = submit_file(mosaic, "bc-from-short", {"worker": "tianshou", "algo": "bc", "env": "MiniGrid-Empty-5x5-v0",
-                                               "steps": 200, "dataset": "short-demo"})
+    bc = mosaic.submit(str(path))
     assert mosaic.show(bc)["config"]["dataset"] == run["summary"]["dataset"]["path"]
     mosaic.run("cancel", bc)
