@@ -44,6 +44,33 @@ def _die_with_parent():
     return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
+def remove_stale_sockets(folder: Path) -> list[Path]:
+    """The sockets of forwards whose client is gone without removing its own (SIGKILLed: no code of
+    it ran), ``ssh-<client pid>-<hash>.sock``, and those of older versions' clients (``ssh-<hash>.sock``)
+    that nothing listens on: removed; the paths removed."""
+    removed = []
+    for path in folder.glob("ssh-*.sock"):
+        pid = path.name.split("-")[1]
+        if not pid.isdigit():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                try:
+                    s.connect(str(path))
+                except ConnectionRefusedError:
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+                except OSError:
+                    pass
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        except OSError:
+            pass   # alive, another user's: not ours to judge
+    return removed
+
+
 class SSHForward:
     def __init__(self, target: str, remote_home: str | None = None, ssh_config: str | None = None,
                  remote_mosaic: str = "mosaic"):
@@ -51,8 +78,9 @@ class SSHForward:
         self.remote_home = remote_home
         self.ssh_config = ssh_config
         self.remote_mosaic = remote_mosaic
-        digest = hashlib.sha256(f"{target}:{remote_home}:{os.getpid()}".encode()).hexdigest()[:12]
-        self.local = Path(tempfile.gettempdir()) / f"mosaic-{os.getuid()}" / f"ssh-{digest}.sock"
+        digest = hashlib.sha256(f"{target}:{remote_home}".encode()).hexdigest()[:12]
+        # the client's pid in the name: a SIGKILLed client's socket is known for stale by the next one
+        self.local = Path(tempfile.gettempdir()) / f"mosaic-{os.getuid()}" / f"ssh-{os.getpid()}-{digest}.sock"
         self.remote_socket: str | None = None
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
@@ -85,6 +113,7 @@ class SSHForward:
         self.remote_socket = status["socket"]
         self.local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.local.parent, 0o700)
+        remove_stale_sockets(self.local.parent)
         self._open()
         self._watcher = threading.Thread(target=self._watch, name="ssh-forward", daemon=True)
         self._watcher.start()

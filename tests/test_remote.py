@@ -116,7 +116,7 @@ async def test_the_app_over_an_ssh_forwarded_socket_shows_a_runs_plot_and_frames
 def test_any_ending_of_the_client_ends_its_ssh_forward(sshd, server_home, home, sig):
     """`mosaic --ssh` killed with SIGTERM (or SIGKILL: no code of the client runs) leaves no
     ssh -N forward; after SIGTERM its socket file is gone too (after SIGKILL the next
-    forward to the same place replaces it)."""
+    `mosaic --ssh` removes it)."""
     import psutil
     config, host, _ = sshd
     run_id = laptop(home, "submit", "--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "100000",
@@ -139,7 +139,38 @@ def test_any_ending_of_the_client_ends_its_ssh_forward(sshd, server_home, home, 
                  "the ssh forward to end with its client")
         if sig == "SIGTERM":
             assert not local.exists()
+        else:
+            assert local.exists()
+            laptop(home, "ls", ssh=(config, host, str(server_home.root)))
+            assert not local.exists()
     finally:
         if client.poll() is None:
             client.kill()
         laptop(home, "--socket", str(server_home.socket_path), "cancel", run_id, check=False)
+
+
+def test_the_sockets_of_gone_clients_are_removed_and_live_ones_kept(tmp_path):
+    """A SIGKILLed client leaves its forward's socket: the next client removes it, by its pid (an
+    older version's, named without one, when nothing listens on it); a live client's stays."""
+    import socket
+
+    from mosaic_tui.remote import remove_stale_sockets
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+
+    def bound(name: str, listen: bool = False) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(str(tmp_path / name))
+        if listen:
+            s.listen()
+        return s
+    held = [bound(f"ssh-{gone.pid}-0123456789ab.sock"), bound(f"ssh-{os.getpid()}-0123456789ab.sock"),
+            bound("ssh-aaaaaaaaaaaa.sock"), bound("ssh-bbbbbbbbbbbb.sock", listen=True)]
+    try:
+        removed = remove_stale_sockets(tmp_path)
+    finally:
+        for s in held:
+            s.close()
+    assert sorted(p.name for p in removed) == sorted([f"ssh-{gone.pid}-0123456789ab.sock", "ssh-aaaaaaaaaaaa.sock"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"ssh-{os.getpid()}-0123456789ab.sock",
+                                                                 "ssh-bbbbbbbbbbbb.sock"])
