@@ -144,7 +144,8 @@ class PlayScreen(Screen):
         with Horizontal(id="play-body"):
             with Vertical():
                 yield PlayFrames(self.run_id)
-                yield PlayLog(id="play-log", wrap=True, markup=False, highlight=False, max_lines=LOG_KEEP)
+                yield PlayLog(id="play-log", wrap=True, markup=False, highlight=False, max_lines=LOG_KEEP,
+                              min_width=16)    # wrapped at the log's own width (RichLog's default is 78)
             yield TextLine(id="play-side")
         yield TextLine(id="play-timing")
         yield TextLine(id="play-foot")

@@ -315,7 +315,7 @@ async def test_a_text_game_shows_its_whole_text_objective_and_commands_with_a_sc
     app = make_app(home)
     use_fake(app, fake_daemon)
     app.link.call = call
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(100, 40)) as pilot:       # a log narrower than RichLog's 78 columns
         app.push_screen(PlayScreen("01M8TEXTWORLD0000000000000"))
         await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.holding, what="the seat")
         screen = app.screen
@@ -348,7 +348,9 @@ async def test_a_text_game_shows_its_whole_text_objective_and_commands_with_a_sc
             found = said.find(part, at)
             assert found >= 0, (part, said)
             at = found + len(part)
-        assert screen.query_one(PlayLog).max_scroll_y > 0     # more than fits: a scrollback
+        log = screen.query_one(PlayLog)
+        assert log.max_scroll_y > 0                             # more than fits: a scrollback
+        assert max(line.cell_length for line in log.lines) <= log.scrollable_content_region.width   # wrapped
 
 
 async def test_a_play_that_fails_says_why_on_its_screen(daemon, mosaic):
