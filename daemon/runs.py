@@ -33,7 +33,7 @@ from daemon.crash import crash_excerpt, crash_reason
 from daemon.discovery import resolve_worker
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
-                         TENSORBOARD_DIR, Home)
+                         SUPERVISOR_FILE, TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail, points_at_step
 from daemon import frame_spill
 from daemon.placement import OUTSIDE_CANCEL, PENDING_QUEUES, JobStatus, PlacementError
@@ -41,7 +41,7 @@ from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
-from daemon.shim import write_json_atomic
+from daemon.shim import understands, write_json_atomic
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError, new_ulid
 from workers.fastlane import layout as fastlane_layout
@@ -68,6 +68,10 @@ CRASH_DUMP_LINES = 400  # faulthandler's dump lists every Python thread: the cra
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
 STOP_OVERDUE = "did not stop within"   # the reason of a stop whose save outlasted stop_grace_seconds
+# a lost run whose processes run on (its supervisor died, they did not): how often they are looked
+# at, and what its reason says of them meanwhile
+ORPHAN_POLL_SECONDS = 1.0
+ORPHANS_NOTE = "; its processes run on without it"
 
 
 def on_cluster(run: dict[str, Any]) -> bool:
@@ -122,6 +126,7 @@ class ActiveRun:
         self.job = job              # "slurm:<job id>": the cluster job running its supervisor
         self.placement: dict[str, Any] = {}   # the run's placement (a Ray job's address)
         self.gone_polls = 0         # polls since the job ended without an exit record to read
+        self.adopted = False        # re-adopted from an earlier daemon: its supervisor may be older
 
     @property
     def backend(self) -> str | None:
@@ -177,6 +182,7 @@ class RunManager:
         self._limit_timers: dict[str, asyncio.TimerHandle] = {}
         self._stop_timers: dict[str, asyncio.TimerHandle] = {}   # a stop's save must end by then
         self._unrecorded: dict[str, tuple[str, str | None, dict[str, Any]]] = {}
+        self._orphan_runs: dict[str, list[list[int]]] = {}   # lost run -> its live processes [pid, start]
         self.inotify: Inotify | None = None
         self._wd_to_run: dict[int, str] = {}
         self._dirty: set[str] = set()
@@ -215,6 +221,7 @@ class RunManager:
             if job:   # its supervisor runs on a cluster: the next poll says how it is
                 log.info("re-adopting run %s (%s)", run["id"], job)
                 self._watch(run, run_dir, 0, None, job=job)
+                self.active[run["id"]].adopted = True
                 continue
             if on_cluster(run):   # the last daemon died while submitting it: its job, by name, or a new one
                 log.info("run %s: finding or submitting its job again", run["id"])
@@ -224,6 +231,7 @@ class RunManager:
             if pid and proctree.is_alive(pid, pid_start):
                 log.info("re-adopting run %s (supervisor pid %s)", run["id"], pid)
                 self._watch(run, run_dir, pid, None)
+                self.active[run["id"]].adopted = True
                 continue
             tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
             self._start_mirror(run, run_dir)   # it mirrors what the run left, then sees it ended
@@ -234,7 +242,10 @@ class RunManager:
                 reason = ("supervisor process is gone (pid reused by another program)"
                           if pid and proctree.is_alive(pid) else "supervisor process vanished without an exit record")
                 self._drain(run["id"], tail)
-                self._set_final(run["id"], P.LOST, tail, reason=reason)
+                self._set_lost(run, run_dir, tail, reason)
+        for run in self.store.list([P.LOST]):   # lost before, its processes running on then
+            if (run["resources"] or {}).get("orphans"):
+                self._watch_orphans(run)
         self._resume_mirrors()
 
     def _resume_mirrors(self) -> None:
@@ -1054,8 +1065,10 @@ class RunManager:
         if record is None:
             reason = "supervisor ended without an exit record"
             full = disk_full_note(run_dir)
-            self._set_final(run_id, P.FAILED if full else P.LOST, tail,
-                            reason=f"{reason} ({full})" if full else reason)
+            if full:
+                self._set_final(run_id, P.FAILED, tail, reason=f"{reason} ({full})")
+            else:
+                self._set_lost(run, run_dir, tail, reason)
             return
         code, sig = record.get("returncode"), record.get("signal")
         fields: dict[str, Any] = {"exit_code": code, "worker_pid": record.get("worker_pid"),
@@ -1158,6 +1171,8 @@ class RunManager:
         if run["state"] == P.QUEUED:
             self._set_final(run_id, P.CANCELLED, None, reason="cancelled before it started")
             return self.store.get(run_id)
+        if run["state"] == P.LOST and run_id in self._orphan_runs:
+            return self._cancel_orphans(run)
         if run["state"] not in P.ACTIVE_STATES:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}, not active")
         if run["cancel_requested"]:
@@ -1185,6 +1200,9 @@ class RunManager:
         refusal = self._stop_refusal(run)
         if refusal is not None:
             raise P.RPCError(P.BAD_STATE, f"{refusal}: cancel it (mosaic cancel {run['name']}) or let it finish")
+        refusal = self._supervisor_refusal(run, "stop")
+        if refusal is not None:
+            raise P.RPCError(P.BAD_STATE, refusal)
         if run["cancel_requested"]:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} is being cancelled")
         if run["stop_requested"]:
@@ -1277,6 +1295,119 @@ class RunManager:
             log.info("run %s: %s", run_id, reason)
             self.cancel(run, reason=reason)
 
+    def _supervisor_refusal(self, run: dict[str, Any], capability: str) -> str | None:
+        """Why the run's supervisor cannot take ``capability`` (daemon/shim.py's CAPABILITIES), or None.
+        A run re-adopted after an upgrade may run under an older supervisor, which understands only
+        what its supervisor.json lists: a SIGUSR1 it has no handler for would kill it, orphaning
+        the worker. A supervisor this daemon started is of its own version."""
+        active = self.active.get(run["id"])
+        if active is None or not active.adopted:
+            return None
+        record = _read_json(os.path.join(active.run_dir, SUPERVISOR_FILE))
+        if not isinstance(record, dict) or (active.job is None and record.get("supervisor_pid") != active.shim_pid):
+            return None   # an earlier start's record: its own supervisor has not written one yet
+        if understands(record, capability):
+            return None
+        name = run["name"]
+        return (f"run {name}'s supervisor is from an older mosaic (it started before the upgrade) and cannot "
+                f"take a {capability}: let it finish, or cancel it (mosaic cancel {name})")
+
+    # -- a lost run whose processes run on: its supervisor died, they did not ---------------------
+    def _orphans(self, run_id: str, run_dir: str) -> list[list[int]]:
+        """The live processes of a run whose supervisor is gone, as [pid, start time], its worker
+        first: the worker its supervisor.json names, the worker's tree, and every process that
+        holds the run's id in its environment (what left the worker's tree too)."""
+        pids = set(proctree.marked("MOSAIC_RUN_ID", run_id))
+        record = _read_json(os.path.join(run_dir, SUPERVISOR_FILE))
+        worker = record.get("worker_pid") if isinstance(record, dict) else None
+        if worker and proctree.is_alive(worker, record.get("worker_start")):
+            pids.add(worker)
+            pids.update(proctree.descendants(worker))
+        found = []
+        for pid in sorted(pids, key=lambda p: (p != worker, p)):
+            start = proctree.start_time(pid)
+            if start is not None and proctree.is_alive(pid, start):
+                found.append([pid, start])
+        return found
+
+    def _set_lost(self, run: dict[str, Any], run_dir: str, tail: RunTail | None, reason: str) -> None:
+        """The run is lost (no exit record); its processes, if they run on, are named in its reason
+        and in ``resources.orphans`` (`mosaic ls` says "lost, still running"), and watched: a cancel
+        ends them, and the run's record says when they end."""
+        orphans = [] if on_cluster(run) else self._orphans(run["id"], run_dir)
+        if not orphans:
+            self._set_final(run["id"], P.LOST, tail, reason=reason)
+            return
+        pids = ", ".join(str(pid) for pid, _ in orphans[:5]) + (", ..." if len(orphans) > 5 else "")
+        log.warning("run %s is lost, but its processes run on: %s", run["id"], pids)
+        self._set_final(run["id"], P.LOST, tail, resources={**(run["resources"] or {}), "orphans": orphans},
+                        reason=f"{reason}{ORPHANS_NOTE} (pids {pids}): mosaic cancel {run['name']} ends them")
+        updated = self.store.get(run["id"])
+        if updated is not None and updated["state"] == P.LOST:
+            self._watch_orphans(updated)
+
+    def _watch_orphans(self, run: dict[str, Any]) -> None:
+        if not self._orphan_runs and self._loop is not None:
+            self._loop.call_later(ORPHAN_POLL_SECONDS, self._check_orphans)
+        self._orphan_runs[run["id"]] = [list(o) for o in run["resources"]["orphans"]]
+        if run["cancel_requested"]:   # a cancel an earlier daemon began: its SIGKILL is due
+            self._end_orphans(run["id"], signal.SIGKILL)
+
+    def _check_orphans(self) -> None:
+        for run_id, orphans in list(self._orphan_runs.items()):
+            alive = [o for o in orphans if proctree.is_alive(*o)]
+            if not alive:   # those listed ended: one they started since is found by the run's id
+                alive = self._orphans(run_id, str(self.home.run_dir(run_id)))
+            if alive:
+                self._orphan_runs[run_id] = alive
+            else:
+                del self._orphan_runs[run_id]
+                self._orphans_ended(run_id)
+        if self._orphan_runs:
+            self._loop.call_later(ORPHAN_POLL_SECONDS, self._check_orphans)
+
+    def _orphans_ended(self, run_id: str) -> None:
+        """A lost run's processes ended: what they wrote meanwhile is read, and the run is
+        cancelled (if that was asked) or stays lost, saying so."""
+        run = self.store.get(run_id)
+        if run is None:
+            return
+        run_dir = str(self.home.run_dir(run_id))
+        tail = RunTail(run_id, os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
+        self._drain(run_id, tail)
+        resources = {k: v for k, v in (run["resources"] or {}).items() if k != "orphans"}
+        lost = (run["reason"] or "").split(ORPHANS_NOTE)[0]
+        if run["cancel_requested"]:
+            self._set_final(run_id, P.CANCELLED, tail, resources=resources,
+                            reason=f"cancelled by the user after it was lost ({lost})")
+        else:
+            self._set_final(run_id, P.LOST, tail, resources=resources,
+                            reason=f"{lost}; its processes ran on without it until they ended")
+
+    def _cancel_orphans(self, run: dict[str, Any]) -> dict[str, Any]:
+        """Cancel a lost run whose processes run on: SIGTERM to each, SIGKILL after the grace period."""
+        run_id = run["id"]
+        if run["cancel_requested"]:
+            return run
+        updated = self.store.update_run(run_id, cancel_requested=True)
+        self.on_run(updated, run_id, updated["rev"])
+        self._end_orphans(run_id, signal.SIGTERM)
+        if self._loop is not None:
+            self._loop.call_later(self.grace_seconds, self._end_orphans, run_id, signal.SIGKILL)
+        return updated
+
+    def _end_orphans(self, run_id: str, sig: int) -> None:
+        if run_id not in self._orphan_runs:
+            return
+        pids = {pid for pid, start in self._orphan_runs[run_id] if proctree.is_alive(pid, start)}
+        pids.update(pid for pid, _ in self._orphans(run_id, str(self.home.run_dir(run_id))))
+        for pid in pids:
+            for s in (signal.SIGCONT, sig):   # a paused process cannot act on a SIGTERM
+                try:
+                    os.kill(pid, s)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
     def continue_run(self, run: dict[str, Any], requeued: bool = False) -> dict[str, Any]:
         """Start a stopped run again as the same run (same id, name and directory) from its
         checkpoint: a ``restarted`` event marks the seam in its events, the worker goes on with
@@ -1285,6 +1416,9 @@ class RunManager:
         if run["state"] not in P.CONTINUABLE_STATES:
             raise P.RPCError(P.BAD_STATE, f"run {name} is {run['state']}: only a stopped run, or one that ended "
                                           f"after a checkpoint, continues")
+        if run_id in self._orphan_runs:
+            raise P.RPCError(P.BAD_STATE, f"run {name} is lost, but its processes still run: cancel them first "
+                                          f"(mosaic cancel {name})")
         refusal = self._stop_refusal(run)
         if refusal is not None:
             raise P.RPCError(P.BAD_STATE, refusal)
@@ -1414,8 +1548,9 @@ class RunManager:
         return updated
 
     def delete(self, run: dict[str, Any]) -> int:
-        if run["state"] in P.ACTIVE_STATES:
-            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}: cancel it first")
+        if run["state"] in P.ACTIVE_STATES or run["id"] in self._orphan_runs:
+            what = "lost, but its processes still run" if run["state"] == P.LOST else run["state"]
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {what}: cancel it first")
         shutil.rmtree(self.home.run_dir(run["id"]), ignore_errors=True)
         rev = self.store.delete_run(run["id"])
         self.on_run(None, run["id"], rev)

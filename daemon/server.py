@@ -31,6 +31,7 @@ from daemon.runs import CLUSTER_GONE_SECONDS, RunManager, on_cluster
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
 from daemon.sweeps import SweepController
+from daemon.version import version as mosaic_version
 from workers.sdk.config import ConfigError, parse_run_config
 from workers.sdk.rundir import CHECKPOINT_MINUTES_DEFAULT, KEEP_CHECKPOINTS_DEFAULT
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
@@ -42,6 +43,8 @@ HARD_LIMIT = 64 * 1024 * 1024      # unsent replies above this: the client is dr
 BACKLOG_CHUNK = 1024 * 1024        # bytes read per backlog step
 READ_SIZE = 65536
 LOG_STREAMS = {"stderr": STDERR_FILE, "stdout": STDOUT_FILE, "supervisor": "supervisor.log"}
+# read as the daemon starts: what it says it is must not change with a `git pull` under it
+VERSION = mosaic_version()
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -284,10 +287,13 @@ class Daemon:
         client.name = str(params.get("client", "?"))[:64]
         if version != P.PROTOCOL_VERSION:
             raise P.RPCError(P.INVALID_REQUEST, f"protocol {version} not supported; daemon speaks {P.PROTOCOL_VERSION}")
-        # placement: the home's default (settings.json), which the new-run form starts from
+        # placement: the home's default (settings.json), which the new-run form starts from;
+        # version and methods: what this daemon is and can do, which a newer client compares with
+        # its own (one that met a daemon from before a pull says so and how to restart it)
         return {"protocol": P.PROTOCOL_VERSION, "epoch": self.epoch, "pid": os.getpid(),
                 "home": str(self.home.root), "rev": self.store.rev,
-                "placement": self.runs.default_placement or None}
+                "placement": self.runs.default_placement or None,
+                "version": VERSION, "methods": sorted(P.METHODS)}
 
     def m_status(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """``status``: runs by state, the daemon's memory, uptime and its loop's longest stall."""
@@ -298,7 +304,8 @@ class Daemon:
                 rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except OSError:
             pass
-        return {"pid": os.getpid(), "epoch": self.epoch, "uptime": round(time.time() - self.started, 3),
+        return {"pid": os.getpid(), "version": VERSION, "epoch": self.epoch,
+                "uptime": round(time.time() - self.started, 3),
                 "home": str(self.home.root), "socket": str(self.home.socket_path), "runs": counts,
                 "active": self.runs.local_active(), "max_concurrent": self.runs.max_concurrent,
                 "cluster": len(self.runs.active) - self.runs.local_active(),

@@ -29,6 +29,11 @@ The worker starts with SIGUSR1 ignored, and a stop is passed on only once the
 worker catches it (/proc's SigCgt): a stop that comes early (Slurm's wall-time
 warning as a job starts) waits for the worker's handler instead of killing it.
 
+Its ``supervisor.json`` lists what it understands (``capabilities``): a run outlives the
+daemon, and the daemon that re-adopts it after an upgrade may be newer than its supervisor. That
+daemon sends a supervisor only what its record lists; a record without the list is from a
+supervisor that takes SIGTERM alone (a SIGUSR1 would kill it: no handler).
+
 Standard library only, and only what it needs: it starts once per run.
 """
 from __future__ import annotations
@@ -45,6 +50,11 @@ from daemon import proctree
 from daemon.home import EVENTS_FILE, EXIT_FILE, STDERR_FILE, SUPERVISOR_FILE
 
 PR_SET_CHILD_SUBREAPER = 36
+# what this supervisor understands, in its supervisor.json: "cancel" SIGTERM, "stop" SIGUSR1,
+# "signal_file" --signal-file (understands() reads it back for the daemon)
+CAPABILITIES = ("cancel", "stop", "signal_file")
+# what a supervisor whose record lists nothing understands (one from before the list)
+FIRST_CAPABILITIES = ("cancel",)
 
 
 def write_json_atomic(path: str, data: dict) -> None:
@@ -196,6 +206,7 @@ class Shim:
             "worker_pid": self.worker_pid,
             "worker_start": proctree.start_time(self.worker_pid),
             "started_at": started_at,
+            "capabilities": list(CAPABILITIES),
         })
         if self.signal_file:
             try:   # a request left from an earlier start of the run is not this one's
@@ -255,6 +266,12 @@ def catches(pid: int, sig: int) -> bool:
     except OSError:
         pass
     return False
+
+
+def understands(record: dict, capability: str) -> bool:
+    """Whether the supervisor that wrote ``record`` (a run's supervisor.json) understands
+    ``capability`` (CAPABILITIES): one whose record lists none is from before the list."""
+    return capability in (record.get("capabilities") or FIRST_CAPABILITIES)
 
 
 def main(argv: list[str] | None = None) -> int:

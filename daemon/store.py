@@ -315,10 +315,12 @@ class Store:
         for start in range(0, len(stale), 500):
             batch = stale[start:start + 500]
             cols = ", ".join(BRIEF_COLUMNS)
-            for row in self.db.execute(f"SELECT {cols}, cancel_requested, tags, config, summary FROM runs "
+            for row in self.db.execute(f"SELECT {cols}, cancel_requested, tags, config, summary, resources FROM runs "
                                        f"WHERE id IN ({','.join('?' for _ in batch)})", batch):
                 run = dict(zip(BRIEF_COLUMNS, row))
-                cancel, tags, config, summary = row[len(BRIEF_COLUMNS):]
+                cancel, tags, config, summary, resources = row[len(BRIEF_COLUMNS):]
+                if resources and '"orphans"' in resources:   # a lost run still running: the listing says so
+                    run["resources"] = {"orphans": _parse(resources).get("orphans")}
                 config = _parse(config) if config else {}
                 summary = _parse(summary) if summary else {}
                 run["cancel_requested"] = bool(cancel)

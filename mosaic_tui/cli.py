@@ -152,22 +152,22 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         print(f"daemon started (pid {info['pid']}) for {home.root}")
         return 0
     if args.action == "stop":
-        try:
-            client = Client(home, timeout=5)
-        except DaemonUnavailable:
-            print(f"no daemon running for {home.root}")
-            return 0
-        with client:
-            pid = client.info["pid"]
-            client.call(P.SHUTDOWN)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if _exited(pid):
-                break
-            time.sleep(0.05)
-        else:
-            raise CLIError(f"the daemon (pid {pid}) did not stop within 15s")
-        print(f"daemon stopped (pid {pid}); runs keep training and are re-adopted at the next start")
+        pid = _stop_daemon(home)
+        print(f"no daemon running for {home.root}" if pid is None else
+              f"daemon stopped (pid {pid}); runs keep training and are re-adopted at the next start")
+        return 0
+    if args.action == "restart":
+        # after an upgrade (`git pull`): the daemon runs this version's code, its runs keep training
+        if not home.own_daemon:
+            raise CLIError(f"the daemon on {home.where} is not this machine's to start: restart it where it "
+                           f"runs (mosaic daemon restart there)")
+        pid = _stop_daemon(home)
+        info = start_daemon(home, max_runs=args.max_runs)
+        with Client(home, timeout=5) as client:
+            counts = client.call(P.STATUS)["runs"]
+        adopted = sum(counts.get(state, 0) for state in P.ACTIVE_STATES)
+        print(f"daemon {'re' if pid else ''}started (pid {info['pid']}, version {info.get('version')}) for "
+              f"{home.root}; {plural(adopted, 'active run')} re-adopted")
         return 0
     # status
     try:
@@ -184,12 +184,45 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         _print_json(status)
     else:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(status["runs"].items())) or "no runs"
-        print(f"daemon running: pid {status['pid']}, up {duration(status['uptime'])}, "
+        print(f"daemon running: pid {status['pid']}, version {status.get('version') or '?'}, "
+              f"up {duration(status['uptime'])}, "
               f"{plural(status['clients'], 'client')}, {status['rss_bytes'] / 1e6:.0f} MB RSS")
         print(f"home {status['home']}  socket {status['socket']}")
+        newer = _newer_here(status)
+        if newer:
+            print(newer)
         on_cluster = f", {status['cluster']} on a cluster (no slot)" if status.get("cluster") else ""
         print(f"runs: {counts}; {status['active']}/{status['max_concurrent']} slots busy{on_cluster}")
     return 0
+
+
+def _stop_daemon(home: Home) -> int | None:
+    """Shut the home's daemon down and wait for its process to end; its pid (None: none ran)."""
+    from mosaic_tui.client import Client, DaemonUnavailable
+    try:
+        client = Client(home, timeout=5)
+    except DaemonUnavailable:
+        return None
+    with client:
+        pid = client.info["pid"]
+        client.call(P.SHUTDOWN)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if _exited(pid):
+            return pid
+        time.sleep(0.05)
+    raise CLIError(f"the daemon (pid {pid}) did not stop within 15s")
+
+
+def _newer_here(status: dict[str, Any]) -> str | None:
+    """A line for `daemon status` when this mosaic is not the daemon's version (a `git pull` since
+    the daemon started): how to restart it as this one."""
+    from daemon.version import version
+    mine, theirs = version(), status.get("version")
+    if theirs == mine:
+        return None
+    what = f"this mosaic is {mine}" if theirs else f"the daemon is older than this mosaic ({mine}): it says no version"
+    return f"{what}; `mosaic daemon restart` starts the daemon as it (its runs keep training and are re-adopted)"
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
@@ -526,14 +559,16 @@ def _job_fields(run: dict[str, Any]) -> list[tuple[str, Any]]:
     return fields[:2] + [("queue says", says)] + fields[2:] if says else fields
 
 
-def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expected: str = P.SUCCEEDED) -> int:
+def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expected: str = P.SUCCEEDED,
+          until_processes_end: bool = False) -> int:
     """Wait for a final state; print it (stdout if it is the expected one); 0 if it is."""
     deadline = None if timeout is None else time.monotonic() + timeout
     with _client(args, ) as client:
         run = client.call(P.GET, run=run_ref)
         client.call(P.SUBSCRIBE, runs=True, rev=client.info["rev"])
         run = client.call(P.GET, run=run["id"])  # after subscribing: no change can slip between
-        while run["state"] not in P.FINAL_STATES:
+        # until_processes_end: a lost run whose processes run on (fmt.still_running) ends when they do
+        while run["state"] not in P.FINAL_STATES or (until_processes_end and fmt.still_running(run)):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise CLIError(f"timed out after {timeout:g}s waiting for {run['name']} ({run['state']})",
@@ -543,7 +578,7 @@ def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expecte
                     run = params["run"]
                 elif method == P.NOTIFY_RUN and params.get("deleted") == run["id"]:
                     raise CLIError(f"run {run['name']} was deleted")
-                if run["state"] in P.FINAL_STATES:
+                if run["state"] in P.FINAL_STATES and not (until_processes_end and fmt.still_running(run)):
                     break
             else:
                 run = client.call(P.GET, run=run["id"])
@@ -552,7 +587,7 @@ def _wait(args: argparse.Namespace, run_ref: str, timeout: float | None, expecte
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    return _wait(args, args.run, args.timeout)
+    return _wait(args, args.run, args.timeout, until_processes_end=True)
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -560,7 +595,8 @@ def cmd_control(args: argparse.Namespace) -> int:
               "continue": P.CONTINUE}[args.command]
     with _client(args) as client:
         run = client.call(method, run=args.run)
-    if args.command == "cancel" and run["state"] not in P.FINAL_STATES and not args.no_wait:
+    if args.command == "cancel" and (run["state"] not in P.FINAL_STATES or fmt.still_running(run)) \
+            and not args.no_wait:
         return _wait_cancel(args, run)
     if args.command == "stop" and run["state"] not in P.FINAL_STATES and not args.no_wait:
         # the checkpoint's save, bounded by the daemon's stop_grace_seconds
@@ -573,7 +609,7 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 def _wait_cancel(args: argparse.Namespace, run: dict[str, Any]) -> int:
     # the run may also have ended on its own meanwhile: that is no error either
-    code = _wait(args, run["id"], timeout=120, expected=P.CANCELLED)
+    code = _wait(args, run["id"], timeout=120, expected=P.CANCELLED, until_processes_end=True)
     return 0 if code in (0, EXIT_RUN_NOT_SUCCEEDED) else code
 
 
@@ -1019,9 +1055,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("action", choices=["start", "stop", "restart", "status"],
+                   help="restart: stop it and start it as this version (after an upgrade); runs keep training")
     p.add_argument("--foreground", action="store_true", help="with start: run in this terminal")
-    p.add_argument("--max-runs", type=INTEGER, help="with start: concurrent runs (default: CPU count)")
+    p.add_argument("--max-runs", type=INTEGER, help="with start or restart: concurrent runs (default: CPU count)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_daemon)
 

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 from daemon import protocol as P
 from daemon.home import Home
+from daemon.version import version
 
 log = logging.getLogger("mosaic.app.client")
 
@@ -27,6 +28,24 @@ READ_SLICE = 0.005        # seconds of notification handling before the loop is 
 
 class DaemonUnavailable(ConnectionError):
     """No daemon answers on the home's socket."""
+
+
+def older_daemon(home: Home, info: dict[str, Any], method: str) -> P.RPCError:
+    """What a client says when the daemon lacks a method this one knows: a daemon started before
+    an upgrade (a `git pull`) runs the old code until it is restarted, its runs with it."""
+    theirs = f"version {info['version']}" if info.get("version") else "a version from before daemons said theirs"
+    how = ("`mosaic daemon restart` starts it again as this version" if home.own_daemon
+           else "restart it where it runs (`mosaic daemon restart` there)")
+    return P.RPCError(P.METHOD_NOT_FOUND, f"the daemon for {home.where} (pid {info.get('pid', '?')}, {theirs}) is older "
+                                          f"than this mosaic ({version()}) and has no {method!r}: {how}; its runs keep "
+                                          f"training and are re-adopted")
+
+
+def knows(info: dict[str, Any], method: str) -> bool:
+    """Whether the daemon that answered hello with ``info`` has ``method`` (one from before hello
+    listed them is asked, and its METHOD_NOT_FOUND answers)."""
+    methods = info.get("methods")
+    return methods is None or method in methods or method not in P.METHODS
 
 
 class Client:
@@ -91,8 +110,16 @@ class Client:
 
     def call(self, method: str, **params: Any) -> Any:
         """Send one request and wait for its result (notifications meanwhile wait in ``pending``); an
-        error reply is raised as RPCError."""
-        return self.result(self.request(method, **params))
+        error reply is raised as RPCError, a method the daemon does not know says the daemon is older."""
+        info = getattr(self, "info", None) or {}
+        if not knows(info, method):
+            raise older_daemon(self.home, info, method)
+        try:
+            return self.result(self.request(method, **params))
+        except P.RPCError as err:
+            if err.code == P.METHOD_NOT_FOUND and method in P.METHODS:
+                raise older_daemon(self.home, info, method) from None
+            raise
 
     def request(self, method: str, **params: Any) -> int:
         """Send a request without waiting for its answer (``result`` reads it): a caller
@@ -304,9 +331,19 @@ class AsyncClient:
 
     async def call(self, method: str, **params: Any) -> Any:
         """One request's result, awaited (notifications go to ``on_notify`` meanwhile); an error reply
-        is raised as RPCError."""
+        is raised as RPCError, a method the daemon does not know says the daemon is older."""
         if self.writer is None or self.closed.is_set() and self._reader_task is not None and self._reader_task.done():
             raise ConnectionError("not connected to the daemon")
+        if not knows(self.info, method):
+            raise older_daemon(self.home, self.info, method)
+        try:
+            return await self._call(method, params)
+        except P.RPCError as err:
+            if err.code == P.METHOD_NOT_FOUND and method in P.METHODS:
+                raise older_daemon(self.home, self.info, method) from None
+            raise
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
         req_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         self._waiting[req_id] = fut

@@ -172,6 +172,8 @@ def state_label(run: dict[str, Any]) -> str:
     cluster run its scheduler has not started yet says so ("pending (Priority)", queue_label),
     and one whose cancel is under way is marked with *."""
     state = run.get("state", "?")
+    if still_running(run):   # lost, its processes running on unsupervised: `mosaic cancel` ends them
+        return "lost, still running*" if run.get("cancel_requested") else "lost, still running"
     queued = queue_label(run)
     if queued:
         return f"{queued}*" if run.get("cancel_requested") else queued
@@ -180,6 +182,12 @@ def state_label(run: dict[str, Any]) -> str:
     if state == "running" and (run.get("summary") or {}).get("phase") == "compiling":
         return "compiling…"
     return state
+
+
+def still_running(run: dict[str, Any]) -> bool:
+    """A lost run (its supervisor died without an exit record) whose processes run on: the daemon
+    lists them in its resources (``orphans``) until they end."""
+    return run.get("state") == "lost" and bool((run.get("resources") or {}).get("orphans"))
 
 
 # -- a run placed on a cluster (docs/cluster.md): the scheduler's view, from the run's resources --
