@@ -570,6 +570,8 @@ def test_a_private_ray_that_does_not_start_in_time_is_started_again_once(tmp_pat
     with pytest.raises(RuntimeError, match="port 6379"):
         rllib.RayRuntime({"address": "", "num_cpus": 1}, run_dir, f"retry-{os.getpid()}").start()
     assert len(calls) == 1
+    # the start that failed took its short link to the run's Ray dir with it: none dangles in /tmp
+    assert not Path(f"/tmp/{rllib.LINK_PREFIX}retry-{os.getpid()}").is_symlink()
 
 
 def test_cancel_leaves_no_ray_process(daemon, mosaic):

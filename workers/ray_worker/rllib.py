@@ -92,7 +92,11 @@ class RayRuntime:
         trainable.DEFAULT_STORAGE_PATH = str(self.run_dir / RESULTS_DIR)
         if self.private:
             private_token()
-            self._start_private()
+            try:
+                self._start_private()
+            except BaseException:
+                self.remove_link()   # no stop() follows a start that failed: its link would dangle
+                raise
         else:
             # A cluster's own settings win: no num_cpus, no temp dir of ours.
             ray.init(address=self.address, log_to_driver=True, logging_level="WARNING")
