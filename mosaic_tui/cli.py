@@ -460,9 +460,25 @@ def _where_brief(text: str | None) -> bool:
         raise CLIError(exc.line("--where"), EXIT_USAGE) from None
 
 
+def _columns_and_sort(args: argparse.Namespace, runs: list[dict[str, Any]], window: int):
+    """--sort KEY and --columns KEY,...: the runs in that order and (header, reader) per column."""
+    if not args.columns and not args.sort:
+        return runs, []
+    from mosaic_tui import query
+    keys = query.Keys(runs)
+    try:
+        if args.sort:
+            runs = query.sort_runs(runs, args.sort, keys, window)
+        names = [k.strip() for k in (args.columns or "").split(",") if k.strip()]
+        return runs, [(name, query.key_reader(name, keys, window)) for name in names]
+    except query.QueryError as exc:
+        raise CLIError(f"--{'sort' if args.sort and exc.text == args.sort.lstrip('-') else 'columns'} "
+                       f"{exc.text}: {exc.message}", EXIT_USAGE) from None
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     window = _return_window(args)
-    brief = not args.json and _where_brief(args.where)
+    brief = not args.json and _where_brief(args.where) and not args.columns and not args.sort
     with _client(args) as client:
         # the table needs a fraction of each run: the brief listing is a fifth of the bytes
         runs = client.call(P.LIST, states=args.state or None, **({"brief": True, "returns": window} if brief
@@ -475,6 +491,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     for tag in args.tag or []:
         runs = [r for r in runs if tag in (r.get("tags") or [])]
     runs = where_runs(args.where, runs, window)
+    runs, columns = _columns_and_sort(args, runs, window)
     now = time.time()
     if args.json:
         _print_json([{**run, "derived": derived(run, now, window)} for run in runs])
@@ -488,8 +505,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
                      " ".join(run.get("tags") or []) or "-"])
         if args.wide:
             rows[-1] += [*system_figures(run), (run.get("note") or "-").splitlines()[0][:40] or "-"]
+        if columns:
+            from mosaic_tui.query import value_text
+            rows[-1] += [value_text(read(run)) for _, read in columns]
     header = ["ID", "NAME", "WORKER", "ALGO", "ENV", "STATE", "PROG", "STEPS", f"AVG{window}", "BEST@STEP", "ETA",
-              "ELAPSED", "TAGS"] + (["CPU", "RSS", "THREADS", "NOTE"] if args.wide else [])
+              "ELAPSED", "TAGS"] + (["CPU", "RSS", "THREADS", "NOTE"] if args.wide else []) + [
+              name.upper() for name, _ in columns]
     if any(fmt.job(run) is not None for run in runs):   # a cluster run: its job, node and wall time left
         header.insert(6, "JOB")
         for row, run in zip(rows, runs):
@@ -1140,6 +1161,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", metavar="TAG", help="only runs with this tag (repeatable: all of them)")
     p.add_argument("--where", metavar="QUERY", help="only runs the query keeps, e.g. 'lr < 3e-4 and state = "
                    "succeeded' (docs/results.md)")
+    p.add_argument("--columns", metavar="KEY[,KEY]", help="a column for each of these keys (params, config keys, "
+                   "fields: lr,gamma,seed)")
+    p.add_argument("--sort", metavar="[-]KEY", help="order the runs by this key; descending: --sort=-KEY "
+                   "(e.g. --sort=-mean_return)")
     p.add_argument("--wide", action="store_true", help="also each run's CPU, memory and threads (last sample) and note")
     p.add_argument("--window", type=int, default=DEFAULT_RETURN_WINDOW, metavar="N",
                    help=f"the return shown is the mean of the last N episodes (default {DEFAULT_RETURN_WINDOW})")

@@ -867,3 +867,50 @@ class TableFilter:
             except QueryError as exc:
                 self.error = exc
         return self._good
+
+
+# -- columns and sorting by any key (mosaic ls --columns / --sort) ---------------------------------
+def key_reader(key: str, keys: Keys | None, window: int = DEFAULT_WINDOW,
+               now: float | None = None) -> Callable[[dict[str, Any]], Any]:
+    """A run's value of ``key`` (None when it has none); QueryError for an unknown key."""
+    resolved = resolve(key, keys, 1, key)
+    at = time.time() if now is None else now
+
+    def read(run: dict[str, Any]) -> Any:
+        value = resolved.get(run, at, window)
+        return None if value is _MISSING else value
+    return read
+
+
+def value_text(value: Any) -> str:
+    """A key's value in a column: numbers short (3e-4, 0.99, 1e6), lists and dicts as JSON."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def sort_runs(runs: list[dict[str, Any]], key: str, keys: Keys | None, window: int = DEFAULT_WINDOW,
+              ) -> list[dict[str, Any]]:
+    """Runs by ``key`` (``-key``: descending): numbers before text, runs without it last."""
+    descending = key.startswith("-")
+    read = key_reader(key.lstrip("-"), keys, window)
+
+    def rank(run):
+        v = read(run)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return (0, -v if descending else v, "")
+        if v is None:
+            return (2, 0, "")
+        return (1, 0, str(v).lower())
+    ordered = sorted(runs, key=rank)
+    if descending:   # text descending too, the runs without the key still last
+        nums = [r for r in ordered if rank(r)[0] == 0]
+        texts = [r for r in ordered if rank(r)[0] == 1][::-1]
+        ordered = nums + texts + [r for r in ordered if rank(r)[0] == 2]
+    return ordered

@@ -61,6 +61,18 @@ def test_ls_where_and_report(mosaic, runs):
     assert bad.returncode == 2 and "column 15: mean_return is a number: high is not one" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
 
+    # -- ls --columns and --sort: config keys as columns, the runs in a key's order
+    out = mosaic.run("ls", "--where", "return_offset = 30", "--columns", "return_offset,episode_every",
+                     "--sort=-mean_return", check=True).stdout.splitlines()
+    assert out[0].split()[-2:] == ["RETURN_OFFSET", "EPISODE_EVERY"]
+    assert [line.split()[1] for line in out[1:4]] == ["b-s1", "b-s3", "b-s2"]      # 230, 230, 217.5
+    assert [line.split()[-2:] for line in out[1:4]] == [["30", "100"], ["30", "200"], ["30", "125"]]
+    out = mosaic.run("ls", "--sort", "episode_every", "--where", "state = succeeded", check=True).stdout.splitlines()
+    assert [line.split()[1] for line in out[1:7]][:2] == ["a-s1", "a-s2"]           # 50, then 100 (a-s2, b-s1)
+    bad = mosaic.run("ls", "--sort", "episode_evry")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--sort episode_evry: unknown key episode_evry (did you mean episode_every" in bad.stderr
+
     # -- report: grouped by a param, the failed run left out (only finished runs by default)
     rep = report(mosaic, "--by", "return_offset", "--reps", "2000", "--seed", "7")
     groups = {g["group"]: g for g in rep["groups"]}

@@ -186,3 +186,17 @@ def test_ten_thousand_runs_compile_and_filter():
     query = compile_query("lr < 3e-3 and algo in (ppo) and mean_return > 100 or tag = x", keys, now=NOW)
     kept = query.filter(runs)
     assert len(kept) == sum(1 for i in range(3000) if i % 2 and i % 500 > 100)
+
+
+def test_sort_by_any_key_and_column_values():
+    from mosaic_tui.query import key_reader, sort_runs, value_text
+    assert [r["name"] for r in sort_runs(RUNS, "lr", KEYS)] == ["ppo-a", "ppo-b", "dqn-c", "sac-d"]
+    assert [r["name"] for r in sort_runs(RUNS, "-mean_return", KEYS)] == ["ppo-b", "ppo-a", "dqn-c", "sac-d"]
+    # runs without the key go last, either way
+    assert [r["name"] for r in sort_runs(RUNS, "-activation", KEYS)][0] == "dqn-c"
+    assert [r["name"] for r in sort_runs(RUNS, "net.hidden", KEYS)][-2:] == ["dqn-c", "sac-d"]
+    read = key_reader("params.net", KEYS)
+    assert value_text(read(RUNS[0])) == '{"hidden":64}' and value_text(read(RUNS[3])) == "-"
+    assert value_text(key_reader("lr", KEYS)(RUNS[1])) == "0.0003"
+    with pytest.raises(QueryError, match="unknown key nope"):
+        sort_runs(RUNS, "nope", KEYS)
