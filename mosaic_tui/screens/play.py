@@ -86,7 +86,8 @@ class PlayScreen(Screen):
         display: block;
     }
     PlayScreen #play-log {
-        height: 7;
+        height: auto;
+        max-height: 7;
         display: none;
         background: $surface;
         scrollbar-size-vertical: 1;
@@ -99,6 +100,7 @@ class PlayScreen(Screen):
     }
     PlayScreen.-noframes #play-log {
         height: 1fr;
+        max-height: 100%;
     }
     """
 
