@@ -70,8 +70,13 @@ def _aggregates_batch(batch: np.ndarray, gamma: float) -> np.ndarray:
     task_means = np.mean(batch, axis=1)
     out = np.empty((reps, 4))
     out[:, 0] = _trim_mean(flat)
-    out[:, 1] = np.mean(task_means, axis=1)
-    out[:, 2] = np.median(task_means, axis=1)
+    if task_means.shape[1] == 1:
+        # one task: the mean and the median of one task mean are that mean, to the bit (a sum of
+        # one value over one), and np.median's partition of 10,000 rows of one is saved
+        out[:, 1] = out[:, 2] = task_means[:, 0]
+    else:
+        out[:, 1] = np.mean(task_means, axis=1)
+        out[:, 2] = np.median(task_means, axis=1)
     out[:, 3] = gamma - np.mean(np.minimum(flat, gamma), axis=1)
     return out
 
@@ -105,6 +110,9 @@ def _percentile_ci(results: np.ndarray, size: float) -> tuple[np.ndarray, np.nda
     k = results.shape[1]
     lower, upper = np.zeros(k), np.zeros(k)
     for i in range(k):
+        if i and np.array_equal(results[:, i], results[:, i - 1]):   # one task: mean and median alike
+            lower[i], upper[i] = lower[i - 1], upper[i - 1]
+            continue
         lower[i], upper[i] = np.percentile(results[:, i], [lo_pct, hi_pct])
     return lower, upper
 
