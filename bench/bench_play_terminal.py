@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import pty
 import re
@@ -53,6 +54,7 @@ MAX_WAIT_S = 3.0             # ... and look at most this long for its frame
 GAP = (0.12, 0.25)           # seconds between presses (spread, so no press falls on the same phase of a timer)
 GOAL_LOCAL_MS = 50
 GOAL_SSH_MS = 100
+NICE = 0                     # --nice N: this process, and so the app, the daemon, its worker and sshd
 
 
 def load() -> str:
@@ -242,6 +244,9 @@ def daemon_of(checkout: Path):
     runs cancelled, the daemon stopped and the home removed afterwards."""
     from daemon.home import Home
     path = tempfile.mkdtemp(prefix="mbpt-", dir="/tmp")
+    if NICE:
+        # the worker at the daemon's priority, so the whole chain runs at NICE
+        Home.resolve(path).settings_file.write_text(json.dumps({"worker_nice": 0}))
     cli = [sys.executable, "-m", "mosaic_tui.cli", "--home", path, "daemon"]
     subprocess.run([*cli, "start"], cwd=str(checkout), env=_env(checkout), check=True, capture_output=True,
                    timeout=120)
@@ -274,7 +279,7 @@ def ssh_round(checkout: Path, count: int, profile: str | None = None) -> dict | 
         return "skipped: openssh-server and openssh-client are needed"
     remote = (f"cd {shlex.quote(str(checkout))} && PYTHONPATH={shlex.quote(str(checkout))} "
               f"{shlex.quote(sys.executable)} -m mosaic_tui.cli")
-    with daemon_of(checkout) as server, running_sshd() as (config, host, _proc):
+    with daemon_of(checkout) as server, running_sshd() as (config, host, _sshd):
         laptop = tempfile.mkdtemp(prefix="mbpt-", dir="/tmp")
         try:
             argv = play_argv(laptop, "--ssh", host, "--ssh-config", config, "--remote-mosaic", remote,
@@ -331,8 +336,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ssh-only", action="store_true")
     parser.add_argument("--checkout", type=Path, default=ROOT, help="run the app from this checkout")
     parser.add_argument("--profile", help="py-spy flame graph of the app during the presses (.svg)")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="run the app, the daemon, the worker and sshd at this nice value (a negative one, "
+                             "as root: a busy machine's other processes yield to them, as on a quiet machine)")
     args = parser.parse_args(argv)
-    label = "" if args.checkout == ROOT else f" [{args.checkout}]"
+    global NICE
+    NICE = args.nice
+    if NICE:
+        os.nice(NICE)       # inherited by everything started from here
+    label = ("" if args.checkout == ROOT else f" [{args.checkout}]") + (f" [nice {NICE}]" if NICE else "")
     print_table(run(args.presses, args.rounds, not args.ssh_only, not args.local_only, args.checkout.resolve(),
                     args.profile, label))
     return 0

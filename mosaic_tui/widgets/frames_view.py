@@ -539,10 +539,18 @@ class FramesView(Widget, can_focus=True):
         try:
             while self._expected > 0 and time.monotonic() < self._expect_until and not self.paused:
                 await asyncio.sleep(EXPECT_POLL_S)
-                self.poll()
+                if self._newer_frame():
+                    self.poll()
         finally:
             self._expected = 0
             self._expect_task = None
+
+    def _newer_frame(self) -> bool:
+        """Is there a frame newer than the one shown? (cheap: the ring's head, no pixels)"""
+        current = self.current[0] if self.current is not None else None
+        if self.source == SOURCE_SHM and self.reader is not None and self.reader.attached:
+            return self.reader.head != current
+        return True         # not attached yet, or the relay: poll() finds out
 
     def fps(self) -> float:
         now = time.monotonic()
