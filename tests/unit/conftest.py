@@ -1,0 +1,23 @@
+"""The unit layer: pure pieces, each test in milliseconds. No process is started and no socket
+opened here (the integration tests beside tests/unit do that); trying is a test error that says so."""
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import pytest
+
+
+class _NotInUnitTests:
+    def __init__(self, what: str):
+        self.what = what
+
+    def __call__(self, *args, **kwargs):
+        raise AssertionError(f"a unit test started {self.what}: it belongs beside tests/unit, not in it")
+
+
+@pytest.fixture(autouse=True)
+def _no_processes_no_sockets(monkeypatch):
+    monkeypatch.setattr(subprocess, "Popen", _NotInUnitTests("a process"))
+    monkeypatch.setattr(socket, "socket", _NotInUnitTests("a socket"))
+    monkeypatch.setattr(socket, "socketpair", _NotInUnitTests("a socket pair"))
