@@ -9,7 +9,10 @@ of its own; it starts the worker in a process group of its own, with stdout on
 through the daemon and nothing is lost when the daemon dies), waits for it,
 and records how it ended in ``exit.json``. It is a child subreaper, so
 processes the worker leaves behind (env subprocesses, Ray's daemons) are
-re-parented to it and killed when the worker ends: no run leaves a process.
+re-parented to it and killed when the worker ends: no run leaves a process. The
+worker's TMPDIR is a folder of the run's own in the machine's temp dir, removed once the
+worker's processes have ended: no run leaves a file there either (a killed worker cannot
+remove its libraries' temporary files itself).
 
 The worker (and so everything it starts) runs ``--nice N`` steps nicer than the
 supervisor (``worker_nice`` in settings.json, default 10): a worker that keeps
@@ -42,8 +45,10 @@ import ctypes
 import json
 import os
 import select
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
 from daemon import proctree
@@ -87,6 +92,7 @@ class Shim:
         self.stop_requested = False
         self.stop_pending = False   # a stop the worker was not yet listening for
         self.kill_deadline: float | None = None
+        self.tmp_dir: str | None = None
 
     def _spawn(self) -> int:
         events_fd = os.open(os.path.join(self.run_dir, EVENTS_FILE),
@@ -108,6 +114,8 @@ class Shim:
                 # a native crash (SIGSEGV in llama.cpp, torch, XLA) leaves the crashing thread's
                 # Python frames on stderr, so the failure reason can name the library (daemon/crash.py)
                 os.environ.setdefault("PYTHONFAULTHANDLER", "1")
+                if self.tmp_dir:
+                    os.environ["TMPDIR"] = self.tmp_dir
                 if self.cpus:
                     os.sched_setaffinity(0, self.cpus)
                 if self.memory_mb:
@@ -199,6 +207,12 @@ class Shim:
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
         started_at = time.time()
+        # the run's own temp dir, inside the machine's (TMPDIR): what its libraries leave there when the
+        # worker is killed (W&B's import-time dirs, multiprocessing's pymp-*) goes with the run
+        try:
+            self.tmp_dir = tempfile.mkdtemp(prefix="mosaic-run-")
+        except OSError:
+            self.tmp_dir = None   # a full /tmp: the worker uses the machine's, as it would anyway
         self.worker_pid = self._spawn()
         write_json_atomic(os.path.join(self.run_dir, SUPERVISOR_FILE), {
             "supervisor_pid": os.getpid(),
@@ -237,6 +251,8 @@ class Shim:
         os.close(worker_fd)
         self._reap_rest()
         signal.setitimer(signal.ITIMER_REAL, 0)
+        if self.tmp_dir:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
         record: dict = {"ended_at": time.time(), "worker_pid": self.worker_pid,
                         "cancel_requested": self.cancel_requested, "stop_requested": self.stop_requested}

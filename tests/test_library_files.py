@@ -77,3 +77,22 @@ def test_textworld_games_are_compiled_in_mosaics_cache_and_the_old_cache_is_move
     assert files_under(user) == [".cache", ".cache/mosaic-tui", ".cache/mosaic-tui/textworld",
                                  *(f".cache/mosaic-tui/textworld/coin_collector-seed{s}.{x}"
                                    for s in (0, 7) for x in ("json", "z8"))]
+
+
+def test_what_a_killed_worker_leaves_in_its_temp_dir_goes_with_its_run(tmp_path):
+    """The supervisor gives the worker a temp dir of the run's own inside the machine's (TMPDIR) and
+    removes it once the worker's processes have ended: a worker that dies without cleaning up (W&B
+    makes its wandb-media dirs at import, multiprocessing its pymp-* dirs) leaves nothing there."""
+    machine_tmp, run_dir = tmp_path / "tmp", tmp_path / "run"
+    machine_tmp.mkdir()
+    run_dir.mkdir()
+    worker = ("import os, tempfile; d = tempfile.mkdtemp('wandb-media'); open(os.path.join(d, 'x'), 'w').close(); "
+              "print(d, flush=True); os.kill(os.getpid(), 9)")
+    proc = subprocess.run([sys.executable, "-m", "daemon.shim", str(run_dir), "--", sys.executable, "-c", worker],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TMPDIR": str(machine_tmp), "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    made = (run_dir / "events.jsonl").read_text().strip()
+    assert made.startswith(str(machine_tmp / "mosaic-run-")) and made.endswith("wandb-media")
+    assert json.loads((run_dir / "exit.json").read_text())["signal_name"] == "SIGKILL"
+    assert list(machine_tmp.iterdir()) == []
