@@ -127,6 +127,9 @@ def test_a_lost_run_whose_processes_run_on_says_so_and_is_cancelled(home, mosaic
         refused = mosaic.run("continue", run_id)
         assert refused.returncode != 0 and "its processes still run" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
+        # a daemon started later knows them still (the record holds them)
+        mosaic.run("daemon", "restart", check=True)
+        assert "lost, still running" in mosaic.run("ls", check=True).stdout
 
         done = mosaic.run("cancel", run_id)
         assert done.returncode == 0, done.stdout + done.stderr
