@@ -124,8 +124,9 @@ def test_a_misspelled_env_is_refused_in_one_line_with_the_closest_ids():
 # -- real plays through the daemon ----------------------------------------------------------------
 @pytest.fixture
 def game_home(tmp_path, monkeypatch):
-    """A HOME of the test's own, set before the daemon starts (its runs inherit it): TextWorld's
-    compiled games are cached in ~/.cache/mosaic/textworld (compiled once there: seconds)."""
+    """A HOME of the test's own, set before the daemon starts (its runs inherit it): what a play's
+    libraries might write under ~ lands there (TextWorld's games are cached in the session's
+    $XDG_CACHE_HOME/mosaic-tui/textworld: compiled once a session)."""
     monkeypatch.setenv("HOME", str(tmp_path))
     return tmp_path
 
