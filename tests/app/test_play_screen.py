@@ -373,7 +373,8 @@ async def test_a_play_that_fails_says_why_on_its_screen(daemon, mosaic):
 
 @pytest.mark.long   # TextWorld compiles its game with Inform 7 first (tens of seconds on a busy machine)
 async def test_a_textworld_play_in_the_app_shows_the_game_from_its_first_text(tmp_path, monkeypatch, home, mosaic):
-    """The real TextWorld play (its game compiled in a HOME of the test's own) through the real daemon:
+    """The real TextWorld play (in a HOME of the test's own: what its tools write under ~ lands there)
+    through the real daemon:
     the intro and the commands before any command is typed, then `look`'s room whole, then the end."""
     import importlib.util
     if importlib.util.find_spec("textworld") is None:
