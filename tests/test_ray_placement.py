@@ -330,25 +330,37 @@ def test_a_run_pending_on_resources_reads_short_and_its_cancel_ends_it(ray_daemo
 
 
 def test_a_run_whose_ray_cluster_is_gone_is_lost_saying_why_and_can_be_deleted(ray_daemon, mosaic, monkeypatch):
-    """The daemon is killed with a run pending on Ray, and comes back where its Ray answers no more
-    (nothing listens at RAY_ADDRESS): the run is lost after cluster_gone_seconds, saying why, instead
-    of pending for ever; the daemon says once that it cannot poll; the run can be deleted."""
+    """The daemon is killed with two runs pending on Ray, and comes back where its Ray answers no
+    more (nothing listens at RAY_ADDRESS): a cancel ends one at once, saying Ray was not told; the
+    other is lost after cluster_gone_seconds, saying why, instead of pending for ever, across
+    restarts; the daemon says once that it cannot poll; both can be deleted."""
     from tests.ray_cluster import free_ports
     home = mosaic.home
-    run_id = mosaic.submit(*SYNTHETIC, "--steps", "10", "--placement", "ray", "--cpus", "4")
-    job = job_of(mosaic, run_id)
+    runs = [mosaic.submit(*SYNTHETIC, "--steps", "10", "--placement", "ray", "--cpus", "4") for _ in range(2)]
+    jobs = [job_of(mosaic, run_id) for run_id in runs]
     try:
+        wait_for(lambda: all(mosaic.show(r)["resources"].get("queue") == "PENDING" for r in runs), 30, 0.2,
+                 what="the jobs pending")
         os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
         monkeypatch.setenv("RAY_ADDRESS", f"http://127.0.0.1:{free_ports(1)[0]}")
+        mosaic.run("daemon", "start", check=True)
+        assert mosaic.run("cancel", runs[0]).returncode == 0
+        run = mosaic.show(runs[0])
+        assert run["state"] == "cancelled", run
+        assert run["reason"].startswith("cancelled by the user; ray was not told (the Ray cluster at "), run["reason"]
+        assert run["reason"].endswith(f"job ray:{jobs[0]}, which never started, may still be queued there"), run
+        mosaic.run("daemon", "stop", check=True)
         (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5,
                                                              "cluster_gone_seconds": 2}))
         mosaic.run("daemon", "start", check=True)
-        mosaic.run("wait", run_id, "--timeout", "60")
-        run = mosaic.show(run_id)
+        mosaic.run("wait", runs[1], "--timeout", "60")
+        run = mosaic.show(runs[1])
         assert run["state"] == "lost", run
-        assert run["reason"].startswith(f"job ray:{job}: ray has not answered for "), run["reason"]
+        assert run["reason"].startswith(f"job ray:{jobs[1]}: ray has not answered for "), run["reason"]
         assert "does not answer" in run["reason"] and "cluster_gone_seconds" in run["reason"], run["reason"]
-        assert home.daemon_log.read_text().count("cannot poll ray") == 1
-        assert mosaic.run("delete", run_id, "--yes").returncode == 0
+        assert home.daemon_log.read_text().count("cannot poll ray") == 2   # once by each daemon
+        for run_id in runs:
+            assert mosaic.run("delete", run_id, "--yes").returncode == 0
     finally:
-        ray_daemon.stop_job(job)
+        for job in jobs:
+            ray_daemon.stop_job(job)
