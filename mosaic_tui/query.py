@@ -380,10 +380,24 @@ def ulid_time(run_id: str) -> float | None:
     return value / 1000.0
 
 
+_SWEEP_RUN = re.compile(r"^(.*)-t(\d+)-s\d+$")
+
+
+def sweep_name(run: dict[str, Any]) -> str | None:
+    """The name of a run's sweep: a sweep names its runs <sweep>-t<trial>-s<seed> and records its
+    id in the run; a run renamed since gives the id."""
+    if run.get("sweep") is None:
+        return None
+    m = _SWEEP_RUN.match(str(run.get("name") or ""))
+    if m and run.get("trial") is not None and int(m.group(2)) == run["trial"]:
+        return m.group(1)
+    return run["sweep"]
+
+
 def _group(run: dict[str, Any], now: float) -> str | None:
     if run.get("sweep") is None or run.get("trial") is None:
         return None
-    return f"{run['sweep']}-t{run['trial']}"
+    return f"{sweep_name(run)}-t{run['trial']}"
 
 
 def run_return(run: dict[str, Any], window: int) -> float | None:
@@ -405,7 +419,8 @@ FIELDS: dict[str, tuple[str, Callable[[dict[str, Any], float, int], Any]]] = {
     "state": ("state", lambda r, now, w: r.get("state")),
     "note": ("str", lambda r, now, w: r.get("note") or ""),
     "tag": ("tags", lambda r, now, w: r.get("tags") or []),
-    "sweep": ("str", lambda r, now, w: r.get("sweep")),
+    "sweep": ("str", lambda r, now, w: sweep_name(r)),
+    "sweep_id": ("str", lambda r, now, w: r.get("sweep")),
     "trial": ("num", lambda r, now, w: r.get("trial")),
     "group": ("str", lambda r, now, w: _group(r, now)),
     "mode": ("str", lambda r, now, w: _config(r).get("mode") or "train"),

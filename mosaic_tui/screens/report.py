@@ -182,9 +182,9 @@ def for_runs(run_ids: list[str], runs: dict[str, dict[str, Any]]) -> ReportScree
 
 def for_sweep(sweep: dict[str, Any]) -> ReportScreen:
     """The group view of a sweep: its trials (one config's seeds), then each swept param alone."""
-    name = sweep["name"]
+    name, sweep_id = sweep["name"], sweep["id"]
     params = list((sweep.get("spec") or {}).get("params") or {})
-    return ReportScreen(f"sweep {name}", lambda r: r.get("sweep") == name,
+    return ReportScreen(f"sweep {name}", lambda r: r.get("sweep") == sweep_id,
                         [None, *([p] for p in params), ["tags"]])
 
 

@@ -50,6 +50,13 @@ def param_lines(sweep: dict[str, Any]) -> Text:
     return text
 
 
+def _param_rank(value: Any) -> tuple:
+    """A param's value in a sort: numbers in order, then text, then trials without it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    return (1, 0, str(value)) if value is not None else (2, 0, "")
+
+
 class SweepScreen(Screen):
     DEFAULT_CSS = """
     SweepScreen #sweep-trials {
@@ -68,6 +75,7 @@ class SweepScreen(Screen):
         Binding("e", "export", "Export CSV", id="sweep.export"),
         Binding("enter", "open", "Open run", id="sweep.open"),
         Binding("R", "report", "Report", id="sweep.report"),
+        Binding("o", "order", "Sort", id="sweep.order"),
     ]
 
     def __init__(self, sweep_id: str) -> None:
@@ -76,6 +84,7 @@ class SweepScreen(Screen):
         self.sweep: dict[str, Any] | None = None
         self.last_export: str | None = None
         self._rows: list[str] = []   # the first run of each row's trial
+        self.order: str | None = None   # the swept param the rows are sorted by (o); None: by objective
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
@@ -115,14 +124,22 @@ class SweepScreen(Screen):
         table.clear(columns=True)
         table.add_columns("#", "trial", "state", "mean ± std", "min..max", "seeds", *names)
         self._rows = []
-        for rank, t in enumerate(sweep["trials"], 1):
+        trials = list(sweep["trials"])      # ranked by the objective: # stays that rank
+        rank_of = {t["trial"]: i for i, t in enumerate(trials, 1)}
+        if self.order in names:
+            trials.sort(key=lambda t: _param_rank(t["params"].get(self.order)))
+        for t in trials:
+            rank = rank_of[t["trial"]]
             band = f"{fmt.num(t['mean'])} ± {fmt.num(t['std'])}" if t["mean"] is not None else "-"
             spread = f"{fmt.num(t['min'])}..{fmt.num(t['max'])}" if t["min"] is not None else "-"
             style = {"pruned": "magenta", "fail": "red", "refused": "red", "running": "yellow"}.get(t["state"], "")
             table.add_row(str(rank), str(t["trial"]), Text(t["state"], style=style), band, spread,
                           str(len(t["runs"])), *[_value(t["params"].get(n, "")) for n in names])
             self._rows.append(t["runs"][0]["id"] if t["runs"] else "")
-        self.query_one("#sweep-params", Static).update(param_lines(sweep))
+        lines = param_lines(sweep)
+        if self.order in names:
+            lines = Text(f"rows sorted by {self.order} (o: the next param)\n", style="bold") + lines
+        self.query_one("#sweep-params", Static).update(lines)
 
     def action_open(self) -> None:
         row = self.query_one(DataTable).cursor_row
@@ -142,6 +159,14 @@ class SweepScreen(Screen):
             writer.writerows(rows)
         self.last_export = str(path)
         self.notify(f"exported {fmt.plural(len(rows), 'run')} to {path}", timeout=6)
+
+    def action_order(self) -> None:
+        """Sort the trials by the next swept param (its column), then by the objective again."""
+        if self.sweep is None:
+            return
+        cycle = [None, *self.sweep["spec"]["params"]]
+        self.order = cycle[(cycle.index(self.order) + 1) % len(cycle)] if self.order in cycle else None
+        self.show(self.sweep)
 
     def action_report(self) -> None:
         """The group view of the sweep's runs: by trial, by each swept param (screens/report.py)."""

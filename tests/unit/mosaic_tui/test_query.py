@@ -64,6 +64,10 @@ def test_config_values_summary_figures_and_fields():
     assert names("seed = 1 and env ~ cart") == ["ppo-a", "ppo-b"]
     assert names("sweep = lr and trial = 1") == ["ppo-b"]
     assert names("group = lr-t0") == ["ppo-a"]
+    # a sweep's run (named <sweep>-t<trial>-s<seed> by the sweep, its id in the record): its sweep's name
+    swept = _run("grid-t3-s2", "ppo", "CartPole-v1", "succeeded", {}, [1], 1, sweep="01SWEEPID", trial=3)
+    assert names("sweep = grid and group = grid-t3", [swept], Keys([swept])) == ["grid-t3-s2"]
+    assert names("sweep_id = 01sweepid", [swept], Keys([swept])) == ["grid-t3-s2"]
     assert names("env = *-v1 and not env = cart*") == ["dqn-c", "sac-d"]
 
 
