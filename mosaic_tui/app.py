@@ -401,14 +401,16 @@ class MosaicApp(App):
         if action in ("cancel", "delete"):
             from mosaic_tui.screens.confirm import ConfirmScreen
             if action == "cancel":
-                active = [r for r in runs if r["state"] not in P.FINAL_STATES]
+                # a lost run whose processes run on (fmt.still_running) is cancelled: they end
+                active = [r for r in runs if r["state"] not in P.FINAL_STATES or fmt.still_running(r)]
                 if not active:
                     self.notify(f"{names}: nothing to cancel, already finished", severity="warning")
                     return
                 question = f"Cancel {names}?\nTheir processes are stopped; what they logged stays."
                 method, todo = P.CANCEL, active
             else:
-                final = [r for r in runs if r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED]
+                final = [r for r in runs if (r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED)
+                         and not fmt.still_running(r)]
                 if not final:
                     self.notify(f"{names}: cancel before deleting", severity="warning")
                     return
