@@ -12,15 +12,17 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from daemon import protocol as P
+from mosaic_tui.fmt import still_running
 
 ACTIONS = (
-    ("cancel", "Cancel", lambda r: r["state"] not in P.FINAL_STATES),
+    # a lost run whose processes run on is cancelled (they end), not deleted (fmt.still_running)
+    ("cancel", "Cancel", lambda r: r["state"] not in P.FINAL_STATES or still_running(r)),
     ("pause", "Pause", lambda r: r["state"] in (P.RUNNING, P.STARTING)),
     ("resume", "Resume", lambda r: r["state"] == P.PAUSED),
     ("stop", "Stop with a checkpoint", lambda r: r["state"] in P.ACTIVE_STATES),
     ("continue", "Continue from its checkpoint", lambda r: r["state"] == P.STOPPED),
     ("clone", "Clone and edit", lambda r: True),
-    ("delete", "Delete", lambda r: r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED),
+    ("delete", "Delete", lambda r: (r["state"] in P.FINAL_STATES or r["state"] == P.QUEUED) and not still_running(r)),
     ("open", "Open", lambda r: True),
     ("play", "Play (take the seat of)", lambda r: r.get("worker") == "human" and r["state"] not in P.FINAL_STATES),
 )

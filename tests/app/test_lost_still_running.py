@@ -27,9 +27,13 @@ async def test_a_lost_run_still_running_is_labelled_so_and_offered_a_cancel_not_
         assert "lost, still running" in [str(cell) for cell in table.get_row(RUN_IDS[2])]
         await pilot.press("j", "j")
         assert table.current_run_id == RUN_IDS[2]
-        await pilot.press("d")   # its processes would write into a removed directory
+        await pilot.press("D")   # its processes would write into a removed directory
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen), "x on a lost run still running offers no cancel"
+        # the command palette offers the same
+        from mosaic_tui.commands import ACTIONS
+        offered = [name for name, _, can in ACTIONS if can(app.link.runs[RUN_IDS[2]])]
+        assert "cancel" in offered and "delete" not in offered
