@@ -26,17 +26,11 @@ from workers.sdk.llm.parse import match_choice
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.textenv import TextEnv, as_text, make_text_env
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage
-from workers.sdk.rundir import write_state
-from workers.sdk.stop import SIGNALS, Stopped
+from workers.sdk.series import EpisodeCut, EpisodeSeries
+from workers.sdk.stop import SIGNALS
 from workers.sdk.telemetry import Emitter, LLM_STEP
 
 RESULTS_FILE = "results.json"
-STOP_STATE = "checkpoints/stop_state.json"   # a stop's state: the episodes played, the counters, the next one
-
-
-class _EpisodeCut(Exception):
-    """A stop came in the middle of an episode: it is not reported, and is played again on continue."""
-
 
 class LLMFailed(RunFailed):
     """A call failed after its retries and params.on_error is 'fail' (the run's reason as it is)."""
@@ -115,6 +109,7 @@ class BalrogRun:
         self.budget = Budget(self.params)
         self.budget_note: str | None = None
         self.episodes: list[dict[str, Any]] = []
+        self.series = EpisodeSeries("mosaic balrog", state=self.state, step=lambda: self.step)
 
     def make_agent(self, env: TextEnv) -> Agent:
         agent_type = self.config["algo"]
@@ -141,17 +136,14 @@ class BalrogRun:
         self.emitter.run_started(worker="balrog", algo=config["algo"], env=config["env"],
                                  total_steps=config.get("steps"), upstream="BALROG (rebuilt)",
                                  model=getattr(self, "model", None), family=self.family)
-        first = self.restore(config["continue_from"]) if config.get("continue_from") else 0
+        first = self.series.restore(config["continue_from"], self.apply) if config.get("continue_from") else 0
         try:
             for episode in range(first, self.params["episodes"]):
                 if config.get("steps") is not None and self.step >= config["steps"]:
                     break
-                if SIGNALS.stop_requested:   # mosaic stop, between two episodes
-                    raise Stopped.after(lambda: self.save(episode), self.step)
-                try:
+                self.series.check(episode)
+                with self.series.episode(episode):
                     self.play_episode(env, agent, episode)
-                except _EpisodeCut:          # mosaic stop, inside one: it is played again on continue
-                    raise Stopped.after(lambda: self.save(episode), self.step) from None
         except BudgetReached as exc:
             self.budget_note = str(exc)
             sys.stderr.write(f"mosaic balrog: {exc}; stopping\n")
@@ -211,7 +203,7 @@ class BalrogRun:
             if not cut:
                 self._record(record, usage, episode_return, length, started, env)
         if cut:
-            raise _EpisodeCut()
+            raise EpisodeCut()
 
     def _record(self, record: dict[str, Any], usage: Usage, episode_return: float, length: int,
                 started: float, env: TextEnv) -> None:
@@ -227,21 +219,16 @@ class BalrogRun:
         self.emitter.scalars(scalars, step=self.step)
 
     # -- stop and continue ------------------------------------------------------------
-    def save(self, next_episode: int) -> str:
-        """The run's state at a stop: the episodes played (results.json's records), the step, the
-        LLM use so far (the budget goes on counting from it) and the episode to play next."""
-        return write_state(STOP_STATE, {"next_episode": next_episode, "step": self.step, "episodes": self.episodes,
-                                        "budget_note": self.budget_note, "total": self.total.state()})
+    def state(self) -> dict[str, Any]:
+        """The run's state at a stop (``workers.sdk.series``): the episodes played (results.json's
+        records), the step and the LLM use so far (the budget goes on counting from it)."""
+        return {"step": self.step, "episodes": self.episodes, "budget_note": self.budget_note,
+                "total": self.total.state()}
 
-    def restore(self, path: str) -> int:
-        """A stop's state back (``save``); the episode to play next."""
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
+    def apply(self, state: dict[str, Any]) -> None:
+        """A stop's state back (``state``)."""
         self.step, self.episodes, self.budget_note = state["step"], state["episodes"], state["budget_note"]
         self.total = Usage.from_state(state["total"])
-        sys.stderr.write(f"mosaic balrog: continuing from {path} at episode {state['next_episode']}, "
-                         f"step {self.step}\n")
-        return int(state["next_episode"])
 
     def _frame(self, env: TextEnv) -> None:
         if self.frames is not None:

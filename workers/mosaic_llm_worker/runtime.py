@@ -41,17 +41,10 @@ from workers.sdk.llm import classic, multigrid
 from workers.sdk.llm.client import make_client
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage, percentile
-from workers.sdk.rundir import write_state
-from workers.sdk.stop import SIGNALS, Stopped
+from workers.sdk.series import EpisodeSeries
 
 ELO_START = 1500.0
 MOVES_FILE = "moves.jsonl"   # in the run directory: every seat's move, step by step
-STOP_STATE = "checkpoints/stop_state.json"   # a stop's state: standings, LLM use, the next episode
-
-
-class _EpisodeCut(Exception):
-    """A stop came in the middle of an episode: it has no result, and is played again on continue."""
-
 
 def play(config: dict[str, Any], emitter) -> int:
     """The run: seat the agents (LLM clients load their model once, Stockfish starts, checkpoints
@@ -396,6 +389,7 @@ class Match:
             if len(self.llm_seats) > 1 and self.params["concurrent"] else None
         self.budget = Budget(self.params)
         self.moves = open(MOVES_FILE, "a", encoding="utf-8", buffering=1)
+        self.series = EpisodeSeries("mosaic_llm", state=self.state, step=lambda: self.steps)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -404,18 +398,17 @@ class Match:
 
     def play(self) -> None:
         family = "classic" if self.env_id in classic.GAMES else "multigrid"
-        first = self.restore(self.config["continue_from"]) if self.config.get("continue_from") else 0
+        first = self.series.restore(self.config["continue_from"], self.apply) \
+            if self.config.get("continue_from") else 0
         for episode in range(first, self.params["episodes"]):
             seed = int(self.config["seed"]) + episode
-            if SIGNALS.stop_requested:   # mosaic stop, between two episodes
-                raise Stopped.after(lambda: self.save(episode), self.steps)
+            self.series.check(episode)
             try:
-                if family == "classic":
-                    returns, length, teams, points = self.classic_episode(episode, seed)
-                else:
-                    returns, length, teams, points = self.multigrid_episode(episode, seed)
-            except _EpisodeCut:          # mosaic stop, inside one: no result; it is played again on continue
-                raise Stopped.after(lambda: self.save(episode), self.steps) from None
+                with self.series.episode(episode):
+                    if family == "classic":
+                        returns, length, teams, points = self.classic_episode(episode, seed)
+                    else:
+                        returns, length, teams, points = self.multigrid_episode(episode, seed)
             except BudgetReached as exc:
                 # a planned end: the episode it cuts has no result; the run completes
                 sys.stderr.write(f"mosaic_llm: {exc}; stopping\n")
@@ -425,32 +418,24 @@ class Match:
 
     def check_stop(self) -> None:
         """Before a step: a stop cuts the episode here (its moves so far stay in the transcript)."""
-        if SIGNALS.stop_requested:
-            raise _EpisodeCut()
+        self.series.cut()
 
     # -- stop and continue ---------------------------------------------------------------------
-    def save(self, next_episode: int) -> str:
-        """The series' state at a stop: the standings (win/draw/loss, Elo), each LLM seat's use (the
-        budget goes on counting from it), the step and the episode to play next."""
+    def state(self) -> dict[str, Any]:
+        """The series' state at a stop (``workers.sdk.series``): the standings (win/draw/loss, Elo),
+        each LLM seat's use (the budget goes on counting from it) and the step."""
         s = self.standings
-        return write_state(STOP_STATE, {
-            "next_episode": next_episode, "steps": self.steps,
-            "usage": {seat.seat_id: seat.usage.state() for seat in self.llm_seats},
-            "standings": {"rating": s.rating, "wins": s.wins, "draws": s.draws, "losses": s.losses}})
+        return {"steps": self.steps, "usage": {seat.seat_id: seat.usage.state() for seat in self.llm_seats},
+                "standings": {"rating": s.rating, "wins": s.wins, "draws": s.draws, "losses": s.losses}}
 
-    def restore(self, path: str) -> int:
-        """A stop's state back (``save``); the episode to play next."""
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
+    def apply(self, state: dict[str, Any]) -> None:
+        """A stop's state back (``state``)."""
         self.steps = int(state["steps"])
         for key, values in state["standings"].items():
             getattr(self.standings, key).update(values)
         for seat in self.llm_seats:
             if seat.seat_id in state["usage"]:
                 seat.usage = Usage.from_state(state["usage"][seat.seat_id])
-        sys.stderr.write(f"mosaic_llm: continuing from {path} at episode {state['next_episode']}, "
-                         f"step {self.steps}\n")
-        return int(state["next_episode"])
 
     def check_budget(self) -> None:
         """Before a step: BudgetReached once the LLM seats together used the run's tokens or money."""
