@@ -899,7 +899,7 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
         print(f"tensorboard --logdir_spec {spec}")
         return 0
     port = args.port or tb.free_port()
-    proc = tb.launch(spec, port)
+    proc = tb.launch(spec, port, home.root / "tensorboard" / ".tmp")
     if not tb.wait_http(port):
         proc.kill()
         raise CLIError(f"TensorBoard did not answer on port {port}")

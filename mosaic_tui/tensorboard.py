@@ -75,12 +75,16 @@ def logdir_spec(home: Home, runs: list[dict[str, Any]]) -> str:
     return ",".join(parts)
 
 
-def launch(spec: str, port: int) -> subprocess.Popen:
-    """TensorBoard on 127.0.0.1:port (the venv's own `tensorboard`)."""
+def launch(spec: str, port: int, tmp_dir: Path) -> subprocess.Popen:
+    """TensorBoard on 127.0.0.1:port (the venv's own `tensorboard`). Its temp dir is ``tmp_dir`` (in
+    the home): TensorBoard keeps a .tensorboard-info folder of its servers in the temp dir, which it
+    never removes, and a killed one's info file in it."""
     exe = Path(sys.executable).with_name("tensorboard")
     command = [str(exe)] if exe.exists() else [sys.executable, "-P", "-m", "tensorboard.main"]
+    tmp_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(command + ["--logdir_spec", spec, "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "TMPDIR": str(tmp_dir)})
 
 
 def ssh_line(port: int) -> str:

@@ -96,3 +96,21 @@ def test_what_a_killed_worker_leaves_in_its_temp_dir_goes_with_its_run(tmp_path)
     assert made.startswith(str(machine_tmp / "mosaic-run-")) and made.endswith("wandb-media")
     assert json.loads((run_dir / "exit.json").read_text())["signal_name"] == "SIGKILL"
     assert list(machine_tmp.iterdir()) == []
+
+
+def test_tensorboard_keeps_its_server_info_in_the_given_dir_not_the_machines_tmp(tmp_path):
+    """`mosaic tensorboard` starts TensorBoard with a temp dir in the home: its .tensorboard-info
+    folder (which it never removes, a killed server's info file in it) is not left in /tmp."""
+    from mosaic_tui import tensorboard as tb
+    logs, own_tmp = tmp_path / "logs", tmp_path / "home" / "tensorboard" / ".tmp"
+    logs.mkdir()
+    port = tb.free_port()
+    proc = tb.launch(f"run:{logs}", port, own_tmp)
+    try:
+        assert tb.wait_http(port, timeout=120)
+        info = own_tmp / ".tensorboard-info" / f"pid-{proc.pid}.info"
+        assert info.exists() or list(own_tmp.glob(".tensorboard-info/pid-*.info")), list(own_tmp.rglob("*"))
+        assert not os.path.exists(f"/tmp/.tensorboard-info/pid-{proc.pid}.info")
+    finally:
+        proc.kill()
+        proc.wait(30)
