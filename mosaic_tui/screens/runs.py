@@ -89,6 +89,7 @@ class RunsScreen(Screen):
         Binding("N", "new_sweep", "New sweep", show=False, id="runs.new_sweep"),
         Binding("e", "clone", "Clone+edit", id="runs.clone"),
         Binding("c", "compare", "Compare", id="runs.compare"),
+        Binding("A", "select_shown", "Select shown", show=False, id="runs.select_shown"),
         Binding("slash", "filter", "Filter", id="runs.filter"),
         Binding("s", "sort", "Sort", id="runs.sort"),
         Binding("r", "reverse", "Reverse", show=False, id="runs.reverse"),
@@ -354,6 +355,10 @@ class RunsScreen(Screen):
         rid = self.table.current_run_id
         if rid:
             self.app.act_on_runs("clone", [rid])
+
+    def action_select_shown(self) -> None:
+        """Mark every run the filter shows (then `c` compares them, and `R` there reports on them)."""
+        self.table.select_shown()
 
     def action_compare(self) -> None:
         targets = self._targets()

@@ -621,6 +621,14 @@ class RunsTable(ScrollView, can_focus=True):
         # the cursor stays: `space j space c` compares the two rows the user saw marked
         self.post_message(self.SelectionChanged(self, set(self.selected)))
 
+    def select_shown(self) -> None:
+        """Mark every row shown (the filter's runs: a query's, to compare or report on)."""
+        for rid in self._order:
+            self._cells.pop(rid, None)
+        self.selected = set(self._order)
+        self.refresh()
+        self.post_message(self.SelectionChanged(self, set(self.selected)))
+
     def unselect_all(self) -> None:
         for rid in self.selected:
             self._cells.pop(rid, None)

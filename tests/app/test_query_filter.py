@@ -57,6 +57,28 @@ async def test_queries_in_the_runs_filter(home):
         await type_filter(pilot, "rat > 3")
         assert "column 1: unknown key rat (did you mean rate" in status(app), status(app)
 
+        # A marks the runs the query shows; c compares them; R there reports on them
+        await type_filter(pilot, "rate >= 800")
+        await pilot.press("enter", "A")
+        assert t.selected == {alpha, bravo, echo}
+        await pilot.press("c")
+        await pilot.pause()
+        from mosaic_tui.screens.compare import CompareScreen
+        from mosaic_tui.screens.report import ReportScreen
+        assert isinstance(app.screen, CompareScreen) and set(app.screen.run_ids) == {alpha, bravo, echo}
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, ReportScreen)
+        for _ in range(200):
+            if app.screen.whole is not None:
+                break
+            await pilot.pause(0.05)
+        assert sum(g["runs"] for g in app.screen.whole["groups"]) == 1     # alpha: the one that succeeded
+        await pilot.press("escape", "escape")
+        await pilot.pause()
+        await pilot.press("escape")    # the selection
+        await pilot.pause()
+
         # plain words are the plain filter still
         await type_filter(pilot, "alp")
         assert t.visible_ids == [alpha] and "column" not in status(app)
