@@ -209,8 +209,9 @@ class Shim:
         started_at = time.time()
         # the run's own temp dir, inside the machine's (TMPDIR): what its libraries leave there when the
         # worker is killed (W&B's import-time dirs, multiprocessing's pymp-*) goes with the run
+        remove_dead_tmp_dirs()
         try:
-            self.tmp_dir = tempfile.mkdtemp(prefix="mosaic-run-")
+            self.tmp_dir = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")
         except OSError:
             self.tmp_dir = None   # a full /tmp: the worker uses the machine's, as it would anyway
         self.worker_pid = self._spawn()
@@ -270,6 +271,33 @@ class Shim:
             record.update(returncode=os.WEXITSTATUS(status), signal=None)
         write_json_atomic(os.path.join(self.run_dir, EXIT_FILE), record)
         return 0
+
+
+TMP_PREFIX = "mosaic-run-"
+
+
+def remove_dead_tmp_dirs() -> list[str]:
+    """The temp dirs of supervisors that were killed (SIGKILL: they could not remove theirs), named
+    mosaic-run-<supervisor pid>-*: removed when that pid is gone and the dir is this user's."""
+    parent = tempfile.gettempdir()
+    removed = []
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(TMP_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(TMP_PREFIX):].partition("-")[0]
+        path = os.path.join(parent, name)
+        try:
+            if not pid.isdigit() or os.lstat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 def catches(pid: int, sig: int) -> bool:

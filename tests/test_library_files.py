@@ -30,7 +30,8 @@ def files_under(root) -> list[str]:
 
 def test_a_worker_keeps_matplotlibs_config_and_cache_under_the_home(tmp_path):
     """A worker whose library imports matplotlib (Jumanji's viewers draw with it): its config and
-    font cache go under the mosaic home, not ~/.config/matplotlib and ~/.cache/matplotlib."""
+    font cache go under the mosaic home, not ~/.config/matplotlib and ~/.cache/matplotlib; so do
+    torch.compile's caches."""
     user, home = tmp_path / "user", tmp_path / "mosaic-home"
     user.mkdir()
     (tmp_path / "mpl_runtime.py").write_text(textwrap.dedent("""
@@ -40,6 +41,9 @@ def test_a_worker_keeps_matplotlibs_config_and_cache_under_the_home(tmp_path):
 
         def train(config, emitter):
             plt.figure().savefig("figure.png")   # the font manager's cache, built and written
+            import json, os
+            with open("caches.json", "w") as f:
+                json.dump({k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}, f)
             emitter.run_completed(step=0)
             return 0
     """))
@@ -54,6 +58,9 @@ def test_a_worker_keeps_matplotlibs_config_and_cache_under_the_home(tmp_path):
     assert b'"run_completed"' in proc.stdout.encode()
     assert files_under(user) == []
     assert list((home / "cache" / "matplotlib").glob("fontlist-*.json"))
+    # torch.compile's caches (the temp dir by default, which is the run's own; ~/.triton) in the home too
+    assert json.loads((tmp_path / "caches.json").read_text()) == {
+        "TORCHINDUCTOR_CACHE_DIR": str(home / "cache" / "torchinductor"), "TRITON_CACHE_DIR": str(home / "cache" / "triton")}
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("textworld") is None, reason="textworld is not installed")
@@ -82,10 +89,16 @@ def test_textworld_games_are_compiled_in_mosaics_cache_and_the_old_cache_is_move
 def test_what_a_killed_worker_leaves_in_its_temp_dir_goes_with_its_run(tmp_path):
     """The supervisor gives the worker a temp dir of the run's own inside the machine's (TMPDIR) and
     removes it once the worker's processes have ended: a worker that dies without cleaning up (W&B
-    makes its wandb-media dirs at import, multiprocessing its pymp-* dirs) leaves nothing there."""
+    makes its wandb-media dirs at import, multiprocessing its pymp-* dirs) leaves nothing there. A
+    supervisor that was SIGKILLed could not remove its own: the next one to start does."""
     machine_tmp, run_dir = tmp_path / "tmp", tmp_path / "run"
     machine_tmp.mkdir()
     run_dir.mkdir()
+    # a supervisor SIGKILLed before it could remove its run's temp dir, and one that lives
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (machine_tmp / f"mosaic-run-{gone.pid}-abcdefgh" / "pymp-x").mkdir(parents=True)
+    (machine_tmp / f"mosaic-run-{os.getpid()}-abcdefgh").mkdir()
     worker = ("import os, tempfile; d = tempfile.mkdtemp('wandb-media'); open(os.path.join(d, 'x'), 'w').close(); "
               "print(d, flush=True); os.kill(os.getpid(), 9)")
     proc = subprocess.run([sys.executable, "-m", "daemon.shim", str(run_dir), "--", sys.executable, "-c", worker],
@@ -95,7 +108,8 @@ def test_what_a_killed_worker_leaves_in_its_temp_dir_goes_with_its_run(tmp_path)
     made = (run_dir / "events.jsonl").read_text().strip()
     assert made.startswith(str(machine_tmp / "mosaic-run-")) and made.endswith("wandb-media")
     assert json.loads((run_dir / "exit.json").read_text())["signal_name"] == "SIGKILL"
-    assert list(machine_tmp.iterdir()) == []
+    # its own went with it, the dead supervisor's too; a live one's is left to it
+    assert [p.name for p in machine_tmp.iterdir()] == [f"mosaic-run-{os.getpid()}-abcdefgh"]
 
 
 def test_tensorboard_keeps_its_server_info_in_the_given_dir_not_the_machines_tmp(tmp_path):

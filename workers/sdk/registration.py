@@ -45,6 +45,8 @@ def process_environment(environ: dict[str, str] | None = None) -> dict[str, str]
       once (~19 s) and later runs load them from this cache;
     - ``MPLCONFIGDIR`` under the mosaic home: matplotlib (Jumanji's viewers, the libraries that
       import it) keeps its config and its font cache there, not in ``~/.config`` and ``~/.cache``;
+    - ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR`` under the mosaic home: torch.compile's
+      kernels outlive the run (the temp dir is the run's own) and stay out of ``~/.triton``;
     - ``JAX_COMPILATION_CACHE_DIR`` under the mosaic home (at most
       ``JAX_COMPILATION_CACHE_MAX_SIZE``, 2 GiB, least recently used entries go first): XLA
       programs that took over a second to compile (a Jumanji epoch function: 1 to 12 minutes on
@@ -61,6 +63,9 @@ def process_environment(environ: dict[str, str] | None = None) -> dict[str, str]
         "MUJOCO_GL": "egl",
         "NUMBA_CACHE_DIR": os.path.join(home, "cache", "numba"),
         "MPLCONFIGDIR": os.path.join(home, "cache", "matplotlib"),
+        # torch.compile's caches: by default in the temp dir (the run's own, removed with it) and ~/.triton
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(home, "cache", "torchinductor"),
+        "TRITON_CACHE_DIR": os.path.join(home, "cache", "triton"),
         "JAX_COMPILATION_CACHE_DIR": os.path.join(home, "cache", "jax"),
         "PYGAME_HIDE_SUPPORT_PROMPT": "1",
         "SDL_AUDIODRIVER": "dummy",
