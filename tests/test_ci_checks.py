@@ -1,6 +1,7 @@
 """The checks .ci/run makes after the suite, run here on planted files: what the suite leaves in /tmp."""
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 
@@ -20,6 +21,7 @@ def test_ci_names_what_the_suite_left_in_tmp_and_nothing_that_was_there_before(t
     assert _tmp_files(tmp, "--new", str(before)).returncode == 0
     ours = tmp / f"mosaic-{os.getuid()}"
     ours.mkdir()   # the daemons' socket folder may stay: made once, reused
+    (tmp / f"pytest-of-{getpass.getuser()}").mkdir()   # pytest's own, its last three sessions kept
     assert _tmp_files(tmp, "--new", str(before)).returncode == 0
     (ours / "ssh-0123456789ab.sock").touch()
     (tmp / "pymp-abc123").mkdir()
