@@ -133,7 +133,7 @@ class RayRuntime:
         disconnecting: longer than the grace on a busy machine. So a cancelled
         private Ray is SIGKILLed at once (Ray's own Node.kill_all_processes,
         without the graceful round) and the worker exits without disconnecting
-        (workers/sdk/guard.py's end_cancelled dies of the signal, skipping Ray's atexit shutdown).
+        (the shared guard, workers/sdk/guard.py, ends it by the signal itself, skipping Ray's atexit shutdown).
         """
         try:
             if not (self.started and ray.is_initialized()):
