@@ -43,6 +43,7 @@ IDLE_AFTER = 3.0
 SEAT_RETRY = 0.3               # the run is starting (its pipe is not there yet): ask again
 OWN_SEAT_WAIT = 30.0           # after a reconnect, how long our old connection may still hold the seat
 FLASH_S = 1.5                  # an unknown key lights the key map up so long
+PANEL_WAIT_S = 0.25            # after a key the panel waits for the key's frame at most so long
 
 
 def is_play(run: dict[str, Any] | None) -> bool:
@@ -53,6 +54,11 @@ class PlayFrames(FramesView, can_focus=False):
     """The run's frames; never focused: every key is the player's (space is FIRE, not pause)."""
 
     relay_fps = 30.0        # the daemon's most: a key's frame is not held back to keep a lower rate
+
+    def frame_shown(self) -> None:
+        screen = self.screen
+        if isinstance(screen, PlayScreen):
+            screen.frame_came()
 
 
 class PlayLog(RichLog, can_focus=False):
@@ -129,6 +135,7 @@ class PlayScreen(Screen):
         self.cursor = 0
         self.last_data = time.monotonic()
         self.acts_sent = 0
+        self._panel_due = False              # a key changed the panel; it is painted after the key's frame
         self._queue: asyncio.Queue = asyncio.Queue()
         self._seat_task = None
         self._left = False
@@ -340,7 +347,21 @@ class PlayScreen(Screen):
         self.last_data = time.monotonic()
         self._queue.put_nowait(params)
         self.query_one(PlayFrames).expect_frame()
-        self.show()
+        # the panel (the key lit) is painted after the key's frame: painted first, it held the
+        # frame's paint back to Textual's next update, 1/60 s later (bench_play_terminal)
+        self._panel_due = True
+        self.set_timer(PANEL_WAIT_S, self._panel_now)
+
+    def frame_came(self) -> None:
+        """The frames view took a new frame: the panel a key changed follows it, in the next paint."""
+        if self._panel_due:
+            self._panel_due = False
+            self.call_after_refresh(self.show)
+
+    def _panel_now(self) -> None:
+        if self._panel_due:          # no frame came (a refused key, an env that draws none)
+            self._panel_due = False
+            self.show()
 
     def unknown(self, key: str) -> None:
         """A key that plays nothing: no act; the key map lights up."""

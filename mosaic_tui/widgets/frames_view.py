@@ -521,10 +521,14 @@ class FramesView(Widget, can_focus=True):
             self._arrivals.append(now)
             self._expected = max(0, self._expected - 1)
             self.canvas.show(got[0], got[1])
+            self.frame_shown()
         elif now - self._header_at < HEADER_INTERVAL:
             return                       # no new frame: the fps alone, 4 updates a second
         self._header_at = now
         self.update_header()             # a new frame's number is painted with the frame
+
+    def frame_shown(self) -> None:
+        """A new frame went to the canvas (a hook: the Play screen repaints its panel after it)."""
 
     def expect_frame(self, seconds: float = EXPECT_FOR_S) -> None:
         """A frame is on its way (a key was played): look for it every EXPECT_POLL_S until it

@@ -234,3 +234,29 @@ async def test_the_panel_shows_the_ended_episodes_return_and_the_whole_timing_li
         flat = re.sub(r"\s+", " ", screen_text(app))
         assert line in flat, (line, screen_text(app))
         assert "…" not in "\n".join(row for row in screen_text(app).splitlines() if "realtime" in row)
+
+
+async def test_after_a_key_the_panel_is_painted_after_the_keys_frame(home, writer):
+    """The panel (the key lit) painted first held the frame's paint back to Textual's next update."""
+    from mosaic_tui.screens.play import PlayScreen
+    from mosaic_tui.widgets.text_line import TextLine
+
+    def lit(screen) -> bool:
+        return any("reverse" in str(span.style) for span in screen.query_one("#play-side", TextLine).text.spans)
+
+    writer.publish(picture(1))
+    acts: list = []
+    app = make_app(home)
+    app.link.call = fake_play(writer, acts)
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlayScreen(writer.run_id))
+        await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.holding, what="the seat")
+        screen = app.screen
+        screen.absorb([{"type": "keymap", "seat": "0", "actions": ["left", "right"],
+                        "keys": {"left": 0, "right": 1}, "mode": "turn"}])
+        await wait_until(pilot, lambda: shown_frame(app) == 1, what="frame 1")
+        screen.press("left", 0)
+        assert not lit(screen)              # not before the frame
+        await wait_until(pilot, lambda: shown_frame(app) == 2 and lit(screen), timeout=10,
+                         what="the frame, then the key lit")
+        assert acts == [0]
