@@ -1,8 +1,9 @@
 """Play (docs/play.md): how fast a key reaches the screen, and how true real time keeps its rate.
 
 - **Key to frame, turn mode**: the time from the client's ``act`` (the app sends one per key) to
-  the next frame in the run's FastLane segment, where the app's Frames view reads it (it polls
-  shared memory 60 times a second: add up to 17 ms for the paint), on MiniGrid-Empty-5x5 and
+  the next frame in the run's FastLane segment, where the app's Frames view reads it (the app's
+  own part, the key read and the frame painted, is bench_play_terminal's: key to pixels in a
+  real terminal), on MiniGrid-Empty-5x5 and
   CartPole; and the same to the frame's arrival through the daemon's relay (the path of a
   client on another machine), and both through an SSH-forwarded socket on localhost (a real
   sshd, ``ssh -N -L`` of the daemon's socket: what ``mosaic --ssh`` does; the act goes over it,
