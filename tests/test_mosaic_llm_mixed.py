@@ -138,7 +138,7 @@ def test_a_xuance_policy_takes_a_soccer_seat(daemon, mosaic, xuance_soccer_check
     is refused at submit with one line naming the seat."""
     from workers.sdk.llm.multigrid import action_names
     from workers.sdk.multigrid import MultiGridView, make
-    from workers.xuance_worker.runtime import Policy
+    from workers.xuance_worker.evaluate import Policy
 
     seed = 5
     kwargs = f"env_kwargs={json.dumps(XUANCE_ENV_KWARGS)}"

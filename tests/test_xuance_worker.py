@@ -460,7 +460,7 @@ def test_parameter_shared_checkpoint_refused_for_another_agent_count(runs_root, 
 
 def test_fit_check_in_the_worker():
     """The worker's own check, for checkpoints whose agent count mosaic cannot know at submit time."""
-    from workers.xuance_worker.runtime import check_fits
+    from workers.xuance_worker.evaluate import check_fits
     meta = {"n_agents": 3, "parameter_sharing": True, "agent_keys": ["agent_0", "agent_1", "agent_2"],
             "observation_space": "A", "action_space": "B"}
     agent = Namespace(observation_space="A", action_space="B")

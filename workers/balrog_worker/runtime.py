@@ -26,6 +26,7 @@ from workers.sdk.llm.parse import match_choice
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.textenv import TextEnv, as_text, make_text_env
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage
+from workers.sdk.packages import upstream
 from workers.sdk.series import EpisodeCut, EpisodeSeries
 from workers.sdk.stop import SIGNALS
 from workers.sdk.telemetry import Emitter, LLM_STEP
@@ -134,7 +135,7 @@ class BalrogRun:
         env = make_text_env(config["env"], **self.params["env_kwargs"])
         agent = self.make_agent(env)
         self.emitter.run_started(worker="balrog", algo=config["algo"], env=config["env"],
-                                 total_steps=config.get("steps"), upstream="BALROG (rebuilt)",
+                                 total_steps=config.get("steps"), upstream=upstream(rebuilt="BALROG"),
                                  model=getattr(self, "model", None), family=self.family)
         first = self.series.restore(config["continue_from"], self.apply) if config.get("continue_from") else 0
         try:

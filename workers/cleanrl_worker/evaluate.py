@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 from workers.sdk.telemetry import Emitter
 from workers.cleanrl_worker import WORKER, patches
-from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
+from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request
+from workers.sdk.packages import upstream
 
 EPSILON = 0.05  # cleanrl_utils/evals' default for DQN and C51
 
@@ -180,7 +181,7 @@ def play(config: dict) -> list[float]:
 
 
 def run(config: dict, emitter: Emitter) -> int:
-    emitter.run_started("cleanrl", config["algo"], config["env"], total_steps=None, upstream=upstream())
+    emitter.run_started("cleanrl", config["algo"], config["env"], total_steps=None, upstream=upstream("cleanrl"))
     # the patches turn the evaluation env's episodes into episode events
     # (and, with "record", its transitions into dataset.hdf5, as a training run's)
     record = {"record": config["record"], "env": config["env"], "directory": os.path.abspath(".")} \

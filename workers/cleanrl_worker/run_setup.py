@@ -1,20 +1,15 @@
 """What both modes of the CleanRL worker process share (training in ``cli``,
 eval in ``evaluate``): where a run's files go, the algorithm's short name, the
-frames request and the upstream version, in one module both import.
+and the frames request, in one module both import.
 """
 from __future__ import annotations
 
 import os
 
-from workers.sdk.descriptor import dist_version
 from workers.sdk.frames import frames_request  # noqa: F401  (cli and evaluate import it from here)
 from workers.cleanrl_worker import catalog
 
 from workers.sdk.rundir import CHECKPOINT_DIR, TENSORBOARD_DIR  # noqa: F401  (cli and evaluate import them from here)
-
-
-def upstream() -> str:
-    return f"cleanrl=={dist_version('cleanrl') or '?'}"
 
 
 def algo_name(algo: str) -> str:

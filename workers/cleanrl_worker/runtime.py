@@ -20,9 +20,10 @@ import subprocess
 import sys
 
 from workers.cleanrl_worker import WORKER, catalog, resume
-from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request, upstream
+from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request
 from workers.sdk import rundir
 from workers.sdk.guard import RunFailed
+from workers.sdk.packages import upstream
 from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT, Cancelled, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 
@@ -134,7 +135,7 @@ def train(config: dict, emitter: Emitter) -> int:
     if total_steps is None:
         default = {arg.name: arg for arg in catalog.script_args(path)}.get("total-timesteps")
         total_steps = default.default if default is not None and isinstance(default.default, int) else None
-    emitter.run_started("cleanrl", config["algo"], config["env"], total_steps=total_steps, upstream=upstream())
+    emitter.run_started("cleanrl", config["algo"], config["env"], total_steps=total_steps, upstream=upstream("cleanrl"))
 
     child: subprocess.Popen | None = None
     received: int | None = None

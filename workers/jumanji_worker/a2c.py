@@ -20,13 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from workers.jumanji_worker import catalog, checkpoints, shims
-from workers.sdk.descriptor import dist_version
+from workers.sdk.packages import upstream
 
 UNIT = "epoch"  # what one call of Trainer.run_unit trains: a pmapped scan of learner steps
-
-
-def upstream() -> str:
-    return f"jumanji=={dist_version('jumanji') or '?'} jax=={dist_version('jax') or '?'}"
+UPSTREAM = ("jumanji", "jax")   # what the trainer runs (workers.sdk.packages.upstream)
 
 
 def jumanji_config(config: dict[str, Any]):
@@ -180,7 +177,7 @@ class Trainer:
                  "epoch": epoch, "steps": self.steps}
         network = {k: v for k, v in config["params"].items() if k.startswith("network.")}
         return checkpoints.save(path, state, {"algo": config["algo"], "env": config["env"], "epoch": epoch,
-                                              "steps": self.steps, "network": network, "upstream": upstream()})
+                                              "steps": self.steps, "network": network, "upstream": upstream(*UPSTREAM)})
 
     def load(self, checkpoint: str) -> int:
         """Restore a saved training state; the epoch it had reached (its steps in ``steps``)."""

@@ -27,17 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from workers.jumanji_worker import catalog, checkpoints
-from workers.sdk.descriptor import dist_version
+from workers.sdk.packages import upstream
 
 UNIT = "chunk"  # what one call of Trainer.run_unit trains: eval_freq env steps of PPO iterations
 
 # the params that shape the saved train state: a checkpoint is refused at submit if they differ
 STATE_SHAPING = ("num_envs", "agent_kwargs.hidden_layer_sizes", "agent_kwargs.activation")
-
-
-def upstream() -> str:
-    return f"rejax=={dist_version('rejax') or '?'} jumanji=={dist_version('jumanji') or '?'} " \
-           f"jax=={dist_version('jax') or '?'}"
+UPSTREAM = ("rejax", "jumanji", "jax")   # what the trainer runs (workers.sdk.packages.upstream)
 
 
 def total_timesteps(config: dict[str, Any]) -> int:
@@ -169,7 +165,7 @@ class Trainer:
         network = {k: config["params"][k] for k in STATE_SHAPING}
         return checkpoints.save(path, {"leaves": leaves, "chunk": chunk, "steps": steps},
                                 {"algo": "ppo", "env": config["env"], "chunk": chunk, "steps": steps,
-                                 "network": network, "upstream": upstream()})
+                                 "network": network, "upstream": upstream(*UPSTREAM)})
 
     def load(self, checkpoint: str) -> int:
         """Restore a saved train state into this config's; the chunk it had reached."""

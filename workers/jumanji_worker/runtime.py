@@ -33,6 +33,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from workers.sdk import registration  # noqa: E402
 from workers.sdk.frames import env_frames  # noqa: E402
+from workers.sdk.packages import upstream  # noqa: E402
 from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule, periodic_checkpoint_saved  # noqa: E402
 from workers.sdk.stop import SIGNALS, Stopped  # noqa: E402
 from workers.sdk.telemetry import Emitter  # noqa: E402
@@ -57,7 +58,7 @@ def total_steps(config: dict[str, Any]) -> int | None:
 def train(config: dict[str, Any], emitter: Emitter) -> int:
     module = trainer_module(config)
     emitter.run_started("jumanji", config["algo"], config["env"], total_steps=module.total_steps(config),
-                        upstream=module.upstream())
+                        upstream=upstream(*module.UPSTREAM))
     emitter.phase("setup", step=0)
     setup_started = time.monotonic()
     tr = module.Trainer(config)
@@ -73,7 +74,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     compile_started = time.monotonic()
     emitter.scalar(f"time/compile_{unit_name}_s", tr.compile(), steps)
     frames = env_frames(config)
-    render = _renderer(frames, tr)
+    render = renderer(frames, tr)
     checkpoints = Path.cwd() / CHECKPOINT_DIR
     schedule = CheckpointSchedule(config["params"]["checkpoint_every"], start)
     compiling = True
@@ -118,40 +119,12 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
 
 
 def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
-    """Play ``eval_episodes`` episodes of the checkpoint's policy, one env at a time, with frames."""
-    import jax
-
-    module = trainer_module(config)
-    emitter.run_started("jumanji", config["algo"], config["env"], total_steps=None, upstream=module.upstream())
-    emitter.phase("setup", step=0)
-    tr = module.Trainer({**config, "steps": None})
-    tr.load(config["checkpoint"])
-    frames = env_frames(config)
-    render = _renderer(frames, tr)
-    emitter.phase("compiling", step=0)
-    key = jax.random.PRNGKey(config["seed"])
-    steps = 0
-    try:
-        for _ in range(config["eval_episodes"]):
-            key, episode_key = jax.random.split(key)
-            total, length = 0.0, 0
-            for reward, state in tr.episode(episode_key):
-                if steps == 0:  # the first step compiled reset, step and the policy
-                    emitter.phase("eval", step=0)
-                total += reward
-                length += 1
-                steps += 1
-                if render is not None and state is not None:
-                    frames.maybe_publish(render, state)
-            emitter.episode(steps, total, length)
-    finally:
-        if frames is not None:
-            frames.close()
-    emitter.run_completed(step=steps)
-    return 0
+    """Play ``eval_episodes`` episodes of the checkpoint's policy (evaluate.run)."""
+    from workers.jumanji_worker import evaluate as evaluation
+    return evaluation.run(config, emitter)
 
 
-def _renderer(frames, tr):
+def renderer(frames, tr):
     """The rgb renderer of the trainer's Jumanji env when the run has frames, else None."""
     if frames is None:
         return None

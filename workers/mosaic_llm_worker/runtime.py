@@ -12,7 +12,7 @@ A match is one env and one seat per agent. Each seat chooses its agent's moves:
 - ``CheckpointSeat``: a trained policy from another run's checkpoint, greedy:
   an RLlib module loaded and called with the ray worker's own eval code (its
   module, its observation layout), or (MultiGrid) a XuanCe model loaded by the
-  xuance worker's ``runtime.Policy``;
+  xuance worker's ``evaluate.Policy``;
 - ``HumanSeat``: a person, through the client that holds the seat (``human.py``:
   the run's control pipe, typed moves in the env's notation, refusals).
 
@@ -41,6 +41,7 @@ from workers.sdk.llm import classic, multigrid
 from workers.sdk.llm.client import make_client
 from workers.sdk.llm.stream import StepStream
 from workers.sdk.llm.usage import Budget, BudgetReached, Usage, percentile
+from workers.sdk.packages import upstream
 from workers.sdk.series import EpisodeSeries
 
 ELO_START = 1500.0
@@ -99,10 +100,8 @@ def _cache_dirs() -> None:
 
 def _upstream(env_id: str) -> str:
     from workers.mosaic_llm_worker import catalog
-    from workers.sdk.descriptor import dist_version
 
-    dist = "pettingzoo" if catalog.env_family(env_id) == "classic" else "mosaic-multigrid"
-    return f"{dist} {dist_version(dist)}"
+    return upstream("pettingzoo" if catalog.env_family(env_id) == "classic" else "mosaic-multigrid")
 
 
 @dataclass
@@ -230,7 +229,7 @@ class CheckpointSeat(Seat):
         meta = read_checkpoint_meta(str(path)) or {}
         self.path, self.folder = path, Path(checkpoint_dir(str(path)))
         if meta.get("worker") == "xuance":
-            from workers.xuance_worker.runtime import Policy
+            from workers.xuance_worker.evaluate import Policy
 
             policy = Policy(str(path))
             self.module_id = policy.agent_keys[agent_index]

@@ -47,12 +47,12 @@ def evaluate(config: dict, emitter: Emitter) -> int:
 
 
 def _run_started(config: dict, emitter: Emitter) -> None:
-    from workers.sdk.descriptor import dist_version
+    from workers.sdk.packages import upstream
 
     mode = config.get("mode", "train")
     emitter.run_started(worker="ray", algo=config["algo"], env=config["env"],
                         total_steps=config.get("steps") if mode == "train" else None,
-                        upstream=f"ray {dist_version('ray')}", mode=mode, policy=config["params"].get("policy"))
+                        upstream=upstream("ray"), mode=mode, policy=config["params"].get("policy"))
 
 
 def _watchdog(seconds: float, emitter: Emitter, ray_rt) -> threading.Timer:

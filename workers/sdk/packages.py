@@ -17,6 +17,15 @@ def dist_version(dist: str) -> str | None:
         return None
 
 
+def upstream(*dists: str, rebuilt: str | None = None) -> str:
+    """The library a run runs, as its ``run_started`` and checkpoint manifests say it:
+    ``"xuance==1.3.2"``, several separated by spaces (``"jumanji==1.1.0 jax==0.4.30"``),
+    ``?`` for one not installed; ``rebuilt`` names a library the worker rebuilt rather than imports
+    (BALROG: ``"BALROG (rebuilt) llama-cpp-python==0.3.2"``)."""
+    names = [f"{dist}=={dist_version(dist) or '?'}" for dist in dists]
+    return " ".join(([f"{rebuilt} (rebuilt)"] if rebuilt else []) + names)
+
+
 def module_available(name: str | None) -> bool:
     """Could ``name`` be imported? Found on the path, not imported (None: nothing needed)."""
     if name is None:

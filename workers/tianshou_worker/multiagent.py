@@ -36,6 +36,7 @@ from tianshou.env import BaseVectorEnv
 from tianshou.env.worker import EnvWorker
 
 from workers.sdk.multigrid import ParallelMultiGrid
+from workers.sdk.packages import upstream
 from workers.sdk.worker_cli import training_begins
 from workers.tianshou_worker import algorithms, catalog
 from workers.tianshou_worker.logger import TelemetryLogger
@@ -325,7 +326,7 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
         trainer_params["test_step_num_episodes"] = trainer_params["test_step_num_episodes"] * k
     else:
         trainer_params.pop("test_step_num_episodes", None)
-    emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream="tianshou 2.0.1")
+    emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream=upstream("tianshou"))
     training_begins()
     emitter.phase("train", step=logger.env_step)
     cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
@@ -359,7 +360,7 @@ def evaluate(config: dict[str, Any], emitter) -> int:
     frames = env_frames(config)
     envs = SeatVectorEnv(config["env"], 1, config["params"]["env_kwargs"], clock, frames)
     envs.seed(config["seed"])
-    emitter.run_started("tianshou", config["algo"], config["env"], upstream="tianshou 2.0.1")
+    emitter.run_started("tianshou", config["algo"], config["env"], upstream=upstream("tianshou"))
     emitter.phase("eval", step=0)
     try:
         Collector[CollectStats](algorithm, envs).collect(n_episode=config["eval_episodes"] * len(agents),

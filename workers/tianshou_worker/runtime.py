@@ -22,6 +22,7 @@ from workers.sdk import minigrid, vizdoom
 from workers.sdk.dataset import Recorder, env_recorder
 from workers.sdk.envs import ATARI, MINIGRID_ENVS, VIZDOOM
 from workers.sdk.frames import EnvFrames, env_frames, publishing
+from workers.sdk.packages import upstream
 from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, periodic_checkpoint_saved
 from workers.sdk.telemetry import Emitter
@@ -172,7 +173,7 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
                   save_checkpoint_fn=save_fn, resume_from_log=state is not None, verbose=True, show_progress=False)
     if not params["test_envs"]:
         trainer_params.pop("test_step_num_episodes", None)
-    emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream="tianshou 2.0.1")
+    emitter.run_started("tianshou", algo, config["env"], total_steps=total, upstream=upstream("tianshou"))
     frames = None
     if kind == catalog.OFFLINE:
         emitter.phase("offline", step=restored[2])
@@ -240,7 +241,7 @@ def _evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | Non
     policy.eval()
     frames = env_frames(config)
     env = make_env(config["env"], recorder, render=frames is not None)
-    emitter.run_started("tianshou", config["algo"], config["env"], upstream="tianshou 2.0.1")
+    emitter.run_started("tianshou", config["algo"], config["env"], upstream=upstream("tianshou"))
     emitter.phase("eval", step=0)
     steps = 0
     try:

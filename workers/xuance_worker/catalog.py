@@ -161,7 +161,7 @@ MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "
                         "commnet", "ic3net", "tarmac")
 # Those whose actors read only their own agent's view (and its id): one agent's action can be asked
 # of them from that agent's observation alone, as a seat of another worker's match does
-# (runtime.Policy). MFQ/MFAC read the neighbours' mean action, CommNet/IC3Net/TarMAC others' messages.
+# (evaluate.Policy). MFQ/MFAC read the neighbours' mean action, CommNet/IC3Net/TarMAC others' messages.
 OWN_VIEW_ALGOS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac")
 
 

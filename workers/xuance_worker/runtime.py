@@ -1,4 +1,5 @@
-"""XuanCe in the worker's process: the runner, telemetry hooks, curriculum, checkpoints, evaluation.
+"""XuanCe in the worker's process: the runner, telemetry hooks, curriculum, checkpoints; the entry
+points ``train`` and ``evaluate`` (evaluate.py plays a checkpoint; resume.py is the stop's state).
 
 Training does what XuanCe's ``RunnerDRL``/``RunnerMARL._run_train`` does --
 ``agent.train(running_steps // parallels)`` then ``agent.save_model(...)`` --
@@ -38,24 +39,22 @@ from typing import Any
 from workers.sdk.config import ConfigError
 from workers.sdk.dataset import env_recorder
 from workers.sdk.descriptor import dist_version
+from workers.sdk.packages import upstream
 from workers.sdk import jumanji_envs
 from workers.sdk.frames import env_frames
-from workers.sdk.rundir import (CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, checkpoint_dir,
-                                periodic_checkpoint_saved, read_checkpoint_meta, write_manifest)
+from workers.sdk.rundir import (CHECKPOINT_DIR, CHECKPOINT_META, TENSORBOARD_DIR, periodic_checkpoint_saved,
+                                write_manifest)
 from workers.sdk.stop import SIGNALS, Stopped
 from workers.sdk.telemetry import HEARTBEAT_SECONDS, Emitter
 from workers.sdk.worker_cli import training_begins
-from workers.xuance_worker import agent_count_mismatch, catalog, sisl, user_config
+from workers.xuance_worker import catalog, sisl, user_config
 from workers.sdk import registration
 from workers.xuance_worker import fixes, mpe_alias, multigrid, vizdoom
+from workers.xuance_worker.resume import (RESUME_STATE, is_on_policy, load_resume_state, restore_resume_state,
+                                          resume_position, save_resume_state)
 
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
-# beside XuanCe's model in a training run's checkpoint: what XuanCe's save_model leaves out (schedulers,
-# iteration and step counters, exploration schedules, the replay buffer, RNG states, the curriculum phase)
-RESUME_STATE = "resume_state.pt"
-# a replay buffer larger than this is not saved: the continued run refills it before it learns again
-BUFFER_LIMIT_BYTES = 2 << 30
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode",
                  user_config.PARAM)
@@ -127,10 +126,6 @@ def parser_args(config: dict[str, Any], family: str, env_id: str, params: dict[s
         render=False, render_mode="rgb_array", test_episode=config["eval_episodes"],
     )
     return Namespace(**args)
-
-
-def upstream() -> str:
-    return f"xuance=={dist_version('xuance') or '?'}"
 
 
 # -- telemetry ------------------------------------------------------------------
@@ -399,7 +394,7 @@ def checkpoint_meta(config: dict[str, Any], agent, family: str, phase: dict[str,
         "family": family, "env": config["env"], "env_id": phase["env_id"], "env_kwargs": phase["env_kwargs"],
         "step": int(agent.current_step), "seed": config["seed"],
         "observation_space": str(agent.observation_space), "action_space": str(agent.action_space),
-        "params": xuance_params(config["params"]), "upstream": upstream(),
+        "params": xuance_params(config["params"]), "upstream": upstream("xuance"),
         "mosaic_version": dist_version("mosaic-tui"), "saved_at": time.time(),
     }
     if multi_agent:
@@ -454,175 +449,6 @@ class Checkpoints:
         raise Stopped.after(save, step)
 
 
-# -- resume state (stop and continue) ---------------------------------------------
-# Attributes of XuanCe's agents and learners that are not state to carry over: the run's
-# config and what is built from it, the environments, loggers, and the networks and
-# buffer (saved on their own). ``returns`` is the discounted return of the episode in
-# progress, which the stop cuts.
-SKIPPED_AGENT_ATTRS = frozenset({"config", "train_envs", "policy", "learner", "memory", "writer", "callback",
-                                 "returns", "meta_data", "args"})
-SKIPPED_LEARNER_ATTRS = frozenset({"config", "policy", "callback"})
-VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
-
-
-def is_on_policy(agent) -> bool:
-    from xuance.torch.agents.core import OnPolicyAgent, OnPolicyMARLAgents
-    return isinstance(agent, (OnPolicyAgent, OnPolicyMARLAgents))
-
-
-def _plain_state(value) -> bool:
-    """A value to save as it is: a counter, a schedule's position (epsilon, noise scale, PER beta),
-    a per-env array (episode counters) or a running mean/std of observations and returns."""
-    import numpy as np
-    import torch
-    from xuance.common import RunningMeanStd
-    if isinstance(value, (bool, int, float, np.ndarray, np.generic, torch.Tensor, RunningMeanStd)):
-        return True
-    return type(value).__name__ == "TensorRunningMeanStd"
-
-
-def _detached(value):
-    """A tensor without its graph (SAC's alpha is computed from log_alpha), anything else as it is."""
-    import torch
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-
-def _stateful(value) -> bool:
-    """Optimizers, LR schedulers and modules outside the policy (ValueNorm), alone or in a dict or list."""
-    import torch
-    if isinstance(value, dict) and value:
-        return all(_stateful(v) for v in value.values())
-    if isinstance(value, list) and value:
-        return all(_stateful(v) for v in value)
-    return isinstance(value, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.nn.Module))
-
-
-def _state_dicts(value):
-    if isinstance(value, dict):
-        return {k: _state_dicts(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_state_dicts(v) for v in value]
-    return value.state_dict()
-
-
-def _load_state_dicts(target, state) -> None:
-    if isinstance(target, dict):
-        for k, v in target.items():
-            _load_state_dicts(v, state[k])
-    elif isinstance(target, list):
-        for v, s in zip(target, state):
-            _load_state_dicts(v, s)
-    else:
-        target.load_state_dict(state)
-
-
-def _nbytes(value, depth: int = 0) -> int:
-    """The bytes of the arrays in a buffer's attributes (dicts of arrays, per agent for MARL)."""
-    import numpy as np
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, dict) and depth < 4:
-        return sum(_nbytes(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple)) and depth < 4:
-        return sum(_nbytes(v, depth + 1) for v in value)
-    return 0
-
-
-def rng_state() -> dict[str, Any]:
-    import random
-
-    import numpy as np
-    import torch
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    import random
-
-    import numpy as np
-    import torch
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"][:torch.cuda.device_count()])
-
-
-def save_resume_state(path: str, agent, phase_index: int) -> None:
-    """What the agent needs, beyond XuanCe's model file, to go on as if never stopped."""
-    import torch
-    learner = agent.learner
-    memory = None
-    buffer_bytes = 0
-    # an on-policy rollout buffer is empty at a safe point: nothing of it to keep
-    if not is_on_policy(agent) and agent.memory is not None:
-        buffer_bytes = _nbytes(vars(agent.memory))
-        if buffer_bytes <= BUFFER_LIMIT_BYTES:
-            # its arrays, pointers and sizes; views of dict keys (its agent keys) are built again with it
-            memory = {k: v for k, v in vars(agent.memory).items() if not isinstance(v, VIEWS)}
-    state = {
-        "step": int(agent.current_step),
-        "phase_index": phase_index,
-        "policy": agent.policy.state_dict(),
-        "agent": {k: _detached(v) for k, v in vars(agent).items() if k not in SKIPPED_AGENT_ATTRS and _plain_state(v)},
-        "learner": {k: _detached(v) for k, v in vars(learner).items()
-                    if k not in SKIPPED_LEARNER_ATTRS and _plain_state(v)},
-        "learner_modules": {k: _state_dicts(v) for k, v in vars(learner).items()
-                            if k not in SKIPPED_LEARNER_ATTRS and _stateful(v)},
-        "memory": memory,
-        "buffer_bytes": buffer_bytes,
-        "rng": rng_state(),
-    }
-    torch.save(state, path)
-
-
-def load_resume_state(source: str) -> dict[str, Any]:
-    """The resume state of the checkpoint ``source`` (its folder, or its model file)."""
-    import torch
-    path = os.path.join(checkpoint_dir(source), RESUME_STATE)
-    if not os.path.isfile(path):
-        raise ConfigError("continue_from", f"{source} is not a resume checkpoint (no {RESUME_STATE}): "
-                                           f"it was saved before the XuanCe worker could stop and continue")
-    return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def restore_resume_state(agent, state: dict[str, Any]) -> None:
-    """Put a resume state into a freshly built agent: networks, optimizers, schedulers, counters,
-    the replay buffer, then the RNG states last (building the agent seeded them)."""
-    import torch
-    agent.policy.load_state_dict(state["policy"])
-    for target, values in ((agent, state["agent"]), (agent.learner, state["learner"])):
-        for key, value in values.items():
-            current = getattr(target, key, None)
-            if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) and current.shape == value.shape:
-                current.data.copy_(value)   # in place: an optimizer holds SAC's log_alpha by identity
-            elif hasattr(current, "__dict__") and hasattr(value, "__dict__") and not isinstance(value, torch.Tensor):
-                current.__dict__.update(value.__dict__)   # a running mean/std: keep the object others hold
-            else:
-                setattr(target, key, value)
-    for key, value in state["learner_modules"].items():
-        _load_state_dicts(getattr(agent.learner, key), value)
-    if state["memory"] is not None:
-        agent.memory.__dict__.update(state["memory"])
-    elif not is_on_policy(agent) and hasattr(agent, "start_training"):
-        # the buffer was too large to keep: learn again once it holds as much as at the run's start
-        agent.start_training = int(agent.current_step) + int(agent.start_training)
-    set_rng_state(state["rng"])
-
-
-def resume_position(train_steps: list[int], step: int, n_envs: int) -> tuple[int, int]:
-    """Where a run continued at ``step`` is: (the curriculum phase, its training steps left)."""
-    done = step // n_envs
-    for index, steps in enumerate(train_steps):
-        if done < steps:
-            return index, steps - done
-        done -= steps
-    return len(train_steps), 0   # nothing left to train
-
-
 # -- train ------------------------------------------------------------------------
 def build_runner(config: dict[str, Any], family: str, env_id: str, template: str, args: Namespace):
     registration.register_family_of(env_id)  # Atari: ale_py's ids (MultiGrid registers in its adapter)
@@ -656,7 +482,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
                  "parameter_sharing": params.get("use_parameter_sharing"),
                  "training_mode": params.get("training_mode")}
     emitter.run_started("xuance", config["algo"], config["env"], total_steps=running_steps,
-                        upstream=upstream(), family=family, **extra)
+                        upstream=upstream("xuance"), family=family, **extra)
     set_torch_threads(params["torch_threads"])
     # continue_from: this same run goes on from its checkpoint (mosaic continue)
     source = config.get("continue_from")
@@ -743,166 +569,7 @@ def finish(runner, agent) -> None:
         runner.envs = None
 
 
-# -- evaluate -----------------------------------------------------------------------
 def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
-    """Load ``config.checkpoint`` and play ``eval_episodes`` episodes (XuanCe's test mode)."""
-    prepare_run(config)
-    family, env_id = catalog.resolve_env(config["env"])
-    multi_agent = family in catalog.MULTI_AGENT
-    template = catalog.config_file(config["algo"], family, env_id)
-    checkpoint = os.path.abspath(os.path.expanduser(config["checkpoint"]))
-    if not os.path.exists(checkpoint):
-        raise ConfigError("checkpoint", f"no such file: {checkpoint}")
-    folder = checkpoint_dir(checkpoint)
-    model_name = None if os.path.isdir(checkpoint) else os.path.basename(checkpoint)
-    meta = read_checkpoint_meta(checkpoint)
-    params = dict(config["params"])
-    if meta is not None:
-        # the networks must be built as they were trained; the world is this run's
-        params.update(meta.get("params") or {})
-    params["parallels"] = 1
-    if "vectorize" in params:
-        params["vectorize"] = "DummyVecMultiAgentEnv" if multi_agent else "DummyVecEnv"
-    env_kwargs = config["params"].get("env_kwargs") or {}
-    emitter.run_started("xuance", config["algo"], config["env"], total_steps=None, upstream=upstream(),
-                        family=family, mode="eval", checkpoint=checkpoint, episodes=config["eval_episodes"])
-    set_torch_threads(config["params"]["torch_threads"])
-    args = parser_args(config, family, env_id, params, running_steps=1)
-    mpe_alias.set_env_kwargs(env_kwargs)
-    runner = build_runner(config, family, env_id, template, args)
-    agent = runner.agent
-    try:
-        if meta is not None:
-            check_fits(meta, agent, runner.envs, env_id, multi_agent)
-        agent.load_model(folder, model_name or model_in(folder))
-        frames = env_frames(config)
-        recorder = env_recorder(config)
-        hooks = Hooks(emitter, multi_agent, list(agent.agent_keys) if multi_agent else None, frames=frames,
-                      recorder=recorder)
-        install_hooks(agent, hooks)
-        hooks.watch(runner.envs)
-        human = hand_to_a_person(agent, runner.envs, config["params"]["human_agent"], emitter, hooks) \
-            if multi_agent and config["params"].get("human_agent") else None
-        try:
-            agent.test(test_episodes=config["eval_episodes"], test_envs=runner.envs, close_envs=False)
-        finally:
-            if human is not None:
-                human.close()
-            if frames is not None:
-                frames.close()
-            if recorder is not None:
-                recorder.finish(emitter)
-    finally:
-        finish(runner, agent)
-    emitter.run_completed(step=hooks.env_steps)
-    return 0
-
-
-def hand_to_a_person(agent, envs, key: str, emitter: Emitter, hooks: Hooks):
-    """``params.human_agent``: XuanCe's own evaluation loop plays on, its ``get_actions`` answer for
-    that agent replaced by the person's action (workers.sdk.control.HumanAgent: the wait, the legal
-    actions from the env's available actions, refusals)."""
-    from workers.sdk.control import HumanAgent
-    if key not in agent.agent_keys:
-        raise ConfigError("params.human_agent", f"{key!r} is not an agent of this env ({', '.join(agent.agent_keys)})")
-    space = envs.action_space[key]
-    if not hasattr(space, "n"):
-        raise ConfigError("params.human_agent", f"{key} has {type(space).__name__} actions: a person plays "
-                                                f"discrete actions")
-    seat = HumanAgent(key, space.n, emitter)
-    get_actions, episode_ended = agent.get_actions, hooks._episode
-    episodes = [0]
-
-    def with_the_person(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        out = get_actions(*args, **kwargs)
-        avail = kwargs.get("avail_actions_dict")
-        for i, actions in enumerate(out["actions"]):
-            mask = avail[i].get(key) if avail is not None and avail[i] is not None else None
-            legal = None if mask is None else [a for a in range(space.n) if mask[a]]
-            actions[key] = seat.move(hooks.env_steps, episodes[0], legal)
-            seat.moved(actions[key], hooks.env_steps + 1, episodes[0])
-        return out
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        episodes[0] += 1
-        episode_ended(*args, **kwargs)
-
-    agent.get_actions, hooks._episode = with_the_person, counting
-    return seat
-
-
-def model_in(folder: str) -> str:
-    """The model file of a checkpoint folder: XuanCe's final model, or the only .pth there."""
-    if os.path.isfile(os.path.join(folder, FINAL_MODEL)):
-        return FINAL_MODEL
-    models = sorted(name for name in os.listdir(folder) if name.endswith(".pth"))
-    if len(models) != 1:
-        raise ConfigError("checkpoint", f"{folder} holds {len(models)} .pth files; name one of them")
-    return models[0]
-
-
-def check_fits(meta: dict[str, Any], agent, envs, env_id: str, multi_agent: bool) -> None:
-    """Refuse a checkpoint whose networks cannot take this environment, saying why."""
-    if multi_agent:
-        mismatch = agent_count_mismatch(meta, int(envs.num_agents), env_id)
-        if mismatch:
-            raise ConfigError("checkpoint", mismatch)
-        if meta.get("agent_keys") and list(meta["agent_keys"]) != list(envs.agents):
-            raise ConfigError("checkpoint", f"has networks for agents {', '.join(meta['agent_keys'])}; "
-                                            f"{env_id} here has {', '.join(envs.agents)}")
-    for name in ("observation_space", "action_space"):
-        trained, here = meta.get(name), str(getattr(agent, name))
-        if trained is not None and trained != here:
-            raise ConfigError("checkpoint", f"was trained with {name.replace('_', ' ')} {trained}; "
-                                            f"{env_id} here has {here}")
-
-
-# -- a checkpoint as a policy, outside XuanCe's runner ------------------------------------
-class Policy:
-    """A XuanCe MultiGrid checkpoint played greedily outside training: ``act(agent_key, flat)``
-    is the agent's action on its flat view (workers/sdk/multigrid.py, the observation the
-    worker trained on). The networks are built as XuanCe's runner builds them for the
-    checkpoint's own env and params, then the model is loaded; the runner's envs are closed."""
-
-    def __init__(self, checkpoint: str, torch_threads: int = 1):
-        import tempfile
-
-        import numpy as np
-
-        meta = read_checkpoint_meta(checkpoint)
-        if meta is None or meta.get("family") != catalog.MULTIGRID:
-            raise ValueError(f"{checkpoint} is not a XuanCe MultiGrid checkpoint")
-        if meta["algo"] not in catalog.OWN_VIEW_ALGOS:
-            raise ValueError(f"{meta['algo']} actors read other agents' actions or messages")
-        # what XuanCe and torch read at import, but not the sitedir on PYTHONPATH: this process is
-        # another worker's (or a test's), and its children are not XuanCe's env processes
-        os.environ.update({k: v for k, v in process_environment(torch_threads).items() if k != "PYTHONPATH"})
-        multigrid.install()
-        mpe_alias.set_env_kwargs(meta.get("env_kwargs") or {})  # the adapter's env kwargs, as trained
-        set_torch_threads(torch_threads)
-        params = {**meta["params"], "parallels": 1, "vectorize": "DummyVecMultiAgentEnv"}
-        config = {"seed": meta.get("seed", 1), "device": "cpu", "eval_episodes": 1}
-        args = parser_args(config, catalog.MULTIGRID, meta["env_id"], params, running_steps=1)
-        scratch = tempfile.mkdtemp(prefix="mosaic-xuance-policy-")  # XuanCe's writer wants a log dir
-        args.log_dir = args.model_dir = scratch
-        template = catalog.config_file(meta["algo"], catalog.MULTIGRID, meta["env_id"])
-        runner = build_runner({"algo": meta["algo"]}, catalog.MULTIGRID, meta["env_id"], template, args)
-        self.agent = runner.agent
-        try:
-            folder = checkpoint_dir(checkpoint)
-            model = None if os.path.isdir(checkpoint) else os.path.basename(checkpoint)
-            self.agent.load_model(folder, model or model_in(folder))
-        finally:
-            finish(runner, self.agent)
-            shutil.rmtree(scratch, ignore_errors=True)   # the policy is loaded: the writer's log dir is not needed
-        self.agent_keys = list(self.agent.agent_keys)
-        self.on_policy = "deterministic" in self.agent.get_actions.__code__.co_varnames
-        self._all_actions = {k: np.ones(self.agent.action_space[k].n, np.bool_) for k in self.agent_keys}
-
-    def act(self, agent_key: str, flat) -> int:
-        # every agent is given this agent's view: its own action depends on its view (and id) only
-        observations = [{k: flat for k in self.agent_keys}]
-        kwargs = {"deterministic": True} if self.on_policy else {}
-        out = self.agent.get_actions(obs_dict=observations, avail_actions_dict=[self._all_actions],
-                                     test_mode=True, **kwargs)
-        return int(out["actions"][0][agent_key])
+    """Load ``config.checkpoint`` and play ``eval_episodes`` episodes (XuanCe's test mode: evaluate.py)."""
+    from workers.xuance_worker import evaluate as evaluation
+    return evaluation.run(config, emitter)
