@@ -26,6 +26,7 @@ from workers.sdk.control import Controls
 from workers.sdk.envs import MINIGRID_ENVS
 from workers.sdk.dataset import env_recorder
 from workers.sdk.frames import env_frames
+from workers.sdk.packages import upstream
 from workers.sdk.registration import prepare_process, register_family_of
 from workers.sdk.telemetry import Emitter
 
@@ -446,7 +447,8 @@ def play(config: dict[str, Any], emitter: Emitter) -> int:
     prepare_process()
     game = Play(config, emitter)
     p = config["params"]
-    emitter.run_started("human", "play", config["env"], total_steps=config.get("steps"), mode=p["mode"])
+    emitter.run_started("human", "play", config["env"], total_steps=config.get("steps"), mode=p["mode"],
+                        upstream=upstream("gymnasium"))
     try:
         emitter.keymap(SEAT, game.keymap["actions"], game.keymap["keys"], p["mode"], rate=float(p["rate"]),
                        hold_ms=p["hold_ms"], noop=game.keymap.get("noop"), frames=game.draws,
