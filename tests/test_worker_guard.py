@@ -1,5 +1,5 @@
 """The shape every worker shares: a thin cli.py handing over to ``worker_cli.serve``, the entry
-points in runtime.py, and one guard (workers/sdk/guard.py) for every way a run ends but completing.
+points in runtime.py (eval in evaluate.py), the SDK's upstream() and episode series, and one guard (workers/sdk/guard.py) for every way a run ends but completing.
 
 The guard's cases run in real processes (a worker's exit status and death by a signal are what
 the supervisor reads); the workers' own cancels and failures are in each worker's tests.
@@ -46,6 +46,50 @@ def test_every_worker_has_a_thin_cli_that_hands_over_to_the_shared_guard(name):
         text = module.read_text()
         assert "except Cancelled" not in text and "end_cancelled" not in text, module
         assert 'run_failed(f"{type(exc).__name__}' not in text, module
+
+
+def _worker_modules(name: str) -> list[Path]:
+    return sorted(p for p in (ROOT / "workers" / f"{name}_worker").rglob("*.py") if "sitedir" not in p.parts)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_worker_keeps_its_file_roles(name):
+    """runtime.py holds the entry points; an eval mode lives in evaluate.py (``run``), which
+    runtime.evaluate hands over to; the run's library is named by the SDK's one ``upstream()``;
+    a series of episodes stops and continues with the SDK's ``EpisodeSeries``."""
+    folder = ROOT / "workers" / f"{name}_worker"
+    tree = ast.parse((folder / "runtime.py").read_text())
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    if "evaluate" in functions:
+        assert "run" in _functions(folder / "evaluate.py"), f"{name}_worker/evaluate.py has no run()"
+        body = [n for n in functions["evaluate"].body
+                if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]   # its docstring
+        text = ast.unparse(functions["evaluate"])
+        assert len(body) <= 3 and "evaluation.run(config, emitter)" in text, \
+            f"{name}_worker/runtime.py's evaluate() is more than a hand-over to evaluate.run"
+    started = 0
+    for module in _worker_modules(name):
+        where = module.relative_to(ROOT)
+        module_tree = ast.parse(module.read_text())
+        for node in ast.walk(module_tree):
+            if isinstance(node, ast.FunctionDef):
+                assert node.name not in ("upstream", "_upstream"), f"{where}: its own upstream(); use workers.sdk.packages'"
+            if isinstance(node, ast.ClassDef):
+                assert "EpisodeCut" not in node.name, f"{where}: its own {node.name}; use workers.sdk.series'"
+            if isinstance(node, ast.Assign):
+                assert "STOP_STATE" not in [getattr(t, "id", None) for t in node.targets], \
+                    f"{where}: its own STOP_STATE; use workers.sdk.series'"
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "run_started":
+                started += 1
+                given = {k.arg: k.value for k in node.keywords}
+                value = given.get("upstream")
+                assert isinstance(value, ast.Call) and getattr(value.func, "id", None) == "upstream", \
+                    f"{where}:{node.lineno}: run_started's upstream is not workers.sdk.packages.upstream(...)"
+    assert started, f"{name}_worker never says run_started"
+    capabilities = __import__(f"workers.{name}_worker", fromlist=["WORKER"]).WORKER.capabilities()
+    if capabilities.get("stop") is True and not capabilities.get("checkpoints"):   # a series of episodes
+        assert "EpisodeSeries(" in (folder / "runtime.py").read_text(), \
+            f"{name}_worker stops a series of episodes without workers.sdk.series.EpisodeSeries"
 
 
 def test_the_example_worker_has_the_same_shape():

@@ -56,7 +56,7 @@ def play(config: dict[str, Any], emitter) -> int:
     params = config["params"]
     ids = catalog.seat_ids(config["env"])
     emitter.run_started(worker="mosaic_llm", algo=config["algo"], env=config["env"], total_steps=None,
-                        upstream=_upstream(config["env"]),
+                        upstream=upstream(_library(config["env"])),
                         seats={sid: describe_seat(spec) for sid, spec in zip(ids, params["seats"])},
                         coordination=params["coordination"], observation_mode=params["observation_mode"])
     seats, match, frames, humans = [], None, None, None
@@ -98,10 +98,11 @@ def _cache_dirs() -> None:
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
-def _upstream(env_id: str) -> str:
+def _library(env_id: str) -> str:
+    """The distribution that makes the run's env."""
     from workers.mosaic_llm_worker import catalog
 
-    return upstream("pettingzoo" if catalog.env_family(env_id) == "classic" else "mosaic-multigrid")
+    return "pettingzoo" if catalog.env_family(env_id) == "classic" else "mosaic-multigrid"
 
 
 @dataclass

@@ -4,8 +4,8 @@ Train: build the algorithm (algorithms.build), its collectors on tianshou
 DummyVectorEnvs (or, offline, the recorded dataset as the trainer's buffer) and
 call ``algorithm.run_training`` with Tianshou's trainer params; the trainer
 logs through ``logger.TelemetryLogger``, which also saves checkpoints.
-Eval: load a checkpoint and play ``eval_episodes`` episodes with the policy,
-with frames and, if the run records, a dataset. MultiGrid envs: multiagent.py.
+Eval (evaluate.py): load a checkpoint and play ``eval_episodes`` episodes with the
+policy, with frames and, if the run records, a dataset. MultiGrid envs: multiagent.py.
 
 The trainer prints its epoch lines on stdout: ``worker_cli.start`` has made
 stdout the run's stdout.log, so they never reach the telemetry channel.
@@ -217,57 +217,9 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
 
 
 def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
-    """Load the checkpoint and play ``eval_episodes`` episodes with its policy, with frames and,
-    if the run records, a dataset."""
-    prepare_process()
-    if catalog.is_multigrid(config["env"]):
-        from workers.tianshou_worker import multiagent
-        return multiagent.evaluate(config, emitter)
-    recorder = env_recorder(config)
-    try:
-        return _evaluate(config, emitter, recorder)
-    except BaseException:
-        if recorder is not None:
-            recorder.finish(emitter)
-        raise
-
-
-def _evaluate(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) -> int:
-    import torch
-
-    torch.set_num_threads(config["params"]["torch_threads"])
-    algorithm, _, _ = build(config)
-    policy = algorithm.policy
-    policy.eval()
-    frames = env_frames(config)
-    env = make_env(config["env"], recorder, render=frames is not None)
-    emitter.run_started("tianshou", config["algo"], config["env"], upstream=upstream("tianshou"))
-    emitter.phase("eval", step=0)
-    steps = 0
-    try:
-        for index in range(config["eval_episodes"]):
-            obs, info = env.reset(seed=config["seed"] + index)
-            total, length, done = 0.0, 0, False
-            while not done:
-                if frames is not None:
-                    frames.maybe_publish(env.render)
-                with torch.no_grad():
-                    action = policy.compute_action(obs, info)
-                obs, reward, terminated, truncated, info = env.step(action)
-                total += float(reward)
-                length += 1
-                steps += 1
-                done = terminated or truncated
-            emitter.episode(steps, total, length)
-            emitter.heartbeat(steps)
-    finally:
-        env.close()
-        if frames is not None:
-            frames.close()
-    if recorder is not None:
-        recorder.finish(emitter)
-    emitter.run_completed(step=steps)
-    return 0
+    """Load the checkpoint and play ``eval_episodes`` episodes with its policy (evaluate.run)."""
+    from workers.tianshou_worker import evaluate as evaluation
+    return evaluation.run(config, emitter)
 
 
 def eps_annealing(algorithm, params: dict, logger) -> Callable[[int, int], None]:
