@@ -54,10 +54,11 @@ def _worker_modules(name: str) -> list[Path]:
 
 @pytest.mark.parametrize("name", BUNDLED)
 def test_every_worker_keeps_its_file_roles(name):
-    """runtime.py holds the entry points; an eval mode lives in evaluate.py (``run``), which
+    """catalog.py holds the worker's algorithms, envs and params; runtime.py the entry points; an eval mode lives in evaluate.py (``run``), which
     runtime.evaluate hands over to; the run's library is named by the SDK's one ``upstream()``;
     a series of episodes stops and continues with the SDK's ``EpisodeSeries``."""
     folder = ROOT / "workers" / f"{name}_worker"
+    assert (folder / "catalog.py").is_file(), f"{name}_worker has no catalog.py (its algorithms, envs, params as data)"
     tree = ast.parse((folder / "runtime.py").read_text())
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     if "evaluate" in functions:
