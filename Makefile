@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.mosaic-installed
 # the suite runs on every core (pytest-xdist); the Ray tests run one at a time in one process
 XDIST  ?= -n auto --dist loadgroup
 
-.PHONY: run test test-long bench install clean-venv reliability-doc model lint system-deps
+.PHONY: run test test-fast test-long bench install clean-venv reliability-doc model lint system-deps
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
@@ -16,6 +16,10 @@ run: $(STAMP)
 test: $(STAMP)
 	.ci/install-system-packages --check
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# the unit layer (tests/unit) and the quick integration tests (tests/fast.py): an answer in minutes
+test-fast: $(STAMP)
+	MOSAIC_FAST=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # the whole suite with the long breadth sweeps too (every algorithm, every env family x worker)
 test-long: $(STAMP)

@@ -12,6 +12,9 @@ from daemon.home import Home
 from workers.fastlane import layout as fastlane_layout
 from tests.helpers import Mosaic, _stop_everything
 
+# `make test-fast`: the unit layer and the quick integration tests, and their markers (tests/fast.py)
+pytest_plugins = ["tests.fast"]
+
 
 @pytest.fixture
 def home():
