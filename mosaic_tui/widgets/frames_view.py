@@ -515,17 +515,21 @@ class FramesView(Widget, can_focus=True):
         self._choose_source()
         got = self._latest()
         now = time.monotonic()
-        if got is not None and (self.current is None or got[0] != self.current[0]
-                                or got[1] is not self.current[1]):
+        new = got is not None and (self.current is None or got[0] != self.current[0]
+                                   or got[1] is not self.current[1])
+        if new:
             self.current = got
             self._arrivals.append(now)
             self._expected = max(0, self._expected - 1)
-            self.canvas.show(got[0], got[1])
-            self.frame_shown()
         elif now - self._header_at < HEADER_INTERVAL:
             return                       # no new frame: the fps alone, 4 updates a second
         self._header_at = now
-        self.update_header()             # a new frame's number is painted with the frame
+        # the header first: its repaint then reaches the screen before the canvas' does, and
+        # the screen paints both at once (after the canvas alone, the number came a paint later)
+        self.update_header()
+        if new:
+            self.canvas.show(got[0], got[1])
+            self.frame_shown()
 
     def frame_shown(self) -> None:
         """A new frame went to the canvas (a hook: the Play screen repaints its panel after it)."""

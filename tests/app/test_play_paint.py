@@ -260,3 +260,36 @@ async def test_after_a_key_the_panel_is_painted_after_the_keys_frame(home, write
         await wait_until(pilot, lambda: shown_frame(app) == 2 and lit(screen), timeout=10,
                          what="the frame, then the key lit")
         assert acts == [0]
+
+
+async def test_a_new_frames_header_is_asked_to_repaint_before_its_canvas(home, writer, monkeypatch):
+    """Both repaints then reach the screen together and are painted at once (asked after the
+    canvas', the number came a screen update later)."""
+    from tests.app.test_frames import frames_run
+    from tests.app.conftest import fixed_runs
+    from mosaic_tui.widgets.frames_view import FrameCanvas, FramesHeader, FramesView
+    asked: list[str] = []
+    for cls, name in ((FrameCanvas, "canvas"), (FramesHeader, "header")):
+        original = cls.refresh
+
+        def refresh(self, *args, _original=original, _name=name, **kwargs):
+            asked.append(_name)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "refresh", refresh)
+    writer.publish(picture(1))
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        app.link.load(fixed_runs() + [frames_run(writer.run_id)], rev=100)
+        app.link.flush()
+        await pilot.pause()
+        app.open_run(writer.run_id, tab="frames")
+        await wait_until(pilot, lambda: shown_frame(app) == 1, what="frame 1")
+        view = app.screen.query_one(FramesView)
+        view._timer.pause()
+        await pilot.pause()
+        asked.clear()
+        n = writer.publish(picture(2))
+        view.poll()
+        assert view.current[0] == n
+        assert "header" in asked and "canvas" in asked and asked.index("header") < asked.index("canvas"), asked
+        await wait_until(pilot, lambda: shown_frame(app) == n, what="the new frame's number")
