@@ -19,5 +19,6 @@ class _NotInUnitTests:
 @pytest.fixture(autouse=True)
 def _no_processes_no_sockets(monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", _NotInUnitTests("a process"))
-    monkeypatch.setattr(socket, "socket", _NotInUnitTests("a socket"))
-    monkeypatch.setattr(socket, "socketpair", _NotInUnitTests("a socket pair"))
+    # connecting and binding, not making sockets: an asyncio loop's own wake-up pair stays possible
+    for method in ("connect", "connect_ex", "bind"):
+        monkeypatch.setattr(socket.socket, method, _NotInUnitTests(f"a socket ({method})"))
