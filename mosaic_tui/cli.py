@@ -330,7 +330,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
         _set_frames(args, config)
         _set_placement(args, config)
         run = client.call(P.SUBMIT, config=config)
+        _say_steps_short(client, run)
     return _submitted(args, run)
+
+
+def _say_steps_short(client, run: dict[str, Any]) -> None:
+    """A worker that trains whole updates ends short of the steps asked (CleanRL's PPO: 3000 ->
+    2560); nothing said it. Said at submit, on stderr: stdout is the run's id."""
+    config = run.get("config") or {}
+    if not config.get("steps") or config.get("mode") == "eval":
+        return
+    try:
+        schema = client.call(P.SCHEMA, worker=run["worker"], algo=run["algo"], env=run["env"])
+    except P.RPCError:
+        return
+    note = fmt.steps_short(schema, config.get("params") or {}, config["steps"])
+    if note:
+        print(f"note: {run['name']} ({run['worker']} {run['algo']}) {note}", file=sys.stderr)
 
 
 def _mirror_targets(text: str) -> list[str]:

@@ -60,6 +60,29 @@ def rate(value: Any) -> str:
     return num(math.floor(value + 0.5))
 
 
+def steps_short(schema: dict[str, Any] | None, params: dict[str, Any], steps: Any) -> str | None:
+    """Where a run of ``steps`` ends when its worker trains whole updates only (the schema's
+    ``x-steps-per-update``: the params whose product is one update's steps; CleanRL's PPO trains
+    3000 steps asked as 5 updates of 512: 2560), in words; None when it ends where asked. The
+    new-run form shows it under the steps, `mosaic submit` says it on stderr."""
+    names = (schema or {}).get("x-steps-per-update") or []
+    if not names or isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+        return None
+    props = (schema or {}).get("properties") or {}
+    sizes = [params[name] if params.get(name) is not None else (props.get(name) or {}).get("default")
+             for name in names]
+    if not all(type(size) is int and size > 0 for size in sizes):
+        return None
+    per = math.prod(sizes)
+    end = steps // per * per
+    if end == steps:
+        return None
+    update = f"whole updates of {per:,} steps ({' × '.join(f'{n} {v}' for n, v in zip(names, sizes))})"
+    if end == 0:
+        return f"trains {update}: {steps:,} steps is less than one, so it trains none"
+    return f"trains {update}: it ends at step {end:,}, not {steps:,}"
+
+
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """"1 run", "2 runs", "0 runs": a count people read without "(s)"."""
     return f"{count} {noun if count == 1 else (nouns or noun + 's')}"

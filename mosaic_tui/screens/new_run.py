@@ -6,6 +6,7 @@ screen filled from an existing run's config.
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -21,6 +22,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Static
 
 from daemon import protocol as P
+from mosaic_tui import fmt
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.screens.env_picker import EnvPickerScreen
 from mosaic_tui.widgets.key_bar import KeyBar
@@ -284,6 +286,17 @@ class NewRunScreen(Screen):
         self.typed: dict[str, tuple[Any, str]] = {}   # parameter values the user chose: name -> (value, where)
         self.carried: list[str] = []
         self.submitting = False
+        # Typing must never wait on the parameters: a key's work reads these lists, not the DOM (a
+        # query of the form's ~1000 widgets per key, then a relayout, was 0.4 s of CPU a key: 20 s
+        # for 12 characters at load 6-9), and the parameter fields are rebuilt by a worker, never
+        # by a handler of the screen's queue, which every key passes through.
+        self._fixed_fields: list[SchemaField] = []   # the common and placement fields, made once
+        self._param_list: list[SchemaField] = []     # the parameter fields of the schema shown
+        self._by_id: dict[str, SchemaField] = {}
+        self._status: Static | None = None
+        self._submit: Button | None = None
+        self._status_shown: tuple[str, bool] | None = None
+        self._rebuilding = asyncio.Lock()
 
     def chosen_key(self) -> tuple:
         """(worker, algo, env) as the fields show them now."""
@@ -315,8 +328,10 @@ class NewRunScreen(Screen):
             yield Static("Placement", classes="section", id="section-placement")
             yield from self._placement_fields()
         with Horizontal(id="form-bar"):
-            yield Static("loading workers...", id="form-status")
-            yield Button("Submit (ctrl+s)", variant="primary", id="submit", disabled=True)
+            self._status = Static("loading workers...", id="form-status")
+            self._submit = Button("Submit (ctrl+s)", variant="primary", id="submit", disabled=True)
+            yield self._status
+            yield self._submit
             yield Button("Back (esc)", id="back")
         yield KeyBar()
 
@@ -334,7 +349,12 @@ class NewRunScreen(Screen):
         elif name == "dataset":
             spec = {**spec, "enum": [value] if value else [NO_DATASET]}
             extra = {"validator": self._check_dataset}
-        return SchemaField(name, spec, value, field_id=f"f-{name}", **extra)
+        return self._fixed(SchemaField(name, spec, value, field_id=f"f-{name}", **extra))
+
+    def _fixed(self, field: SchemaField) -> SchemaField:
+        self._fixed_fields.append(field)
+        self._by_id[field.id] = field
+        return field
 
     def _placement_fields(self) -> list[SchemaField]:
         """backend and every field of any backend; those of the backend chosen are shown."""
@@ -354,11 +374,11 @@ class NewRunScreen(Screen):
                                 field_id=f"f-placement-{name}",
                                 validator=None if name == "backend" else self._placement_check(name))
             field.display = name == "backend" or name in placement_fields().get(backend, [])
-            fields.append(field)
+            fields.append(self._fixed(field))
         return fields
 
     def placement_field(self, name: str) -> SchemaField:
-        return self.query_one(f"#f-placement-{name}", SchemaField)
+        return self._by_id.get(f"f-placement-{name}") or self.query_one(f"#f-placement-{name}", SchemaField)
 
     def _placement_check(self, name: str):
         """A placement field's check: the model's, for this value under the backend chosen."""
@@ -425,14 +445,14 @@ class NewRunScreen(Screen):
             try:
                 workers = await self.app.link.call(P.WORKERS)
             except (ConnectionError, P.RPCError) as exc:
-                self.query_one("#form-status", Static).update(f"cannot list workers: {exc}")
+                self._set_status(f"cannot list workers: {exc}", False)
                 return
             self.app.workers_cache = workers
         # a test worker is offered when asked for, or when the run being cloned is one of its
         self.worker_list = [w for w in workers if w.get("available") and (w.get("capabilities") or {}).get("algorithms")
                             and (self.app.all_workers or not w.get("hidden") or w["name"] == self.initial.get("worker"))]
         if not self.worker_list:
-            self.query_one("#form-status", Static).update("no worker is available; see `mosaic workers`")
+            self._set_status("no worker is available; see `mosaic workers`", False)
             return
         names = [w["name"] for w in self.worker_list]
         # a clone's worker, else CleanRL (single-file RL, the usual first run), else the first
@@ -482,7 +502,7 @@ class NewRunScreen(Screen):
         self.update_status()
 
     def field(self, name: str) -> SchemaField:
-        return self.query_one(f"#f-{name}", SchemaField)
+        return self._by_id.get(f"f-{name}") or self.query_one(f"#f-{name}", SchemaField)
 
     def common_value(self, name: str) -> Any:
         try:
@@ -491,7 +511,7 @@ class NewRunScreen(Screen):
             return None
 
     def param_fields(self) -> list[SchemaField]:
-        return list(self.query_one("#params").query(SchemaField))
+        return list(self._param_list)
 
     # -- inputs -> everything derived from them ------------------------------------
     def on_schema_field_changed(self, message: SchemaField.Changed) -> None:
@@ -503,7 +523,31 @@ class NewRunScreen(Screen):
                 self.field("checkpoint").validate()
             elif name == "placement.backend":
                 self.show_placement()
+        if name == "steps" or name in self.steps_per_update():
+            self.update_steps_hint()
         self.update_status()
+
+    def steps_per_update(self) -> list[str]:
+        """The parameters whose product is one update's steps, for an algorithm that trains whole
+        updates only (CleanRL's PPO: num-envs × num-steps); [] for the others."""
+        return list((self.schema or {}).get("x-steps-per-update") or []) if not self.loading_schema else []
+
+    def update_steps_hint(self) -> None:
+        """Under the steps: where the run will end when it trains whole updates (3000 -> 2560)."""
+        try:
+            steps = self.field("steps").value()
+        except ConfigError:
+            steps = None
+        names = self.steps_per_update()
+        params = {}
+        for f in self._param_list:
+            if f.field_name in names:
+                try:
+                    params[f.field_name] = f.value()
+                except ConfigError:
+                    return self.field("steps").set_hint(None)
+        hint = fmt.steps_short(self.schema, params, steps) if names else None
+        self.field("steps").set_hint(hint)
 
     def sync(self) -> None:
         """Make the algorithm choices, env suggestions and parameters follow worker, algorithm and env."""
@@ -561,10 +605,16 @@ class NewRunScreen(Screen):
             schema, error = None, str(exc)
         if (worker, algo, env) != self._schema_key:
             return   # the user chose something else meanwhile
-        # The fields are rebuilt by the screen itself, one rebuild at a time and
-        # never cut short: this worker is cancelled whenever the user types on
-        # (exclusive), and cancelling it inside remove/mount wedged the screen.
-        self.call_later(self._show_schema, (worker, algo, env), schema, error)
+        # The fields are rebuilt by a worker of their own, one rebuild at a time and never cut
+        # short: this worker is cancelled whenever the user types on (exclusive), and cancelling
+        # it inside remove/mount wedged the screen. Not by the screen itself (call_later): its
+        # queue waited out the whole remove and mount, seconds under load, and every key with it.
+        self.show_schema((worker, algo, env), schema, error)
+
+    @work(group="fields")
+    async def show_schema(self, key: tuple, schema: dict[str, Any] | None, error: str | None) -> None:
+        async with self._rebuilding:
+            await self._show_schema(key, schema, error)
 
     async def _show_schema(self, key: tuple, schema: dict[str, Any] | None, error: str | None) -> None:
         if key != self._schema_key:
@@ -572,6 +622,7 @@ class NewRunScreen(Screen):
         worker, algo, env = key
         self._remember_typed()
         params = self.query_one("#params", VerticalScroll)
+        self._param_list = []
         await params.remove_children()
         self.schema, self.schema_error, self.carried = schema, error, []
         # the worker's word on the env came with the schema: the env field says it (at once)
@@ -579,6 +630,7 @@ class NewRunScreen(Screen):
         self.field("env").validate()
         if schema is None:
             self.shown_key = None
+            self.update_steps_hint()
             self.query_one("#params-title", Static).update(f"Parameters of {worker} {algo}")
             self.query_one("#schema-desc", Static).update(f"cannot load the schema: {error}")
             self.update_status()
@@ -604,9 +656,11 @@ class NewRunScreen(Screen):
                 self.carried.append(name)
             fields.append(field)
         await params.mount_all(fields)
+        self._param_list = fields
         for f in fields:
             f.validate()
         self.shown_key = (worker, algo, env)
+        self.update_steps_hint()
         self.update_status()
 
     def _remember_typed(self) -> None:
@@ -685,27 +739,37 @@ class NewRunScreen(Screen):
         return []
 
     def all_fields(self) -> list[SchemaField]:
-        return [f for f in self.query(SchemaField) if f.display]
+        """The fields shown, in the form's order: the Run section's, the parameters, the rest."""
+        run = len(SECTIONS[0][1])
+        fields = (*self._fixed_fields[:run], *self._param_list, *self._fixed_fields[run:])
+        return [f for f in fields if f.display]
+
+    def _set_status(self, text: str, invalid: bool) -> None:
+        """The status line; left alone when it already says this (an update lays the form out again)."""
+        if self._status is None or (text, invalid) == self._status_shown:
+            return
+        self._status_shown = (text, invalid)
+        self._status.set_class(invalid, "-invalid")
+        self._status.update(text)
 
     def update_status(self) -> None:
-        """Cheap: reads each field's last verdict (a field validates itself as it changes)."""
-        statuses = self.query("#form-status")
-        if not statuses or not self.is_attached:
+        """Cheap, as it runs at every key: reads each field's last verdict (a field validates itself
+        as it changes) and touches the status line and the button only when they change."""
+        if self._status is None or not self.is_attached:
             return  # leaving: nothing to show
         errors = [f"{f.field_name}: {f.error}" for f in self.all_fields() if f.error] + self._params_problem()
-        status = statuses.first(Static)
-        status.set_class(bool(errors), "-invalid")
         if errors:
             count = len(errors)
-            status.update(f"{count} {'field' if count == 1 else 'fields'} to fix: {errors[0]}")
+            self._set_status(f"{count} {'field' if count == 1 else 'fields'} to fix: {errors[0]}", True)
         else:
             text = "ready: ctrl+s submits"
             if self.carried:
                 n = len(self.carried)
                 where = self.typed[self.carried[0]][1]
                 text += f" · {n} {'value' if n == 1 else 'values'} kept from {where}: {', '.join(self.carried)}"
-            status.update(text)
-        self.query_one("#submit", Button).disabled = bool(errors) or self.submitting
+            self._set_status(text, False)
+        if self._submit is not None:
+            self._submit.disabled = bool(errors) or self.submitting
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "submit":

@@ -11,6 +11,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
 from textual.message import Message
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, Select, Static
@@ -72,6 +73,24 @@ def fits(spec: dict[str, Any], value: Any) -> bool:
     return isinstance(value, str)
 
 
+class FieldInput(Input):
+    """A form's text box: a key typed in it repaints it, and lays out nothing else.
+
+    Textual's Input (8.2.8) sets its virtual size (how far its text scrolls) at every change of
+    its value, and that reactive asks for a layout of the whole screen: the new-run form's ~260
+    widgets reflowed at every key, 0.2 s of CPU a key here, seconds under load. The box is one
+    row of a fixed width whatever its text, so only its own scrolling follows: what the layout
+    would have done for it."""
+
+    def _watch_value(self, value: str) -> None:
+        size = Size(self.content_width, 1)
+        if size != self.virtual_size and not self.styles.auto_dimensions:
+            self.set_reactive(Input.virtual_size, size)
+            self._scroll_update(size)
+            self.refresh()
+        super()._watch_value(value)     # finds the virtual size set: no layout
+
+
 class SchemaField(Vertical):
     """One labelled field: the editor for its type, its help, and its error."""
 
@@ -99,7 +118,7 @@ class SchemaField(Vertical):
         color: $warning;
         padding-left: 28;
     }
-    SchemaField.-carried .field-note {
+    SchemaField.-carried .field-note, SchemaField.-hinted .field-note {
         display: block;
     }
     SchemaField.-carried .field-label {
@@ -141,6 +160,7 @@ class SchemaField(Vertical):
         self.error: str | None = None
         self.refusal: tuple[str, Any] | None = None   # the daemon's message, for the value it refused
         self.note = note    # why the field does not show its default (a value kept from another schema)
+        self.hint: str | None = None   # a word on the value (where a run of these steps ends)
         self.kind = self._kind()
 
     def _kind(self) -> str:
@@ -166,8 +186,8 @@ class SchemaField(Vertical):
                              id=f"in-{self.safe_id}")
             else:
                 suggester = SuggestFromList(self.suggestions, case_sensitive=False) if self.suggestions else None
-                yield Input(value=value_text(self.initial), placeholder=self._placeholder(), suggester=suggester,
-                            classes="field-editor", compact=True, id=f"in-{self.safe_id}")
+                yield FieldInput(value=value_text(self.initial), placeholder=self._placeholder(), suggester=suggester,
+                                 classes="field-editor", compact=True, id=f"in-{self.safe_id}")
         help_parts = [type_label(self.spec)]
         if "default" in self.spec:
             help_parts.append(f"default {value_text(self.spec['default']) or NULL_LABEL}")
@@ -275,6 +295,15 @@ class SchemaField(Vertical):
             self.refusal = None
         self.show_error(None)
         return True
+
+    def set_hint(self, text: str | None) -> None:
+        """Say something about the value under the field (in the note's place), or stop saying it."""
+        if text == self.hint:
+            return
+        self.hint = text
+        self.set_class(text is not None, "-hinted")
+        for label in self.query(".field-note"):
+            label.update(f"↳ {text or self.note}" if text or self.note else "")
 
     def refuse(self, message: str) -> None:
         """The daemon refused this value: say so until it changes."""

@@ -310,3 +310,88 @@ async def test_a_xuance_config_field_takes_a_yaml_files_path(daemon, tmp_path):
         await pilot.pause()
         config, errors = screen.collect()
         assert config is None and errors == [f"xuance_config: {binary} is not a text file (UTF-8)"], errors
+
+
+# -- typing never waits on the parameters (issue 41, item 13) -------------------------------------
+async def _form_on_fake(pilot, app, fake) -> object:
+    """`n` on the runs screen, polled without pilot.pause(), which waits for every widget to be idle
+    (a parameter field held by the test's gate never is)."""
+    import asyncio
+
+    from textual import events
+
+    from mosaic_tui.screens.new_run import NewRunScreen
+    from tests.app.conftest import load_fixed, use_fake
+    use_fake(app, fake)
+    await load_fixed(pilot, app)
+    app.post_message(events.Key("n", "n"))
+    for _ in range(1500):
+        if isinstance(app.screen, NewRunScreen) and app.screen.is_mounted:
+            return app.screen
+        await asyncio.sleep(0.02)
+    raise AssertionError("the form did not open")
+
+
+async def test_typing_never_waits_on_the_parameters(home, fake_daemon, monkeypatch):
+    """At load 6-9, 12 characters typed in the name took 20 s to land while the status line said
+    "loading the parameters of cleanrl ppo". The parameter fields were rebuilt by a handler of the
+    screen's queue, and every key waits for the screen's queue (app.on_event), so each waited out
+    the whole remove and mount; and each key laid the whole form out again (~260 widgets: Textual's
+    Input asks for a layout as its text grows, the status line was set to the same text) and
+    queried its ~1000 widgets: 0.4 s of CPU a key.
+
+    Here the mount of the parameter fields is held until the test lets it go: the keys must land
+    meanwhile. Then, the parameters shown, a key typed repaints its box and lays out nothing."""
+    import asyncio
+
+    from textual import events
+    from textual.widget import Widget
+
+    from mosaic_tui.widgets.schema_form import SchemaField
+    from tests.app.conftest import make_app
+    gate, mounting = asyncio.Event(), asyncio.Event()
+    mount = SchemaField.on_mount
+
+    async def slow_mount(self) -> None:
+        mount(self)
+        if self.id and self.id.startswith("p-") and not gate.is_set():   # the slow part of the load
+            mounting.set()
+            await gate.wait()
+    monkeypatch.setattr(SchemaField, "on_mount", slow_mount)
+    app = make_app(home)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _form_on_fake(pilot, app, fake_daemon)
+        name = screen.field("name")
+        screen.set_focus(name.editor)
+        # no pilot.pause() while the gate holds a field: it waits for every widget to be idle
+        await asyncio.wait_for(mounting.wait(), 30)
+        typed = "my-first-run"
+        for ch in typed:
+            app.post_message(events.Key("minus" if ch == "-" else ch, ch))
+        try:
+            for _ in range(500):       # 10 s at most; each key waited 5 s (KEY_WAIT_AT_MOST) behind the rebuild
+                if name.editor.value == typed:
+                    break
+                await asyncio.sleep(0.02)
+            assert name.editor.value == typed, "typed while the parameters load"
+            assert screen.loading_schema
+            assert "loading the parameters of synthetic emit" in str(screen.query_one("#form-status").render())
+        finally:
+            gate.set()
+        await wait_until(pilot, lambda: not screen.loading_schema, what="the parameters shown")
+        assert screen.collect()[0]["name"] == typed
+
+        layouts: list[str] = []
+        refresh = Widget.refresh
+
+        def counted(self, *args, layout: bool = False, **kwargs):
+            if layout:
+                layouts.append(f"{type(self).__name__}#{self.id}")
+            return refresh(self, *args, layout=layout, **kwargs)
+        monkeypatch.setattr(Widget, "refresh", counted)
+        await pilot.press(*"-two")
+        await wait_until(pilot, lambda: name.editor.value == typed + "-two", what="more of the name typed")
+        await pilot.pause()
+        monkeypatch.setattr(Widget, "refresh", refresh)
+        assert layouts == []
+        assert screen.collect()[0]["name"] == typed + "-two"

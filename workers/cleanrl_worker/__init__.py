@@ -112,7 +112,7 @@ class CleanRLDescriptor(WorkerDescriptor):
         # an installed script by its place in the package (where it is on this machine says nothing
         # in a form); a user's own script by the path they gave
         shown = path if catalog.is_script_path(algo) else f"cleanrl/{os.path.basename(path)}"
-        return {
+        schema = {
             "$schema": SCHEMA_DIALECT,
             "title": f"cleanrl {os.path.basename(path)[:-3] if catalog.is_script_path(algo) else algo}",
             "description": f"Options of {shown} (its argparse parser). Set by the run config instead: {owned}.",
@@ -120,6 +120,12 @@ class CleanRLDescriptor(WorkerDescriptor):
             "properties": properties,
             "additionalProperties": False,
         }
+        # a script that trains whole updates ends short of the steps asked: the form and
+        # `mosaic submit` say where (mosaic_tui/fmt.py steps_short)
+        per_update = [name for name in catalog.steps_per_update(path) if name in properties]
+        if per_update:
+            schema["x-steps-per-update"] = per_update
+        return schema
 
     def check_env(self, config: RunConfig) -> None:
         path = self.script_for(config.algo)  # a script path that is no CleanRL-style script says why here

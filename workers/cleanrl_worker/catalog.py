@@ -151,6 +151,32 @@ def param_args(path: str) -> list[Arg]:
     return args
 
 
+# CleanRL's PPO scripts (and RPO) train whole updates: ``num_updates = total_timesteps // batch_size``
+# with ``batch_size = num_envs * num_steps``, so a run ends at the last whole update, short of the
+# steps asked (3000 with PPO's 4 x 128: 2560).
+_BATCH_SIZE = re.compile(r"args\.batch_size\s*=\s*int\(\s*args\.(\w+)\s*\*\s*args\.(\w+)\s*\)")
+_WHOLE_UPDATES = re.compile(r"args\.total_timesteps\s*//\s*args\.batch_size")
+
+
+@functools.lru_cache(maxsize=64)
+def _steps_per_update_cached(path: str, mtime: float) -> tuple[str, ...]:
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    batch = _BATCH_SIZE.search(source)
+    if batch is None or not _WHOLE_UPDATES.search(source):
+        return ()
+    names = {arg.dest: arg.name for arg in script_args(path)}
+    if not all(dest in names for dest in batch.groups()):
+        return ()
+    return tuple(names[dest] for dest in batch.groups())
+
+
+def steps_per_update(path: str) -> list[str]:
+    """The options whose product is the steps of one update, for a script that trains whole
+    updates only (["num-envs", "num-steps"] for ppo); [] for the others."""
+    return list(_steps_per_update_cached(path, os.path.getmtime(path)))
+
+
 def has_own_save_model(path: str) -> bool:
     return any(arg.name == "save-model" for arg in script_args(path))
 
