@@ -298,6 +298,8 @@ class NewRunScreen(Screen):
         self._status_shown: tuple[str, bool] | None = None
         self._rebuilding = asyncio.Lock()
 
+    MOUNT_BATCH = 4     # parameter fields mounted at once
+
     def chosen_key(self) -> tuple:
         """(worker, algo, env) as the fields show them now."""
         return self.common_value("worker"), self.common_value("algo"), self.common_value("env")
@@ -655,7 +657,9 @@ class NewRunScreen(Screen):
             if note:
                 self.carried.append(name)
             fields.append(field)
-        await params.mount_all(fields)
+        # a few at a time: the keys typed meanwhile take turns with a few widgets' mounts, not all
+        for at in range(0, len(fields), self.MOUNT_BATCH):
+            await params.mount_all(fields[at:at + self.MOUNT_BATCH])
         self._param_list = fields
         for f in fields:
             f.validate()
