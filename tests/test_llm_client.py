@@ -233,3 +233,41 @@ def test_openai_compatible_constraints_go_in_the_request(planted_key):
     assert guided["guided_choice"] == CHOICES and guided["structured_outputs"] == {"choice": CHOICES}
     assert grammar["grammar"] == 'root ::= "turn left" | "turn right" | "go forward"\n'
     assert not {"guided_choice", "grammar", "response_format"} & set(auto)
+
+
+PREFIX_EPISODE = """
+import json
+from workers.sdk.llm.client import make_client
+from workers.sdk.llm.history import HistoryPromptBuilder
+CHOICES = ["turn left", "turn right", "go forward"]
+client = make_client({"n_threads": 2})
+builder = HistoryPromptBuilder(max_text_history=4, keep_prefix=True)
+builder.update_instruction_prompt("You are an agent in a grid world. Legal actions: turn left, turn right, "
+                                  "go forward. Reach the red ball.")
+calls = []
+for step in range(13):
+    builder.update_observation({"long_term_context": f"Step {step}: " + ", ".join(
+        f"a {colour} box {step + k} steps ahead" for k, colour in enumerate(["grey", "blue", "green", "purple"]))})
+    reply = client.complete(builder.get_prompt(), choices=CHOICES, max_tokens=4)
+    calls.append({"tokens_in": reply.tokens_in, "evaluated": client.last_evaluated[0]})
+    builder.update_action(reply.action or "go forward")
+print(json.dumps({"swa_full": bool(client.llm.context_params.swa_full), "calls": calls}))
+"""
+
+
+def test_the_local_model_reuses_the_prompt_prefix_over_an_episode():
+    # llama.cpp's own count (its perf counters) of the prompt tokens each call evaluated: once the
+    # window is full BALROG's sliding history changes the prompt right after the instructions and
+    # every call evaluates almost all of it; the kept layout evaluates only the new step but at its cuts
+    proc = subprocess.run([sys.executable, "-c", PREFIX_EPISODE], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert proc.returncode == 0, f"the local model's process exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["swa_full"], "Gemma 3's sliding-window cache must be full-size to cut back to a prefix"
+    calls = out["calls"]
+    assert calls[0]["evaluated"] >= calls[0]["tokens_in"] - 1
+    # a call evaluates what it added to the last prompt, and the last observation (its header was
+    # "Current Observation:"), about 45 tokens: a window that slid evaluates its whole history again
+    incremental = [now for before, now in zip(calls, calls[1:])
+                   if now["evaluated"] <= max(now["tokens_in"] - before["tokens_in"], 0) + 60]
+    assert len(incremental) >= (len(calls) - 1) * 2 // 3, calls

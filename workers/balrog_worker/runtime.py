@@ -119,7 +119,7 @@ class BalrogRun:
         client = make_client(normalise_spec(spec_from_params(self.params)))
         self.model = client.model
         builder = HistoryPromptBuilder(max_text_history=self.params["max_text_history"],
-                                       max_cot_history=self.params["max_cot_history"])
+                                       max_cot_history=self.params["max_cot_history"], keep_prefix=True)
         cls = AGENTS[agent_type]["cls"]
         if cls is FewShotAgent:
             if self.params["demos"]:

@@ -275,9 +275,20 @@ def load_llama(path: str, n_ctx: int, n_threads: int | None, seed: int):
 
             if not _MODELS:
                 atexit.register(_free_models)
+            # swa_full: Gemma 3's sliding-window layers otherwise keep a cache too small to cut back
+            # to a shared prefix, and llama.cpp re-evaluates the whole prompt every call (issue 44)
             _MODELS[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
-                                 seed=seed, verbose=False)
+                                 seed=seed, verbose=False, swa_full=True)
         return _MODELS[key]
+
+
+def evaluated(llm) -> tuple[int, int]:
+    """llama.cpp's own count of the tokens this model's context has evaluated so far:
+    (prompt tokens, generated tokens), from its perf counters (llama_perf_context)."""
+    import llama_cpp
+
+    data = llama_cpp.llama_perf_context(llm._ctx.ctx)
+    return int(data.n_p_eval), int(data.n_eval)
 
 
 def _free_models() -> None:
@@ -307,6 +318,7 @@ class LocalClient(LLMClient):
         self.llm = load_llama(self.path, spec["n_ctx"], spec["n_threads"], spec["seed"])
         self.lock = _lock_for(self.llm)
         self._grammars: dict[tuple[str, ...], Any] = {}
+        self.last_evaluated = (0, 0)  # llama.cpp's count for the last call: (prompt tokens, generated)
 
     def grammar(self, choices: list[str]):
         """llama.cpp's grammar that allows exactly one of ``choices``, made once per set of choices."""
@@ -330,6 +342,7 @@ class LocalClient(LLMClient):
             if len(tokens) > room:  # the oldest part goes: the instructions head the prompt, so keep them
                 tokens = tokens[:room // 4] + tokens[len(tokens) - (room - room // 4):]
             text, tokens_out = "", 0
+            before = evaluated(self.llm)
             for chunk in self.llm.create_completion(
                     tokens, max_tokens=max_tokens, temperature=self.spec["temperature"],
                     grammar=self.grammar(choices) if use_grammar else None, stream=True,
@@ -340,6 +353,8 @@ class LocalClient(LLMClient):
                     text += piece
                     if on_text is not None:
                         on_text(text)
+            after = evaluated(self.llm)
+            self.last_evaluated = (after[0] - before[0], after[1] - before[1])
         return text.strip() if use_grammar else text, len(tokens), tokens_out
 
 

@@ -14,10 +14,16 @@ from typing import Any
 
 
 class HistoryPromptBuilder:
-    def __init__(self, max_text_history: int = 16, system_prompt: str | None = None, max_cot_history: int = 1):
+    def __init__(self, max_text_history: int = 16, system_prompt: str | None = None, max_cot_history: int = 1,
+                 keep_prefix: bool = False):
         self.max_text_history = max_text_history
         self.system_prompt = system_prompt
         self.max_cot_history = max_cot_history
+        # keep_prefix: the window grows to max_text_history observations, then drops its older
+        # half at once, so that consecutive prompts share everything but their end (a model's KV
+        # cache reuses that prefix); BALROG's window slides one step, changing the prompt right
+        # after the instructions every call. Never more than max_text_history are shown.
+        self.keep_prefix = keep_prefix
         self._events: deque[dict[str, Any]] = deque(maxlen=max(max_text_history, 1) * 2)
         self._last_short_term_obs = ""
         self.previous_reasoning: str | None = None
@@ -29,6 +35,11 @@ class HistoryPromptBuilder:
     def update_observation(self, obs: dict[str, str]) -> None:
         """``obs``: {"long_term_context": ..., "short_term_context": ...} (BALROG's obs["text"])."""
         self._last_short_term_obs = obs.get("short_term_context", "")
+        if self.keep_prefix:
+            seen = sum(event["type"] == "observation" for event in self._events)
+            if seen >= self.max_text_history:  # the one coming would be one too many: keep the newest half
+                while seen > max(self.max_text_history // 2, 1) - 1 and self._events:
+                    seen -= self._events.popleft()["type"] == "observation"
         self._events.append({"type": "observation", "text": obs.get("long_term_context", "")})
 
     def update_action(self, action: str) -> None:
