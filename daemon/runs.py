@@ -29,14 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from daemon import proctree
-from daemon.crash import crash_excerpt, crash_reason
 from daemon.discovery import resolve_worker
+from daemon.exits import CRASH_DUMP_LINES, STDERR_TAIL_LINES, STOP_OVERDUE, classify_exit
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
                          SUPERVISOR_FILE, TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail, points_at_step
 from daemon import frame_spill
-from daemon.placement import OUTSIDE_CANCEL, PENDING_QUEUES, JobStatus, PlacementError
+from daemon.placement import PENDING_QUEUES, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
 from daemon.inotify import Inotify
@@ -50,7 +50,7 @@ from workers.sdk.descriptor import WorkerDescriptor
 from workers.sdk import telemetry as tm
 from workers.sdk.rundir import (CHECKPOINT_MINUTES_DEFAULT, CHECKPOINT_MINUTES_ENV, KEEP_CHECKPOINTS_DEFAULT,
                                 KEEP_CHECKPOINTS_ENV, MANIFEST_SUFFIX, check_manifest)
-from workers.sdk.stop import STOP_SIGNAL, STOPPED_EXIT
+from workers.sdk.stop import STOP_SIGNAL
 from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG
 
 log = logging.getLogger("mosaic.daemon.runs")
@@ -63,11 +63,8 @@ JOB_END_POLLS = 5
 # mosaic's record all the same (a Ray job stopped while pending stays PENDING until it is placed)
 CANCEL_MARGIN_SECONDS = 30.0
 CLUSTER_GONE_SECONDS = 600.0   # a scheduler unanswered this long, a run quiet as long: its job is lost
-STDERR_TAIL_LINES = 20
-CRASH_DUMP_LINES = 400  # faulthandler's dump lists every Python thread: the crashing one may be far up
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
-STOP_OVERDUE = "did not stop within"   # the reason of a stop whose save outlasted stop_grace_seconds
 # a lost run whose processes run on (its supervisor died, they did not): how often they are looked
 # at, and what its reason says of them meanwhile
 ORPHAN_POLL_SECONDS = 1.0
@@ -1051,75 +1048,20 @@ class RunManager:
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
         job_ended = self._job_endings.pop(run_id, None)
         job = (run["resources"] or {}).get("job") or ""
-        if record is None and job_ended is not None:   # the job ended before or without its supervisor
-            # when the scheduler says the job ended, not when this daemon saw it
-            at = {"ended_at": job_ended.ended_at} if job_ended.ended_at else {}
-            if run["cancel_requested"]:
-                self._set_final(run_id, P.CANCELLED, tail, reason=run["reason"] or "cancelled by the user", **at)
-            else:
-                cause = self._job_cause(run, run_dir)   # the memory limit, where the state says only FAILED
-                state = P.FAILED if cause else P.CANCELLED if job_ended.cancelled else \
-                    P.LOST if job_ended.gone else P.FAILED
-                self._set_final(run_id, state, tail, reason=f"job {job}: {cause or job_ended.ending}", **at)
+        # the files are read only where an outcome can use them: a run that did not end cleanly
+        unclean = record is None or record.get("returncode") != 0
+        failed = record is not None and record.get("returncode") != 0
+        ending = classify_exit(
+            run, record, job_ended, stopped=tail.stopped, failed_reason=tail.failed_reason,
+            stderr=stderr_tail(run_dir, CRASH_DUMP_LINES) if failed else "",
+            job_cause=self._job_cause(run, run_dir) if job_ended is not None or (job and failed) else None,
+            disk_full=disk_full_note(run_dir) if unclean else None)
+        if ending.orphans:
+            self._set_lost(run, run_dir, tail, ending.reason)
             return
-        if record is None:
-            reason = "supervisor ended without an exit record"
-            full = disk_full_note(run_dir)
-            if full:
-                self._set_final(run_id, P.FAILED, tail, reason=f"{reason} ({full})")
-            else:
-                self._set_lost(run, run_dir, tail, reason)
-            return
-        code, sig = record.get("returncode"), record.get("signal")
-        fields: dict[str, Any] = {"exit_code": code, "worker_pid": record.get("worker_pid"),
-                                  "ended_at": record.get("ended_at")}
-        if sig:
-            fields["exit_signal"] = record.get("signal_name") or proctree.signal_name(sig)
-        if run["cancel_requested"] and (run["reason"] or "").startswith(STOP_OVERDUE):
-            state, reason = P.FAILED, run["reason"]   # the stop's save did not fit its grace period
-        elif not run["cancel_requested"] and record.get("cancel_requested") and job_ended is not None \
-                and job_ended.state and not job_ended.cancelled:
-            # the scheduler ended the job (its node failed, its wall time, a preemption): the supervisor
-            # took the SIGTERM for a cancel, but no one cancelled it
-            state = P.FAILED
-            reason = f"job {job}: {self._job_cause(run, run_dir) or job_ended.ending}"
-        elif run["cancel_requested"] or record.get("cancel_requested"):
-            state, reason = P.CANCELLED, run["reason"] or "cancelled by the user"
-            if not run["cancel_requested"] and job_ended is not None:
-                reason = (f"job {job} was cancelled outside mosaic "
-                          f"({OUTSIDE_CANCEL.get(job.split(':', 1)[0], 'through its scheduler')})")
-        elif code == STOPPED_EXIT and tail.stopped:
-            state = P.STOPPED
-            reason = f"stopped at step {tail.stopped['step']}: mosaic continue {run['name']} goes on from there"
-            if job and not run["stop_requested"]:   # the scheduler's signal, not mosaic stop
-                reason = (f"stopped at step {tail.stopped['step']} by job {job}'s warning before its wall time "
-                          f"(or a preemption)")
-                if (run["config"].get("placement") or {}).get("requeue"):
-                    self._set_final(run_id, state, tail, reason=reason + ": requeued", **fields)
-                    self._requeue(run_id)
-                    return
-                reason += f": mosaic continue {run['name']} goes on from there"
-        elif code == 0:
-            state, reason = P.SUCCEEDED, None
-        else:
-            state = P.FAILED
-            fields["stderr_tail"] = stderr_tail(run_dir)
-            if sig:
-                # a native crash names its library (faulthandler's frames on stderr, daemon/crash.py)
-                dump = stderr_tail(run_dir, CRASH_DUMP_LINES)
-                reason = crash_reason(fields["exit_signal"], dump) or f"worker killed by {fields['exit_signal']}"
-                fields["stderr_tail"] = crash_excerpt(dump) or fields["stderr_tail"]
-            else:
-                reason = f"worker exited with code {code}"
-            cause = self._job_cause(run, run_dir) if job else None
-            if cause:   # the scheduler killed the worker (its memory request), the supervisor lived on
-                reason = f"job {job}: {cause} ({reason})"
-            if tail.failed_reason:
-                reason += f": {tail.failed_reason.splitlines()[0][:300]}"
-            full = disk_full_note(run_dir)
-            if full:
-                reason += f" ({full})"
-        self._set_final(run_id, state, tail, reason=reason, **fields)
+        self._set_final(run_id, ending.state, tail, reason=ending.reason, **ending.fields)
+        if ending.requeue:
+            self._requeue(run_id)
 
     def _set_final(self, run_id: str, state: str, tail: RunTail | None, reason: str | None = None,
                    **fields: Any) -> None:
