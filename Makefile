@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.mosaic-installed
 # the suite runs on every core (pytest-xdist); the Ray tests run one at a time in one process
 XDIST  ?= -n auto --dist loadgroup
 
-.PHONY: run test test-fast test-long bench install clean-venv reliability-doc model lint system-deps
+.PHONY: run test test-fast test-long bench install clean-venv reliability-doc model lint system-deps gpu-wheelhouse
 
 run: $(STAMP)
 	$(VENV)/bin/mosaic
@@ -38,6 +38,11 @@ system-deps:
 # the rules in pyproject.toml's [tool.ruff]
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# the GPU check's wheels for the device machine's Python 3.12 (issue 46, scripts/gpu_check): three
+# parts, build/gpu-wheelhouse-{a,b,c}, each under the 64 MiB one device call carries
+gpu-wheelhouse: $(STAMP)
+	for p in a b c; do $(PY) scripts/gpu_wheelhouse.py --part $$p || exit 1; done
 
 bench: $(STAMP)
 	$(PY) -m bench
