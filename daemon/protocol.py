@@ -20,6 +20,9 @@ import zlib
 from typing import Any
 
 PROTOCOL_VERSION = 1
+# the engines' words for a job they hold before it runs (Slurm's pending states, Ray's PENDING), as a
+# run's resources.queue carries them: no supervisor runs yet
+PENDING_QUEUES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
 MAX_LINE = 1024 * 1024  # bytes; a longer request line is refused with LINE_TOO_LONG
 
 # -- methods -------------------------------------------------------------

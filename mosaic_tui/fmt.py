@@ -4,8 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from daemon.placement import PENDING_QUEUES
-from daemon.protocol import RETURNS_KEPT, mean_return
+from daemon.protocol import PENDING_QUEUES, RETURNS_KEPT, mean_return
 
 # The smoothed return is the mean of the last N episode returns. The daemon
 # keeps RETURNS_KEPT of them in a run's summary, so N goes up to that.

@@ -22,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# the engines' words for a job held before it runs: on the wire (a run's resources.queue), so the
+# protocol defines it for the app too
+from daemon.protocol import PENDING_QUEUES  # noqa: F401
+
 JOB_PREFIX = "mosaic-"          # a run's job name / submission id: mosaic-<run id>
 JOB_SCRIPT = "job.sh"           # in the run directory: what was submitted, kept for the user
 BACKENDS = ("slurm", "ray")
-# the engines' words for a job they hold before it runs (Slurm's pending states, Ray's PENDING): no
-# supervisor runs yet
-PENDING_QUEUES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
 # how a user cancels a job outside mosaic, per engine: said in the run's reason when one did
 OUTSIDE_CANCEL = {"slurm": "scancel", "ray": "ray job stop"}
 
