@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from bench.common import alike, alike_settings, daemon_home, figure, median, print_table, run_bare
+from bench.common import alike, alike_settings, alternate, daemon_home, figure, median, print_table, run_bare
 
 ENV = "BabyAI-GoToRedBallGrey-v0"
 STEPS = 10
@@ -35,7 +35,8 @@ from llama_cpp import Llama, LlamaGrammar
 from workers.sdk.llm.client import default_model_path, gbnf_choices
 from workers.sdk.llm.babyai import ACTION_LIST
 prompts = json.load(open(sys.argv[1]))
-llm = Llama(model_path=default_model_path(), n_ctx=8192, n_threads=int(sys.argv[2]), seed=0, verbose=False)
+llm = Llama(model_path=default_model_path(), n_ctx=8192, n_threads=int(sys.argv[2]), seed=0, verbose=False,
+            swa_full=True)
 grammar = LlamaGrammar.from_string(gbnf_choices(ACTION_LIST), verbose=False)
 out = []
 for prompt in prompts:
@@ -83,6 +84,73 @@ def bare(prompts: list[str]) -> dict:
     return {"model_s": sum(t for t, _ in timings), "tokens": sum(n for _, n in timings)}
 
 
+PREFIX = r"""
+import json, sys, time
+from workers.sdk.llm import client as C
+from workers.sdk.llm.babyai import BabyAIText
+from workers.sdk.llm.history import HistoryPromptBuilder
+keep, steps, threads = sys.argv[1] == "kept", int(sys.argv[2]), int(sys.argv[3])
+if not keep:  # the cache as it was: Gemma 3's sliding-window layers on their own small cache
+    from llama_cpp import Llama
+    path = C.default_model_path()
+    C._MODELS[(path, 8192, threads, 0)] = Llama(model_path=path, n_ctx=8192, n_threads=threads, seed=0,
+                                                 verbose=False)
+client = C.make_client({"n_threads": threads})
+env = BabyAIText("BabyAI-GoToRedBallGrey-v0", max_steps=steps)
+builder = HistoryPromptBuilder(max_text_history=16, keep_prefix=keep)
+obs, done, n, prompt_eval, gen_eval, model_s = env.reset(seed=1), False, 0, 0, 0, 0.0
+builder.update_instruction_prompt(env.instruction_prompt())
+started = time.monotonic()
+while n < steps:
+    if done:
+        obs, done = env.reset(seed=1 + n), False
+        builder.reset()
+        builder.update_instruction_prompt(env.instruction_prompt())
+    builder.update_observation(obs)
+    reply = client.complete(builder.get_prompt(), choices=env.actions, max_tokens=256)
+    model_s += reply.latency_s
+    prompt_eval += client.last_evaluated[0]
+    gen_eval += client.last_evaluated[1]
+    action = reply.action or env.default_action
+    builder.update_action(action)
+    obs, _, terminated, truncated = env.step(action)
+    done, n = terminated or truncated, n + 1
+wall = time.monotonic() - started
+print(json.dumps({"steps_per_s": n / wall, "prompt_per_step": prompt_eval / n, "gen_per_step": gen_eval / n,
+                  "model_s": model_s}))
+"""
+PREFIX_STEPS = int(os.environ.get("BENCH_LLM_PREFIX_STEPS", "100"))
+
+
+def prefix_side(side: str) -> dict:
+    proc = run_bare([sys.executable, "-c", PREFIX, side, str(PREFIX_STEPS), str(THREADS)])
+    if proc.returncode != 0:
+        raise RuntimeError(f"{side} run failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def prefix() -> list[dict]:
+    """BabyAI naive agent, max_history 16: as it was (BALROG's sliding window, the small SWA cache)
+    against the prompt prefix kept (the window cut in halves, swa_full), A B then B A."""
+    alike()
+    load0 = os.getloadavg()[0]
+    before, after = alternate(PAIRS, lambda: prefix_side("before"), lambda: prefix_side("kept"))
+    speedups = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(after, before)]
+    load = f"load avg {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+
+    def per_step(runs):
+        return (f"prompt {median([r['prompt_per_step'] for r in runs]):.0f}, "
+                f"completion {median([r['gen_per_step'] for r in runs]):.1f}")
+    return [
+        figure("BabyAI naive, local model, env steps/s as it was (median)", median([b["steps_per_s"] for b in before]),
+               "steps/s", "", f"{PREFIX_STEPS} steps, max_history 16; tokens evaluated per step: {per_step(before)}"),
+        figure("the same with the prompt prefix kept (median)", median([a["steps_per_s"] for a in after]),
+               "steps/s", "", f"tokens evaluated per step (llama.cpp's count): {per_step(after)}"),
+        figure("env steps/s, prefix kept / as it was", median(speedups), "ratio", ">= 3",
+               f"pairs: {', '.join(f'{r:.2f}' for r in speedups)}; {load}", median(speedups) >= 3),
+    ]
+
+
 def run() -> list[dict]:
     managed_runs, bare_runs = [], []
     alike()
@@ -108,4 +176,4 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    print_table(run())
+    print_table(prefix() if sys.argv[1:] == ["prefix"] else run() + prefix())
