@@ -347,8 +347,9 @@ async def test_a_live_runs_record_changes_never_repaint_the_frames_tab_in_full(h
 
 
 async def test_only_a_translucent_screen_keeps_the_screen_under_it_visible(home):
-    """Our screens are opaque (app.tcss): nothing under them is drawn. A
-    translucent one (a plugin's, say) still shows the screen under it."""
+    """Our full screens are opaque (app.tcss): nothing under them is drawn. A modal (help, the away
+    summary, a confirmation) is translucent and keeps the screen under it in view, and so does a
+    translucent screen of a plugin's."""
     from textual.screen import ModalScreen
     from textual.widgets import Static
 
@@ -364,7 +365,8 @@ async def test_only_a_translucent_screen_keeps_the_screen_under_it_visible(home)
         await load_fixed(pilot, app)
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "HelpScreen", what="help")
-        assert app._background_screens == []
+        assert [type(s).__name__ for s in app._background_screens] == ["RunsScreen"]
+        assert "bravo" in screen_text(app)              # the table under the help box
         await pilot.press("escape")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="runs")
         app.push_screen(Translucent())
