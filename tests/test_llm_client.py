@@ -271,3 +271,17 @@ def test_the_local_model_reuses_the_prompt_prefix_over_an_episode():
     incremental = [now for before, now in zip(calls, calls[1:])
                    if now["evaluated"] <= max(now["tokens_in"] - before["tokens_in"], 0) + 60]
     assert len(incremental) >= (len(calls) - 1) * 2 // 3, calls
+
+
+def test_a_prompt_too_long_for_the_context_is_cut_in_steps_that_keep_its_prefix():
+    from workers.sdk.llm.client import fit
+
+    room, cuts, previous = 100, set(), None
+    for n in range(90, 400, 7):  # a prompt growing at its end, past the context
+        tokens = fit(list(range(n)), room)
+        assert len(tokens) <= room and tokens[:25] == list(range(25)) and tokens[-1] == n - 1
+        if previous is not None and len(tokens) > len(previous):  # no new cut: the old prompt is its prefix
+            assert tokens[:len(previous)] == previous
+        cuts.add(tokens[25] if len(tokens) > 25 and n > room else None)
+        previous = tokens
+    assert len(cuts) <= 1 + (400 - room) // 25 + 1  # cut in steps of a quarter, not every call

@@ -300,6 +300,17 @@ def _free_models() -> None:
         _MODELS.clear()
 
 
+def fit(tokens: list[int], room: int) -> list[int]:
+    """The prompt cut to ``room`` tokens: its head (the instructions) kept, the oldest part after it
+    dropped in steps of a quarter of the room, so that a prompt growing at its end keeps the same
+    cut, and the model's cache its prefix, until the next step (not a cut that slides every call)."""
+    if len(tokens) <= room:
+        return tokens
+    head = step = max(room // 4, 1)
+    drop = -(-(len(tokens) - room) // step) * step
+    return tokens[:head] + tokens[head + drop:]
+
+
 class LocalClient(LLMClient):
     """A GGUF model through llama-cpp-python, in this process.
 
@@ -339,8 +350,7 @@ class LocalClient(LLMClient):
         with self.lock:
             tokens = self.llm.tokenize(text_prompt.encode("utf-8"), add_bos=True, special=False)
             room = self.llm.n_ctx() - max(max_tokens, 1)
-            if len(tokens) > room:  # the oldest part goes: the instructions head the prompt, so keep them
-                tokens = tokens[:room // 4] + tokens[len(tokens) - (room - room // 4):]
+            tokens = fit(tokens, room)
             text, tokens_out = "", 0
             before = evaluated(self.llm)
             for chunk in self.llm.create_completion(
