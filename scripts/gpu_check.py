@@ -41,7 +41,7 @@ CASES: list[dict[str, Any]] = [
     {"name": "rllib-ppo-cartpole", "worker": "ray", "algo": "PPO", "env": "CartPole-v1",
      "steps": 8000, "params": {}, "cuda_params": {"num_gpus": 1}},
     {"name": "jumanji-a2c-minesweeper", "worker": "jumanji", "algo": "a2c", "env": "Minesweeper-v0",
-     "steps": 2560, "params": {"training.num_learner_steps_per_epoch": 4, "training.n_steps": 10,
+     "steps": 2560, "unit": 2560, "params": {"training.num_learner_steps_per_epoch": 4, "training.n_steps": 10,
                                "training.total_batch_size": 64,
                                "evaluation.eval_total_batch_size": 8,
                                "evaluation.greedy_eval_total_batch_size": 8}},
@@ -225,7 +225,7 @@ def run_case(mosaic: Mosaic, nvml: Nvml, case: dict[str, Any], device: str, time
     if device.startswith("cuda"):
         params.update(case.get("cuda_params", {}))
     config = {"worker": case["worker"], "algo": case["algo"], "env": case["env"],
-              "steps": max(1, int(case["steps"] * scale)), "seed": 1, "device": device,
+              "steps": _scaled(case, scale), "seed": 1, "device": device,
               "name": name, "params": params}
     rec["config"] = config
     rundir = out / "runs" / name
@@ -273,6 +273,12 @@ def run_case(mosaic: Mosaic, nvml: Nvml, case: dict[str, Any], device: str, time
     finally:
         rec.update(nvml.stop())
         rec["check_s"] = round(time.time() - t0, 1)
+
+
+def _scaled(case: dict[str, Any], scale: float) -> int:
+    """The case's steps times scale, in whole units (Jumanji's A2C trains whole epochs)."""
+    unit = case.get("unit", 1)
+    return max(unit, round(case["steps"] * scale / unit) * unit)
 
 
 def _importable(module: str) -> bool:

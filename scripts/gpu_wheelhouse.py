@@ -42,12 +42,12 @@ GROUPS: dict[str, list[str]] = {
     "ray": ["ray[rllib]", "pyarrow", "gymnasium", "pettingzoo", "mpe2"],
     "jumanji": ["jumanji", "optax", "dm-haiku", "distrax", "rlax", "omegaconf", "gymnasium"],
     # CleanRL's dqn_atari: the ROMs come with ale-py; opencv is the large one
-    "atari": ["ale-py", "opencv-python-headless"],
+    "atari": ["ale-py", "opencv-python-headless==4.11.0.86"],   # the opencv-python here, headless
 }
 # The whole (ray alone is 76 MiB, pyarrow 48) does not fit the 64 MiB one device call carries: three
 # parts, each under the budget, carried by three calls one after the other into the same venv
 # (ignored build outputs stay on the warm machine between calls). RLlib has no part: see --groups ray.
-PARTS = {"a": ["core", "cleanrl", "jumanji"], "b": ["core", "tianshou"], "c": ["core", "xuance"]}
+PARTS = {"a": ["core", "cleanrl", "jumanji"], "b": ["core", "tianshou"], "c": ["core", "xuance"], "d": ["atari"]}
 
 # on the device machine already (its CUDA builds must stay), or not wanted there
 MACHINE_HAS = re.compile(r"^(torch|torchvision|triton|nvidia-(?!ml-py).*|jax|jaxlib|jax-cuda.*|numpy|scipy|"
@@ -89,7 +89,7 @@ def closure(roots: list[str]) -> dict[str, str]:
         try:
             dist = md.distribution(req.name)
         except md.PackageNotFoundError:  # not in this .venv (nvidia-ml-py): the newest that fits
-            seen[name] = ""
+            seen[name] = next((spec.version for spec in req.specifier if spec.operator == "=="), "")
             continue
         seen[name] = dist.version
         for dep in dist.requires or []:
