@@ -3,6 +3,7 @@ that ask it things, and helpers to drive a MosaicApp with Pilot."""
 from __future__ import annotations
 
 import copy
+import uuid
 from typing import Any
 
 import pytest
@@ -135,3 +136,12 @@ async def wait_until(pilot, predicate, timeout: float = 30.0, what: str = "condi
             return
         await pilot.pause(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def writer():
+    """A real FrameWriter for a fake run id (no daemon, no worker)."""
+    from workers.fastlane.writer import FrameWriter
+    w = FrameWriter("01M8FRAMETEST" + uuid.uuid4().hex[:13].upper(), capacity=8)
+    yield w
+    w.close(unlink=True)

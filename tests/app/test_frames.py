@@ -4,7 +4,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import uuid
 
 import numpy as np
 import pytest
@@ -15,16 +14,6 @@ SIZE = (120, 40)
 
 pytestmark = pytest.mark.anyio
 
-
-
-@pytest.fixture
-def writer():
-    """A real FrameWriter for a fake run id (no daemon, no worker)."""
-    from workers.fastlane.writer import FrameWriter
-    run_id = "01M8FRAMETEST" + uuid.uuid4().hex[:13].upper()
-    w = FrameWriter(run_id, capacity=8)
-    yield w
-    w.close(unlink=True)
 
 
 def frames_run(run_id: str) -> dict:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 
 import numpy as np
 import pytest
@@ -21,16 +20,6 @@ from tests.app.conftest import make_app, screen_text, wait_until
 pytestmark = pytest.mark.anyio
 
 SIZE = (120, 40)
-
-
-@pytest.fixture
-def writer():
-    """A real FrameWriter for a fake run id (no daemon, no worker)."""
-    from workers.fastlane.writer import FrameWriter
-    run_id = "01M8PAINTTEST" + uuid.uuid4().hex[:13].upper()
-    w = FrameWriter(run_id, capacity=8)
-    yield w
-    w.close(unlink=True)
 
 
 def picture(n: int) -> np.ndarray:
