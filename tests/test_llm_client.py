@@ -285,3 +285,32 @@ def test_a_prompt_too_long_for_the_context_is_cut_in_steps_that_keep_its_prefix(
         cuts.add(tokens[25] if len(tokens) > 25 and n > room else None)
         previous = tokens
     assert len(cuts) <= 1 + (400 - room) // 25 + 1  # cut in steps of a quarter, not every call
+
+
+TEAM_TURNS = """
+import json
+from workers.sdk.llm.client import make_client
+seats = [make_client({"n_threads": 2}) for _ in range(2)]  # one model, as a MOSAIC LLM team shares it
+out = []
+for turn in range(6):
+    seat = seats[turn % 2]
+    reply = seat.complete([{"role": "system", "content": f"You are seat {turn % 2}. " + "The board has nine squares. " * 30},
+                           {"role": "user", "content": f"Turn {turn}. Your action:"}], choices=["left", "right", "up"],
+                          max_tokens=4)
+    out.append({"tokens_in": reply.tokens_in, "evaluated": seat.last_evaluated[0], "error": reply.error})
+print(json.dumps({"calls": out, "same_model": seats[0].llm is seats[1].llm}))
+"""
+
+
+def test_the_seats_of_a_team_keep_their_prompt_prefix_while_taking_turns_on_one_model():
+    # llama.cpp's count of the prompt tokens each turn evaluated: the seats' prompts differ from
+    # their first tokens, so a turn on the other seat's cache would evaluate all of its prompt again
+    proc = subprocess.run([sys.executable, "-c", TEAM_TURNS], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    assert proc.returncode == 0, f"the local model's process exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["same_model"]
+    calls = out["calls"]
+    assert all(c["error"] is None for c in calls)
+    assert all(c["evaluated"] >= c["tokens_in"] // 2 for c in calls[:2]), calls  # each seat's first turn
+    assert all(c["evaluated"] <= 20 for c in calls[2:]), calls  # then only the new turn's words

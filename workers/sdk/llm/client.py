@@ -330,6 +330,7 @@ class LocalClient(LLMClient):
         self.lock = _lock_for(self.llm)
         self._grammars: dict[tuple[str, ...], Any] = {}
         self.last_evaluated = (0, 0)  # llama.cpp's count for the last call: (prompt tokens, generated)
+        self._cache: tuple[Any, Any] | None = None  # this client's KV cache while another one uses the model
 
     def grammar(self, choices: list[str]):
         """llama.cpp's grammar that allows exactly one of ``choices``, made once per set of choices."""
@@ -351,6 +352,7 @@ class LocalClient(LLMClient):
             tokens = self.llm.tokenize(text_prompt.encode("utf-8"), add_bos=True, special=False)
             room = self.llm.n_ctx() - max(max_tokens, 1)
             tokens = fit(tokens, room)
+            self._take_cache()
             text, tokens_out = "", 0
             before = evaluated(self.llm)
             for chunk in self.llm.create_completion(
@@ -368,7 +370,42 @@ class LocalClient(LLMClient):
         return text.strip() if use_grammar else text, len(tokens), tokens_out
 
 
+    def _take_cache(self) -> None:
+        """Seats of a team share one model and take turns: each keeps its own KV cache (its prompt
+        prefix), saved when another seat takes the model and restored when it comes back, instead
+        of each turn evaluating its prompt again from where the other seat's diverged.
+        llama.cpp's per-sequence state, not Llama.save_state, which copies every cached token's
+        logits (262,144 floats each for Gemma 3). Called with the model's lock held."""
+        import ctypes
+
+        import llama_cpp
+
+        owner = _OWNERS.get(id(self.llm))
+        if owner is self:
+            return
+        ctx, llm = self.llm._ctx.ctx, self.llm
+        if owner is not None and llm.n_tokens > 0:
+            size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+            buffer = (ctypes.c_uint8 * size)()
+            got = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+            owner._cache = (buffer, llm.input_ids[:llm.n_tokens].copy()) if got else None
+        _OWNERS[id(self.llm)] = self
+        if self._cache is None:
+            return  # a first call: whatever prefix it shares with the cache there is reused
+        buffer, ids = self._cache
+        self._cache = None
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        llm.n_tokens = 0
+        if llama_cpp.llama_state_seq_set_data(ctx, buffer, len(buffer), 0):
+            llm.input_ids[:len(ids)] = ids
+            llm.n_tokens = len(ids)
+            llm._requires_eval = True  # the logits are not restored: generate evaluates a token again
+        else:
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+
+
 _LOCKS: dict[int, threading.Lock] = {}
+_OWNERS: dict[int, LocalClient] = {}  # model id -> the client whose cache the model holds
 
 
 def _lock_for(obj: Any) -> threading.Lock:
