@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from daemon import proctree
@@ -36,9 +35,10 @@ from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, S
                          SUPERVISOR_FILE, TENSORBOARD_DIR, Home)
 from daemon.ingest import RunTail, points_at_step
 from daemon import frame_spill
-from daemon.placement import PENDING_QUEUES, JobStatus, PlacementError
+from daemon.placement import PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
+from daemon.placement.jobs import CLUSTER_GONE_SECONDS, ClusterRuns
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
 from daemon.shim import understands, write_json_atomic
@@ -57,12 +57,6 @@ log = logging.getLogger("mosaic.daemon.runs")
 
 SUMMARY_FLUSH_SECONDS = 0.5   # summaries reach clients and the store at most this often
 SAFETY_SCAN_SECONDS = 5.0     # re-read active runs in case an inotify event was lost
-# a cluster job that ended: polls to wait for its exit record to show on a shared filesystem
-JOB_END_POLLS = 5
-# a cancelled cluster run whose job has not ended this long after its supervisor's grace is ended in
-# mosaic's record all the same (a Ray job stopped while pending stays PENDING until it is placed)
-CANCEL_MARGIN_SECONDS = 30.0
-CLUSTER_GONE_SECONDS = 600.0   # a scheduler unanswered this long, a run quiet as long: its job is lost
 STORE_RETRY_SECONDS = 2.0     # a final state the store refused (disk full) is retried this often
 HISTORY_SAVE_SECONDS = 30.0   # a live run's scalar history (daemon.history) is saved at most this often
 # a lost run whose processes run on (its supervisor died, they did not): how often they are looked
@@ -161,11 +155,7 @@ class RunManager:
         # a scheduler that has not answered for this long, for a run whose files have not changed
         # for as long, has lost the run's job (a Ray cluster that went away takes its jobs with it)
         self.cluster_gone_seconds = cluster_gone_seconds
-        self._engine_down: dict[tuple[str, str], float] = {}   # (backend, address): unanswered since (monotonic)
-        self._job_endings: dict[str, JobStatus] = {}   # a job that ended: its status, for _finish
-        self._cancel_untold: dict[str, str] = {}   # a cancelled job the engine could not be told of: why
-        self._relays: dict[str, ray_relay.LogRelay] = {}   # unshared Ray runs: their job's log (cluster thread)
-        self._cluster_pool: ThreadPoolExecutor | None = None   # the schedulers' commands (_cluster_call)
+        self.cluster = ClusterRuns(self)   # the runs a scheduler places: their jobs
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
         self.worker_nice = worker_nice
@@ -205,7 +195,7 @@ class RunManager:
             self.inotify = None
         self.adopt_all()
         loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
-        loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
+        loop.call_later(self.cluster_poll_seconds, self.cluster.poll)
         if self.resources is not None:
             loop.call_later(self.resources.interval, self._sample_resources)
         self.schedule()
@@ -500,7 +490,7 @@ class RunManager:
                 shim = frame_spill.with_spiller(frame_spill.spill_command(
                     sys.executable, run_dir, frames.get("fps", frame_spill.SPILL_FPS), frames.get("max_dim", 320)),
                     shim)
-            self._start_on_cluster(run, run_dir, shim, env, placement)
+            self.cluster.start(run, run_dir, shim, env, placement)
             return
         # a run a person plays (capability "human") waits on them, not on the CPU: it is not made
         # nicer, or a busy machine's training runs would stand between a key and its frame
@@ -528,253 +518,6 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         self._watch(updated, run_dir, popen.pid, popen)
 
-    # -- runs on a cluster (daemon/placement/) ---------------------------------
-    def _cluster_call(self, what: str, call: Callable[[], Any],
-                      then: Callable[[Any], None] | None = None,
-                      failed: Callable[[PlacementError], None] | None = None) -> None:
-        """A scheduler's command (sbatch, squeue, an HTTP call to Ray) off the event loop: a controller
-        that is down makes them wait for many seconds, and no client may wait with them. ``then``
-        (with the answer) or ``failed`` run back on the loop; one command at a time, in order."""
-        def done(future: asyncio.Future) -> None:
-            try:
-                value = future.result()
-            except PlacementError as exc:
-                if failed is not None:
-                    failed(exc)
-                else:
-                    log.warning("%s: %s", what, exc)
-                return
-            except Exception:  # noqa: BLE001 -- a backend's bug must not take the daemon down
-                log.exception("%s failed", what)
-                return
-            if then is not None:
-                then(value)
-        if self._cluster_pool is None:
-            self._cluster_pool = ThreadPoolExecutor(1, thread_name_prefix="cluster")
-        self._loop.run_in_executor(self._cluster_pool, call).add_done_callback(done)
-
-    def _start_on_cluster(self, run: dict[str, Any], run_dir: str, shim: list[str], env: dict[str, str],
-                          placement: dict[str, Any]) -> None:
-        """Submit the run's supervisor as a job of its scheduler; a job of this run that is there
-        already (a daemon that died between sbatch and the store) is taken instead."""
-        run_id = run["id"]
-        try:
-            backend = placement_backend(placement["backend"], placement)
-        except PlacementError as exc:
-            self._set_final(run_id, P.FAILED, None, reason=f"cannot submit to {placement['backend']}: {exc}")
-            return
-        # a run that can stop asks for a warning before its wall time (one that cannot would die of it)
-        warning = self.stop_grace_seconds if self._can_stop(run) else 0
-        updated = self.store.update_run(run_id, state=P.STARTING, started_at=run.get("started_at") or time.time(),
-                                        pid=None, pid_start=None, resources={"queue": "SUBMITTING"})
-        self.on_run(updated, run_id, updated["rev"])
-
-        def submitted(job_id: str) -> None:
-            job = f"{backend.name}:{job_id}"
-            now = self.store.get(run_id)
-            if now is None or now["cancel_requested"]:   # cancelled while it was being submitted
-                self._cluster_call(f"run {run_id}: cancel {job}", lambda: backend.kill(job_id))
-                if now is not None:
-                    self._set_final(run_id, P.CANCELLED, None, reason=now["reason"] or "cancelled by the user")
-                return
-            updated = self.store.update_run(run_id, resources={"job": job, "queue": "PENDING"})
-            self.on_run(updated, run_id, updated["rev"])
-            self._watch(updated, run_dir, 0, None, job=job)
-            log.info("run %s submitted to %s as job %s", run_id, backend.name, job_id)
-
-        def refused(exc: PlacementError) -> None:
-            now = self.store.get(run_id)
-            if now is not None and now["cancel_requested"]:
-                self._set_final(run_id, P.CANCELLED, None, reason=now["reason"] or "cancelled by the user")
-            else:
-                self._set_final(run_id, P.FAILED, None, reason=f"cannot submit to {backend.name}: {exc}")
-
-        self._cluster_call(f"run {run_id}: submit", lambda: backend.find(run_id) or backend.submit(
-            run_id, run_dir, placement, shim, env, warning), then=submitted, failed=refused)
-
-    def _poll_jobs(self) -> None:
-        """Every cluster_poll_seconds: the scheduler's view of the cluster runs (pending, running on
-        which node, ended), and their files, which inotify does not see when a node writes them."""
-        by_engine: dict[tuple[str, str], list[ActiveRun]] = {}   # (backend, address): one ask each
-        for active in self.active.values():
-            if active.job is not None:
-                engine = (active.backend, active.placement.get("address") or "")
-                by_engine.setdefault(engine, []).append(active)
-        for engine in set(self._engine_down) - set(by_engine):   # no run there any more: an outage forgotten
-            del self._engine_down[engine]
-        if not by_engine:
-            self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
-            return
-
-        def ask() -> dict[tuple[str, str], dict[str, JobStatus] | PlacementError]:
-            answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError] = {}
-            for engine, runs in by_engine.items():
-                try:
-                    backend = placement_backend(engine[0], runs[0].placement)
-                    answers[engine] = backend.poll([a.job_id for a in runs])
-                except PlacementError as exc:
-                    answers[engine] = exc
-                    continue
-                # unshared Ray runs: their events and exit record from the job's log (after its status)
-                ray_relay.relay_all(backend, runs, answers[engine], self._relays)
-            return answers
-
-        def answered(answers: dict[tuple[str, str], dict[str, JobStatus] | PlacementError]) -> None:
-            try:
-                for engine, statuses in answers.items():
-                    down = isinstance(statuses, PlacementError)
-                    if down and engine not in self._engine_down:   # the controller is down: the runs go on
-                        self._engine_down[engine] = time.monotonic()
-                        log.warning("cannot poll %s: %s (said once until it answers again)", engine[0], statuses)
-                    elif not down and self._engine_down.pop(engine, None) is not None:
-                        log.info("%s answers again", engine[0])
-                    for active in by_engine[engine]:
-                        if self.active.get(active.run_id) is not active:
-                            continue   # ended meanwhile
-                        self._ingest(active.run_id)
-                        if not down:
-                            self._job_status(active, statuses.get(active.job_id))
-                        else:
-                            self._engine_unanswered(active, engine, statuses)
-            finally:
-                self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
-
-        def failed(exc: PlacementError) -> None:   # not raised by ask(); kept for the contract
-            self._loop.call_later(self.cluster_poll_seconds, self._poll_jobs)
-
-        self._cluster_call("poll the cluster jobs", ask, then=answered, failed=failed)
-
-    def _job_status(self, active: ActiveRun, status: JobStatus | None) -> None:
-        run = self.store.get(active.run_id)
-        if run is None or status is None:
-            return
-        resources = dict(run["resources"] or {})
-        # the reason short (a state column's "pending (resources)"), the engine's words whole beside it
-        shown = {"queue": status.state or resources.get("queue"), "node": status.node or resources.get("node"),
-                 "queue_reason": status.reason if status.pending else None,
-                 "queue_message": status.message if status.pending and status.message != status.reason else None}
-        if status.ends_at is not None and abs(status.ends_at - (resources.get("ends_at") or 0)) > 2:
-            shown["ends_at"] = round(status.ends_at)   # squeue's time left, read again each poll
-        if any(resources.get(k) != v for k, v in shown.items()):
-            updated = self.store.update_run(active.run_id, resources={**resources, **shown})
-            self.on_run(updated, active.run_id, updated["rev"])
-        if not status.ended:
-            return
-        exit_file = os.path.join(active.run_dir, EXIT_FILE)
-        # a shared filesystem may show the exit record a moment after the job ended; a job whose
-        # scheduler says its supervisor never recorded one (it never ran, or was killed) ends now
-        if os.path.exists(exit_file) or status.no_record or active.gone_polls >= JOB_END_POLLS:
-            self._job_endings[active.run_id] = status
-            self._on_exit(active.run_id)
-        else:
-            active.gone_polls += 1
-
-    def _engine_unanswered(self, active: ActiveRun, engine: tuple[str, str], exc: PlacementError) -> None:
-        """A poll the run's scheduler did not answer. The run's own record, where its supervisor
-        wrote one, says how it ended; a run whose scheduler has not answered for cluster_gone_seconds
-        and whose files have not changed for as long is lost, saying why (its engine is gone: it
-        would otherwise stay pending or running for ever, and could not be deleted)."""
-        if os.path.exists(os.path.join(active.run_dir, EXIT_FILE)):
-            self._on_exit(active.run_id)
-            return
-        unanswered = time.monotonic() - self._engine_down.get(engine, time.monotonic())
-        if unanswered < self.cluster_gone_seconds:
-            return
-        newest = 0.0
-        for name in (EVENTS_FILE, STDERR_FILE, "supervisor.json"):
-            try:
-                newest = max(newest, os.stat(os.path.join(active.run_dir, name)).st_mtime)
-            except OSError:
-                pass
-        if time.time() - newest < self.cluster_gone_seconds:
-            return   # its supervisor still writes: the scheduler is away, the job is not
-        self._job_endings[active.run_id] = JobStatus(
-            active.job_id or "", "", ended=True, gone=True,
-            ending=f"{engine[0]} has not answered for {unanswered:.0f} s ({exc}), and the run has written "
-                   f"nothing for as long: its job is taken as gone (cluster_gone_seconds in settings.json)")
-        self._on_exit(active.run_id)
-
-    def _cancel_job(self, run: dict[str, Any], active: ActiveRun) -> None:
-        """A cluster run's cancel. The engine is told (a job that has not started is removed; a
-        running one's supervisor gets SIGTERM and records its end), then asked once how the job is.
-        The run ends in mosaic's record whatever the engine does: at once where no supervisor runs
-        (the job never started) or the engine could not be told about a job that had not started,
-        else when its supervisor records its end, or CANCEL_MARGIN_SECONDS after its grace at the
-        latest; the reason says what the engine confirmed."""
-        run_id, job = run["id"], active.job
-        waiting = str((run["resources"] or {}).get("queue")) in PENDING_QUEUES
-        try:
-            backend = placement_backend(active.backend, active.placement)
-        except PlacementError as exc:
-            self._end_cancelled(run_id, active, None, f"{active.backend} was not told ({exc})")
-            return
-        end = backend.kill if waiting else backend.cancel   # nothing runs yet: the job goes
-
-        def tell() -> tuple[str | None, JobStatus | None]:
-            try:
-                end(active.job_id)
-                told = None
-            except PlacementError as exc:
-                told = str(exc)
-            try:
-                status = backend.poll([active.job_id]).get(active.job_id)
-            except PlacementError:
-                status = None
-            return told, status
-
-        def answered(answer: tuple[str | None, JobStatus | None]) -> None:
-            told, status = answer
-            if self.active.get(run_id) is not active:
-                return   # ended meanwhile
-            if told is not None:
-                self._cancel_untold[run_id] = told
-            if status is not None and status.ended and status.no_record \
-                    and not os.path.exists(os.path.join(active.run_dir, EXIT_FILE)):
-                self._end_cancelled(run_id, active, status, f"{backend.name} confirmed that job {job} ended "
-                                                            f"({status.state})")
-                return
-            if status is not None:
-                self._job_status(active, status)   # an ended job whose record is there ends the run now
-                if self.active.get(run_id) is not active:
-                    return
-            never_ran = status.pending if status is not None else waiting
-            if status is not None and status.gone:
-                self._end_cancelled(run_id, active, status, f"{backend.name} no longer knows job {job}")
-            elif never_ran and told is None:
-                self._end_cancelled(run_id, active, status, f"{backend.name} took the cancel of job {job}, which "
-                                    f"never started" + (f" (it still lists it {status.state} until it places or "
-                                                        f"drops it)" if status and status.pending else ""))
-            elif never_ran:
-                self._end_cancelled(run_id, active, status, f"{backend.name} was not told ({told}): job {job}, "
-                                                            f"which never started, may still be queued there")
-
-        self._cluster_call(f"run {run_id}: cancel {job}", tell, then=answered)
-        wait = self.grace_seconds + CANCEL_MARGIN_SECONDS + JOB_END_POLLS * self.cluster_poll_seconds
-        self._loop.call_later(wait, self._cancel_overdue, run_id, active, wait)
-
-    def _cancel_overdue(self, run_id: str, active: ActiveRun, waited: float) -> None:
-        if self.active.get(run_id) is not active:
-            self._cancel_untold.pop(run_id, None)
-            return   # it ended
-        run = self.store.get(run_id)
-        queue = (run["resources"] or {}).get("queue") if run else None
-        told = self._cancel_untold.get(run_id)
-        said = f"{active.backend} was not told ({told})" if told else f"{active.backend} last said {queue or 'nothing'}"
-        self._end_cancelled(run_id, active, None, f"job {active.job} had not ended {waited:.0f} s after the cancel "
-                                                  f"({said}): its end is not confirmed")
-
-    def _end_cancelled(self, run_id: str, active: ActiveRun, status: JobStatus | None, confirmed: str) -> None:
-        """End a cancelled cluster run in mosaic's record, with what its engine confirmed."""
-        self._cancel_untold.pop(run_id, None)
-        run = self.store.get(run_id)
-        if run is None or self.active.get(run_id) is not active:
-            return
-        updated = self.store.update_run(run_id, reason=f"{run['reason'] or 'cancelled by the user'}; {confirmed}")
-        self.on_run(updated, run_id, updated["rev"])
-        self._job_endings[run_id] = status if status is not None and status.ended else \
-            JobStatus(active.job_id or "", status.state if status else "", ended=True)
-        self._on_exit(run_id)
-
     def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None,
                job: str | None = None) -> None:
         tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
@@ -789,7 +532,7 @@ class RunManager:
                 self._wd_to_run[active.wd] = run["id"]
             except OSError as exc:
                 log.warning("cannot watch %s: %s", tail.path, exc)
-        if job is not None:   # no process here to wait for: the scheduler is polled (_poll_jobs)
+        if job is not None:   # no process here to wait for: the scheduler is polled (ClusterRuns.poll, daemon/placement/jobs.py)
             self._ingest(run["id"])
             return
         try:
@@ -1046,7 +789,7 @@ class RunManager:
         self._mirror_warnings(run_id, finishing=True)   # into the summary the run ends with
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
-        job_ended = self._job_endings.pop(run_id, None)
+        job_ended = self.cluster.job_endings.pop(run_id, None)
         job = (run["resources"] or {}).get("job") or ""
         # the files are read only where an outcome can use them: a run that did not end cleanly
         unclean = record is None or record.get("returncode") != 0
@@ -1054,7 +797,7 @@ class RunManager:
         ending = classify_exit(
             run, record, job_ended, stopped=tail.stopped, failed_reason=tail.failed_reason,
             stderr=stderr_tail(run_dir, CRASH_DUMP_LINES) if failed else "",
-            job_cause=self._job_cause(run, run_dir) if job_ended is not None or (job and failed) else None,
+            job_cause=self.cluster.job_cause(run, run_dir) if job_ended is not None or (job and failed) else None,
             disk_full=disk_full_note(run_dir) if unclean else None)
         if ending.orphans:
             self._set_lost(run, run_dir, tail, ending.reason)
@@ -1123,7 +866,7 @@ class RunManager:
         self.on_run(updated, run_id, updated["rev"])
         active = self.active.get(run_id)
         if active is not None and active.job is not None:
-            self._cancel_job(updated, active)
+            self.cluster.cancel(updated, active)
         elif active is not None:
             # a stopped tree cannot act on SIGTERM: continue it first
             proctree.signal_tree(active.shim_pid, signal.SIGCONT)
@@ -1220,7 +963,7 @@ class RunManager:
             except PlacementError as exc:
                 log.warning("run %s: %s", run_id, exc)
                 return
-            self._cluster_call(f"run {run_id}: stop {active.job}", lambda: backend.signal(active.job_id, "USR1"))
+            self.cluster.call(f"run {run_id}: stop {active.job}", lambda: backend.signal(active.job_id, "USR1"))
         elif active is not None:
             try:
                 os.kill(active.shim_pid, STOP_SIGNAL)   # the supervisor passes it to the worker alone
@@ -1404,15 +1147,6 @@ class RunManager:
         self.schedule()
         return self.store.get(run_id)
 
-    def _job_cause(self, run: dict[str, Any], run_dir: str) -> str | None:
-        """Why the run's scheduler ended its job, from what it left in the run directory."""
-        backend = (run["config"].get("placement") or {}).get("backend")
-        try:
-            explain = getattr(placement_backend(backend, run["config"].get("placement")), "explain", None)
-            return explain(run_dir) if explain is not None else None
-        except PlacementError:
-            return None
-
     def _capabilities(self, worker: str) -> dict[str, Any]:
         desc = self.workers.get(worker)
         try:
@@ -1534,8 +1268,7 @@ class RunManager:
         return tags
 
     def close(self) -> None:
-        if self._cluster_pool is not None:
-            self._cluster_pool.shutdown(wait=False, cancel_futures=True)
+        self.cluster.close()
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_summaries()
