@@ -37,17 +37,20 @@ GROUPS: dict[str, list[str]] = {
     # (its scripts import wandb only with --track; pygame only to render)
     "cleanrl": ["cleanrl", "gym", "gymnasium", "stable-baselines3", "tensorboard", "h5py", "rich"],
     "tianshou": ["tianshou[eval]", "pandas", "gymnasium", "h5py", "pettingzoo"],
-    "xuance": ["xuance", "gymnasium", "pettingzoo", "mpe2", "tensorboard", "h5py"],
+    # xuance's agents import wandb at the top; mpe2's scenarios import pygame
+    "xuance": ["xuance", "wandb", "pygame", "gymnasium", "pettingzoo", "mpe2", "tensorboard", "h5py"],
     # not ray[default]: the dashboard is for placing runs on a Ray cluster, not for a local run
     "ray": ["ray[rllib]", "pyarrow", "gymnasium", "pettingzoo", "mpe2"],
     "jumanji": ["jumanji", "optax", "dm-haiku", "distrax", "rlax", "omegaconf", "gymnasium"],
     # CleanRL's dqn_atari: the ROMs come with ale-py; opencv is the large one
     "atari": ["ale-py", "opencv-python-headless==4.11.0.86"],   # the opencv-python here, headless
 }
-# The whole (ray alone is 76 MiB, pyarrow 48) does not fit the 64 MiB one device call carries: three
-# parts, each under the budget, carried by three calls one after the other into the same venv
-# (ignored build outputs stay on the warm machine between calls). RLlib has no part: see --groups ray.
-PARTS = {"a": ["core", "cleanrl", "jumanji"], "b": ["core", "tianshou"], "c": ["core", "xuance"], "d": ["atari"]}
+# The whole (ray alone is 76 MiB, pyarrow 48) does not fit the 64 MiB one device call carries: parts,
+# each under the budget, carried by calls one after the other into the same venv (ignored build
+# outputs stay on the warm machine between calls). RLlib has no part: see --groups ray.
+# Part a goes first; b, c and d leave out what a brings (the venv a was installed into is kept).
+PARTS = {"a": ["core", "cleanrl", "jumanji"], "b": ["tianshou"], "c": ["xuance"], "d": ["atari"]}
+AFTER_A = {"b", "c", "d"}
 
 # on the device machine already (its CUDA builds must stay), or not wanted there
 MACHINE_HAS = re.compile(r"^(torch|torchvision|triton|nvidia-(?!ml-py).*|jax|jaxlib|jax-cuda.*|numpy|scipy|"
@@ -145,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     wanted: dict[str, str] = {}
     for pins in per_group.values():
         wanted.update(pins)
+    if args.part in AFTER_A:
+        in_a = {n for g in PARTS["a"] for n in closure(GROUPS[g])}
+        wanted = {n: v for n, v in wanted.items() if n not in in_a}
+        per_group = {g: {n: v for n, v in pins.items() if n not in in_a} for g, pins in per_group.items()}
     if args.list:
         for name, version in sorted(wanted.items()):
             print(f"{name}=={version}")
