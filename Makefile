@@ -39,10 +39,10 @@ system-deps:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# the GPU check's wheels for the device machine's Python 3.12 (issue 46, scripts/gpu_check): three
-# parts, build/gpu-wheelhouse-{a,b,c}, each under the 64 MiB one device call carries
+# the GPU check's wheels for the device machine's Python 3.12 (issue 46, scripts/gpu_check): five
+# parts, build/gpu-wheelhouse-{a,b,c,d,e}, each under the 64 MiB one device call carries
 gpu-wheelhouse: $(STAMP)
-	for p in a b c; do $(PY) scripts/gpu_wheelhouse.py --part $$p || exit 1; done
+	for p in a b c d e; do $(PY) scripts/gpu_wheelhouse.py --part $$p || exit 1; done
 
 bench: $(STAMP)
 	$(PY) -m bench
