@@ -1,13 +1,5 @@
-"""The daemon's socket server: clients, method dispatch, subscriptions.
-
-Delivery to a subscriber is driven by cursors, not queues. For each run a
-client follows, the daemon remembers the byte offset up to which it has sent
-that run's events. A live chunk [from, to) goes straight to every client whose
-cursor is ``from``; a client that is behind (it subscribed from an old cursor,
-or it stopped reading and its socket buffer passed HIGH_WATER) is served from
-the file by its own catch-up task, which waits for the socket to drain. So a
-slow client costs a bounded buffer and never stalls the daemon or the others,
-and it resyncs by itself when it reads again.
+"""The daemon's socket server: clients, method dispatch. Delivery to subscribers is
+daemon/delivery.py; the human seats are daemon/seats.py.
 """
 from __future__ import annotations
 
@@ -26,8 +18,9 @@ from daemon import protocol as P
 from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range, read_verbatim_range
 from daemon.frame_spill import SpilledRelay
-from workers.sdk import control
 from daemon.runs import CLUSTER_GONE_SECONDS, RunManager, on_cluster
+from daemon.delivery import BACKLOG_CHUNK, Client, Delivery
+from daemon.seats import Seats
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError
 from daemon.sweeps import SweepController
@@ -38,9 +31,6 @@ from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon")
 
-HIGH_WATER = 4 * 1024 * 1024       # a client's unsent bytes above this: it is served from disk instead
-HARD_LIMIT = 64 * 1024 * 1024      # unsent replies above this: the client is dropped
-BACKLOG_CHUNK = 1024 * 1024        # bytes read per backlog step
 READ_SIZE = 65536
 LOG_STREAMS = {"stderr": STDERR_FILE, "stdout": STDOUT_FILE, "supervisor": "supervisor.log"}
 # read as the daemon starts: what it says it is must not change with a `git pull` under it
@@ -55,64 +45,7 @@ def peer_uid(sock: socket.socket) -> int:
 RELAY_POLL_S = 0.01   # how often a frames relay looks for a new frame (docs/protocol.md, frames)
 
 
-class Client:
-    """One connection to the socket: what it follows (run records, events of which runs, from which
-    byte offsets), its frame relays and the human seats it holds. Writes never block the loop: a
-    client past HIGH_WATER is fed at its pace, one past HARD_LIMIT is dropped."""
-
-    _ids = 0
-
-    def __init__(self, writer: asyncio.StreamWriter):
-        Client._ids += 1
-        self.id = Client._ids
-        self.writer = writer
-        self.transport = writer.transport
-        self.closed = False
-        self.name = "?"
-        self.follow_runs = False               # run-record notifications
-        self.follow_all_events = False         # events of every run
-        self.event_runs: set[str] = set()      # events of these runs
-        self.cursors: dict[str, int] = {}      # run -> next byte offset to send
-        self.sync_due = False                  # a subscribe that needed no backlog still gets "synced"
-        self.behind: set[str] = set()          # runs served by the catch-up task
-        self.pending_records: dict[str, Any] = {}  # coalesced run records while congested
-        self.wakeup = asyncio.Event()
-        self.catchup_task: asyncio.Task | None = None
-        self.relays: dict[tuple[str, int], asyncio.Task] = {}  # (run, stream) -> frame relay
-
-    @property
-    def congested(self) -> bool:
-        """More unsent bytes than HIGH_WATER: its run records are coalesced and its events wait for it."""
-        return self.transport.get_write_buffer_size() > HIGH_WATER
-
-    @property
-    def label(self) -> str:
-        """How other clients are told who this is (a seat's holder): hello's name and a number."""
-        return f"{self.name}#{self.id}"
-
-    def follows_events(self, run_id: str) -> bool:
-        """Whether this client subscribed to the run's events (or to every run's)."""
-        return self.follow_all_events or run_id in self.event_runs
-
-    def write(self, data: bytes) -> None:
-        """Queue bytes to the client; one that leaves HARD_LIMIT bytes unread is dropped."""
-        if self.closed:
-            return
-        if self.transport.get_write_buffer_size() > HARD_LIMIT:
-            log.warning("client %s does not read its replies; dropping it", self.id)
-            self.close()
-            return
-        self.writer.write(data)
-
-    def close(self) -> None:
-        """Drop the connection at once (its catch-up task wakes to end)."""
-        if not self.closed:
-            self.closed = True
-            self.wakeup.set()
-            self.transport.abort()
-
-
-class Daemon:
+class Daemon(Delivery, Seats):
     """The daemon: the socket's JSON-RPC server (docs/protocol.md) over the run manager (daemon/runs.py),
     the store, the sweeps and the histories; it sends each client the run records and events it
     follows. ``serve`` runs until a ``shutdown`` request or SIGTERM; the runs go on without it."""
@@ -618,207 +551,3 @@ class Daemon:
             relay.close()
 
     # -- human seats (docs/play.md) --------------------------------------------
-    def m_seat(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """Take (take: true) or leave a human seat of a run: one client holds a seat, the others
-        watch; the run is told who holds it (nobody: the seat waits, paused)."""
-        run = self._run(params)
-        seat = str(P.param(params, "seat", (str, int), "0"))
-        key = (run["id"], seat)
-        holder = self.seats.get(key)
-        if not P.param(params, "take", bool, True):
-            if holder is client:
-                self._leave_seat(key)
-            return {"seat": seat, "held_by": None if key not in self.seats else self.seats[key].label}
-        if run["state"] not in P.ACTIVE_STATES:
-            raise P.RPCError(P.BAD_STATE, f"run {run['name']} is {run['state']}: its seats are closed")
-        if holder is not None and holder is not client and not holder.closed:
-            raise P.RPCError(P.BAD_STATE, f"seat {seat} of {run['name']} is held by {holder.label}: you can "
-                                          f"watch; it is free once they leave it")
-        self._tell_run(run["id"], {"type": control.SEAT, "seat": seat, "held_by": client.label})
-        self.seats[key] = client
-        return {"seat": seat, "held_by": client.label}
-
-    def m_act(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """The human's action for a seat this client holds: a number (the env's action), a text
-        (a typed move or command), or null (the held key released)."""
-        run = self._run(params)
-        seat = str(P.param(params, "seat", (str, int), "0"))
-        holder = self.seats.get((run["id"], seat))
-        if holder is not client:
-            who = f"held by {holder.label}" if holder is not None and not holder.closed else "not held"
-            raise P.RPCError(P.BAD_STATE, f"seat {seat} of {run['name']} is {who}: take it first (seat)")
-        action = params.get("action")
-        if isinstance(action, bool) or not isinstance(action, (int, str, type(None))):
-            raise P.RPCError(P.INVALID_PARAMS, "parameter 'action' must be a number, a text or null")
-        if isinstance(action, str) and len(action) > 500:
-            raise P.RPCError(P.INVALID_PARAMS, "parameter 'action': a typed action of at most 500 characters")
-        hold_ms = P.param(params, "hold_ms", int, None)
-        self._tell_run(run["id"], {"type": control.ACT, "seat": seat, "action": action, "hold_ms": hold_ms,
-                                   "t": round(time.time(), 4)})
-        return {"sent": True}
-
-    def _tell_run(self, run_id: str, message: dict[str, Any]) -> None:
-        try:
-            control.send(str(self.home.run_dir(run_id)), message)
-        except control.ControlError as exc:
-            raise P.RPCError(P.BAD_STATE, str(exc)) from None
-
-    def _leave_seat(self, key: tuple[str, str]) -> None:
-        self.seats.pop(key, None)
-        try:   # the seat waits, paused, for the next holder
-            control.send(str(self.home.run_dir(key[0])), {"type": control.SEAT, "seat": key[1], "held_by": None})
-        except control.ControlError:
-            pass   # the run has ended
-
-    def _leave_seats(self, client: Client) -> None:
-        """A client that left (detached, closed, lost) leaves its seats: they pause, the episode stays."""
-        for key in [k for k, holder in self.seats.items() if holder is client]:
-            self._leave_seat(key)
-
-    # -- subscriptions -----------------------------------------------------
-    def m_subscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """Follow run records (from a revision) and/or events (from per-run cursors).
-
-        params: runs (bool): run-record notifications; rev (int): also send every
-        change after this revision first; events ("*" or [run refs]); cursors
-        ({run id: byte offset}) where to start each run's events (default 0, the
-        whole history; "end" skips history).
-        """
-        result: dict[str, Any] = {"rev": self.store.rev}
-        if P.param(params, "runs", bool, False):
-            client.follow_runs = True
-            since = P.param(params, "rev", int, None)
-            if since is not None:
-                rows, tombs = self.store.changed_since(since, wire=True)
-                items = [(r["rev"], r, r["id"]) for r in rows] + [(rev, None, rid) for rid, rev in tombs]
-                for rev, row, rid in sorted(items, key=lambda x: x[0]):
-                    client.write(self._run_note(row, rid, rev))
-        events = params.get("events")
-        cursors = P.param(params, "cursors", dict, {})
-        from_end = P.param(params, "from_end", bool, False)
-        if events is not None:
-            if events == "*":
-                client.follow_all_events = True
-                runs = self.store.list()
-            elif isinstance(events, list) and all(isinstance(e, str) for e in events):
-                runs = [self._run({"run": ref}) for ref in events]
-                client.event_runs.update(r["id"] for r in runs)
-            else:
-                raise P.RPCError(P.INVALID_PARAMS, "parameter 'events' must be \"*\" or a list of runs")
-            for run in runs:
-                cursor = cursors.get(run["id"], 0)
-                if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
-                    raise P.RPCError(P.INVALID_PARAMS, f"cursor of {run['id']} must be a byte offset >= 0")
-                end = self.runs.ingested_offset(run)
-                client.cursors[run["id"]] = end if from_end else min(cursor, end)
-                if client.cursors[run["id"]] < end:
-                    client.behind.add(run["id"])
-                else:   # nothing to send (a client that took the run's history): synced as it is
-                    client.sync_due = True
-            result["cursors"] = dict(client.cursors)
-        self._kick(client)
-        return result
-
-    def m_unsubscribe(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """Stop following: everything, or only the events of the runs in ``events``."""
-        events = P.param(params, "events", list, None)
-        if events is not None:
-            for ref in events:
-                if not isinstance(ref, str):
-                    raise P.RPCError(P.INVALID_PARAMS, "parameter 'events' must be a list of runs")
-                matches = self.store.resolve(ref)
-                for run_id in [m["id"] for m in matches[:1]] or [ref]:
-                    client.event_runs.discard(run_id)
-                    client.behind.discard(run_id)
-                    client.cursors.pop(run_id, None)
-            return {"ok": True}
-        client.follow_runs = False
-        client.follow_all_events = False
-        client.event_runs.clear()
-        client.behind.clear()
-        return {"ok": True}
-
-    def _run_note(self, run: dict[str, Any] | None, run_id: str, rev: int) -> bytes:
-        if run is None:
-            return P.notification(P.NOTIFY_RUN, {"rev": rev, "deleted": run_id})
-        return P.notification(P.NOTIFY_RUN, {"rev": rev, "run": run})
-
-    def _broadcast_run(self, run: dict[str, Any] | None, run_id: str, rev: int) -> None:
-        note = None
-        for client in self.clients:
-            if not client.follow_runs:
-                continue
-            if client.congested or client.pending_records:
-                # coalesce: only the newest record of each run waits; while any
-                # waits, later ones queue behind it so revisions arrive in order
-                client.pending_records.pop(run_id, None)
-                client.pending_records[run_id] = (run, rev)
-                self._kick(client)
-                continue
-            if note is None:
-                note = self._run_note(run, run_id, rev)
-            client.write(note)
-
-    def _broadcast_events(self, run_id: str, start: int, end: int, raws: list[bytes]) -> None:
-        note = None
-        for client in self.clients:
-            if not client.follows_events(run_id):
-                continue
-            cursor = client.cursors.setdefault(run_id, 0 if client.follow_all_events else start)
-            if cursor == start and run_id not in client.behind and not client.congested:
-                if note is None:
-                    note = P.events_notification(run_id, start, end, raws)
-                client.write(note)
-                client.cursors[run_id] = end
-            elif cursor < end:
-                client.behind.add(run_id)
-                self._kick(client)
-
-    def _kick(self, client: Client) -> None:
-        if client.catchup_task is None or client.catchup_task.done():
-            client.catchup_task = asyncio.get_running_loop().create_task(self._catch_up(client))
-        client.wakeup.set()
-
-    async def _catch_up(self, client: Client) -> None:
-        """Serve a client that is behind from the files, at the pace it reads."""
-        try:
-            while not client.closed:
-                client.wakeup.clear()
-                worked = False
-                if client.pending_records:
-                    records, client.pending_records = client.pending_records, {}
-                    for run_id, (run, rev) in sorted(records.items(), key=lambda item: item[1][1]):
-                        client.write(self._run_note(run, run_id, rev))
-                    worked = True
-                for run_id in list(client.behind):
-                    run = self.store.get(run_id)
-                    if run is None:
-                        client.behind.discard(run_id)
-                        continue
-                    end = self.runs.ingested_offset(run)
-                    cursor = client.cursors.get(run_id, 0)
-                    if cursor >= end:
-                        client.behind.discard(run_id)
-                        continue
-                    path = str(self.home.run_dir(run_id) / EVENTS_FILE)
-                    nxt, raws = read_verbatim_range(path, cursor, min(end, self.runs.verbatim_until(run)),
-                                                    BACKLOG_CHUNK)
-                    if nxt == cursor:  # an irregular stretch (or one line wider than a chunk): parse it
-                        nxt, raws, _ = read_range(path, cursor, end, BACKLOG_CHUNK)
-                    if nxt > cursor:
-                        client.write(P.events_notification(run_id, cursor, nxt, raws))
-                        client.cursors[run_id] = nxt
-                        worked = True
-                    if nxt >= end:
-                        client.behind.discard(run_id)
-                    await client.writer.drain()  # the client's pace
-                if not client.behind and not client.pending_records:
-                    if worked or client.sync_due:
-                        client.sync_due = False
-                        client.write(P.notification(P.NOTIFY_SYNCED, {"rev": self.store.rev,
-                                                                       "cursors": client.cursors}))
-                    await client.wakeup.wait()
-                elif client.congested:
-                    await client.writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
