@@ -5,7 +5,7 @@ Run by scripts/gpu_check (which makes the venv from the wheelhouse first); by ha
 
     python scripts/gpu_check.py --out DIR [--devices cuda,cpu] [--only NAME,...] [--timeout S]
 
-Writes DIR/results.json, DIR/results.md, DIR/env.json and DIR/runs/<case>-<device>/ (the run's
+Writes results.json, results.md, env.json and runs/<case>-<device>/ into DIR (the run's
 record, its stderr tail, its system/* scalars). Both are rewritten after every run, so a check cut
 short still leaves what it measured. A run that is refused, fails or times out is recorded with
 its reason and the check goes on with the next.

@@ -34,6 +34,7 @@ ELSEWHERE = {
     "qf_loss",                                             # RLlib's SAC metric
     "OnlineTrainerParams",                                 # Tianshou's trainer
     "pursuer_0",                                           # PettingZoo SISL's agent
+    "purple_0",                                            # MOSAIC MultiGrid collect's third agent
     "Node.kill_all_processes",                             # Ray's node (ray/_private/node.py)
     "ppo/classic_control/Pendulum-v1.yaml",                # XuanCe's configs folder
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 
+import numpy.testing  # noqa: F401  (its first import asks lscpu: imported here, before the guard below)
 import pytest
 
 
