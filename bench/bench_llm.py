@@ -98,12 +98,12 @@ if not keep:  # the cache as it was: Gemma 3's sliding-window layers on their ow
 client = C.make_client({"n_threads": threads})
 env = BabyAIText("BabyAI-GoToRedBallGrey-v0", max_steps=steps)
 builder = HistoryPromptBuilder(max_text_history=16, keep_prefix=keep)
-obs, done, n, prompt_eval, gen_eval, model_s = env.reset(seed=1), False, 0, 0, 0, 0.0
+obs, done, n, prompt_eval, gen_eval, model_s, episodes = env.reset(seed=1), False, 0, 0, 0, 0.0, 1
 builder.update_instruction_prompt(env.instruction_prompt())
 started = time.monotonic()
 while n < steps:
     if done:
-        obs, done = env.reset(seed=1 + n), False
+        obs, done, episodes = env.reset(seed=1 + n), False, episodes + 1
         builder.reset()
         builder.update_instruction_prompt(env.instruction_prompt())
     builder.update_observation(obs)
@@ -117,7 +117,7 @@ while n < steps:
     done, n = terminated or truncated, n + 1
 wall = time.monotonic() - started
 print(json.dumps({"steps_per_s": n / wall, "prompt_per_step": prompt_eval / n, "gen_per_step": gen_eval / n,
-                  "model_s": model_s}))
+                  "model_s": model_s, "episodes": episodes}))
 """
 PREFIX_STEPS = int(os.environ.get("BENCH_LLM_PREFIX_STEPS", "100"))
 
