@@ -116,18 +116,11 @@ async def _query_typing(home, repeats: int) -> tuple[list[float], list[float]]:
     from textual.keys import _character_to_key
 
     from bench.bench_app import COLS, ROWS
-    from bench.bench_scale import _key_to_paint
+    from bench.bench_scale import _key_to_paint, runs_listed
     from mosaic_tui.app import MosaicApp
-    from mosaic_tui.widgets.runs_table import RunsTable
     app = MosaicApp(home, restore=False, remember=False, cursor_blink=False)
     async with app.run_test(size=(COLS, ROWS)) as pilot:
-        table = app.screen.query_one(RunsTable)
-        deadline = time.monotonic() + 120
-        while not (app.link.loaded and table.row_count == len(app.link.runs) > 0):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the runs were not listed")
-            await pilot.pause(0.05)
-        await pilot.pause(0.5)
+        table = await runs_listed(app, pilot)
         await pilot.press("slash")
         typed: list[tuple[str, str | None, object]] = []
         for _ in range(repeats):
@@ -160,17 +153,11 @@ def query_typing(counts: list[int], repeats: int = 1) -> list[dict]:
 async def _group_view(home) -> tuple[float, float]:
     from bench.bench_app import COLS, ROWS
     from mosaic_tui.app import MosaicApp
+    from bench.bench_scale import runs_listed
     from mosaic_tui.screens.report import for_runs
-    from mosaic_tui.widgets.runs_table import RunsTable
     app = MosaicApp(home, restore=False, remember=False, cursor_blink=False)
     async with app.run_test(size=(COLS, ROWS)) as pilot:
-        table = app.screen.query_one(RunsTable)
-        deadline = time.monotonic() + 120
-        while not (app.link.loaded and table.row_count == len(app.link.runs) > 0):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the runs were not listed")
-            await pilot.pause(0.05)
-        await pilot.pause(0.5)
+        await runs_listed(app, pilot)
         t0 = time.perf_counter()
         screen = for_runs(list(app.link.runs), app.link.runs)   # what R on the compare screen opens
         app.push_screen(screen)

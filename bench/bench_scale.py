@@ -202,6 +202,19 @@ def live_runs(count: int, seconds: float = 20.0) -> list[dict]:
                    app_cpu < 10)]
 
 
+async def runs_listed(app, pilot):
+    """The runs table once it lists every run the app has loaded (and has settled a moment)."""
+    from mosaic_tui.widgets.runs_table import RunsTable
+    table = app.screen.query_one(RunsTable)
+    deadline = time.monotonic() + 120
+    while not (app.link.loaded and table.row_count == len(app.link.runs) > 0):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the runs were not listed")
+        await pilot.pause(0.05)
+    await pilot.pause(0.5)
+    return table
+
+
 async def _key_to_paint(app, presses: list[tuple[str, str | None, object]], gap: float = 0.05,
                         cpu: list[float] | None = None) -> list[float]:
     """Per (key, character, done) sent to the app: seconds until the first paint (the
@@ -243,7 +256,6 @@ async def _key_to_paint(app, presses: list[tuple[str, str | None, object]], gap:
 async def _table_keys(home, repeats: int) -> dict[str, tuple[list[float], list[float]]]:
     from bench.bench_app import COLS, ROWS
     from mosaic_tui.app import MosaicApp
-    from mosaic_tui.widgets.runs_table import RunsTable
     app = MosaicApp(home, restore=False, remember=False, cursor_blink=False)
     out: dict[str, tuple[list[float], list[float]]] = {}
 
@@ -252,13 +264,7 @@ async def _table_keys(home, repeats: int) -> dict[str, tuple[list[float], list[f
         return await _key_to_paint(app, presses, cpu=cpu), cpu
 
     async with app.run_test(size=(COLS, ROWS)) as pilot:
-        table = app.screen.query_one(RunsTable)
-        deadline = time.monotonic() + 120
-        while not (app.link.loaded and table.row_count == len(app.link.runs) > 0):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the runs were not listed")
-            await pilot.pause(0.05)
-        await pilot.pause(0.5)
+        table = await runs_listed(app, pilot)
 
         def row_is(row: int):
             return lambda: table.cursor_row == row
