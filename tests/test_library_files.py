@@ -16,7 +16,8 @@ from tests.helpers import ROOT
 # the variables that would send the libraries elsewhere than a user's defaults (the suite sets
 # some of them for every test: tests/conftest.py)
 REDIRECTS = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "MPLCONFIGDIR",
-             "INFORM_HOME", "NUMBA_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR", "MOSAIC_HOME")
+             "INFORM_HOME", "NUMBA_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR", "MOSAIC_HOME",
+             "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def user_env(home, **extra: str) -> dict[str, str]:

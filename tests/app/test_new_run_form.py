@@ -49,8 +49,10 @@ async def open_form(pilot, app):
     from mosaic_tui.screens.new_run import NewRunScreen
     await wait_until(pilot, lambda: app.link.connected, what="connected")
     await pilot.press("n")
-    await wait_until(pilot, lambda: isinstance(app.screen, NewRunScreen) and app.screen.schema is not None,
-                     what="the form and its first schema")
+    # the parameter fields are mounted a few at a time after the schema comes: the form is whole once
+    # they all are
+    await wait_until(pilot, lambda: isinstance(app.screen, NewRunScreen) and app.screen.schema is not None
+                     and not app.screen.loading_schema, what="the form and its first schema's fields")
     return app.screen
 
 
