@@ -177,7 +177,33 @@ def _no_files_in_home(config) -> None:
     os.environ["MOSAIC_TEST_HOME_REDIRECTED"] = "1"
 
 
+# what the test processes themselves leave in the temp dir (runs get a temp dir of their own, removed
+# by their supervisor): multiprocessing's pymp-* of a pytest process that ends without its atexit, and
+# the tmp*wandb-media / tmp*wandb-artifacts pair W&B makes when XuanCe's agents are imported in-process
+PROCESS_LITTER = ("pymp-*", "tmp*wandb-media", "tmp*wandb-artifacts")
+
+
+def _temp_entries() -> set[str]:
+    try:
+        return set(os.listdir(tempfile.gettempdir()))
+    except OSError:
+        return set()
+
+
+def _remove_process_litter(config) -> None:
+    """Remove the entries PROCESS_LITTER names that appeared in the temp dir during this session
+    (in the controller, after every xdist worker ended); .ci/run then checks nothing else was left."""
+    import fnmatch
+    before = getattr(config, "_mosaic_temp_before", None)
+    if before is None:
+        return
+    for name in sorted(_temp_entries() - before):
+        if any(fnmatch.fnmatch(name, pattern) for pattern in PROCESS_LITTER):
+            shutil.rmtree(os.path.join(tempfile.gettempdir(), name), ignore_errors=True)
+
+
 def pytest_unconfigure(config):
+    _remove_process_litter(config)
     home_root = getattr(config, "_mosaic_home_root", None)
     if home_root:
         shutil.rmtree(home_root, ignore_errors=True)
@@ -187,5 +213,7 @@ def pytest_unconfigure(config):
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        config._mosaic_temp_before = _temp_entries()
     _shared_compile_cache(config)
     _no_files_in_home(config)
