@@ -259,18 +259,23 @@ def daemon_of(checkout: Path):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def measured_round(term: Terminal, count: int, profile: str | None, *ready: str) -> dict:
+    """The presses of one round once the screen shows every ``ready`` text; the terminal closed after."""
+    try:
+        term.wait_for(*ready)
+        time.sleep(1.0)
+        before = load()
+        with profiled(term.proc.pid, profile):
+            pixels, header, missed = presses(term, count)
+        return {"pixels": pixels, "header": header, "missed": missed, "load": (before, load())}
+    finally:
+        term.close()
+
+
 def local_round(checkout: Path, count: int, profile: str | None = None) -> dict:
     with daemon_of(checkout) as home:
-        term = Terminal(play_argv(str(home.root)), str(checkout), _env(checkout))
-        try:
-            term.wait_for("you hold the seat", "frame 1")
-            time.sleep(1.0)
-            before = load()
-            with profiled(term.proc.pid, profile):
-                pixels, header, missed = presses(term, count)
-            return {"pixels": pixels, "header": header, "missed": missed, "load": (before, load())}
-        finally:
-            term.close()
+        return measured_round(Terminal(play_argv(str(home.root)), str(checkout), _env(checkout)), count, profile,
+                              "you hold the seat", "frame 1")
 
 
 def ssh_round(checkout: Path, count: int, profile: str | None = None) -> dict | str:
@@ -284,16 +289,8 @@ def ssh_round(checkout: Path, count: int, profile: str | None = None) -> dict | 
         try:
             argv = play_argv(laptop, "--ssh", host, "--ssh-config", config, "--remote-mosaic", remote,
                              "--remote-home", str(server.root))
-            term = Terminal(argv, str(checkout), _env(checkout))
-            try:
-                term.wait_for("you hold the seat", "frame 1", "relay")
-                time.sleep(1.0)
-                before = load()
-                with profiled(term.proc.pid, profile):
-                    pixels, header, missed = presses(term, count)
-                return {"pixels": pixels, "header": header, "missed": missed, "load": (before, load())}
-            finally:
-                term.close()
+            return measured_round(Terminal(argv, str(checkout), _env(checkout)), count, profile,
+                                  "you hold the seat", "frame 1", "relay")
         finally:
             shutil.rmtree(laptop, ignore_errors=True)
 
