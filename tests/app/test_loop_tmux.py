@@ -87,7 +87,11 @@ def test_the_whole_loop(daemon, mosaic):
 
         pane.restart(mosaic_command(daemon))                     # reattach: what changed while away
         screen = pane.wait_for("Since the app last closed", "loop-mappo", timeout=60)
-        line = next(l for l in screen.splitlines() if "loop-mappo" in l)
+        # the summary's own line, below its header: the runs table under the translucent summary
+        # lists the run too
+        lines = screen.splitlines()
+        header = next(i for i, l in enumerate(lines) if "Since the app last closed" in l)
+        line = next(l for l in lines[header:] if "loop-mappo" in l)
         assert "succeeded" in line and "mappo" in line and "simple_spread_v3" in line
         pane.keys("Escape")                                      # back where we left: the run
         pane.wait_for("loop-mappo", "succeeded", "episode/return", timeout=20)
