@@ -24,6 +24,10 @@ SCORES = ("return", "best", "last", "median")
 DEFAULT_STATES = ("succeeded", "stopped")
 DEFAULT_WINDOW = 20
 PROFILE_POINTS = 21
+OUTPUT_FORMATS = ("text", "json", "csv", "md", "latex", "long")
+FIGURES = ("curves", "intervals", "profiles", "poi")     # mosaic_tui/figures.py's KINDS
+SUFFIX_FORMATS = {"md": "md", "markdown": "md", "tex": "latex", "csv": "csv", "json": "json"}
+EPISODE_RETURN = "episode/return"
 # bootstrap replications: rliable's default is 50,000; 10,000 keeps a report of 300 runs within 2 s
 # (bench/bench_report.py), and `--reps 50000` gives rliable's own numbers at its default
 REPORT_REPS = 10_000
@@ -408,6 +412,21 @@ def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
     out.add_argument("--csv", action="store_true", help="one row a group over all envs (env *) and per env")
+    out.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
+                     help="text (default), json, csv, md (Markdown table), latex (booktabs table), long (every "
+                          "point of the runs' --metric series: run, group, env, seed, step, metric, value)")
+    out.add_argument("--figure", choices=FIGURES,
+                     help="a figure to --out FILE.pdf|.svg|.png: curves (learning curves, mean and CI band per "
+                          "group), intervals (the aggregates' CIs), profiles (performance profiles), poi "
+                          "(probabilities of improvement)")
+    p.add_argument("--out", metavar="FILE", help="write to FILE instead of printing; a table's format follows its "
+                   "suffix (.md, .tex, .csv, .json) unless --format says")
+    p.add_argument("--x", choices=["step", "time"], default="step",
+                   help="learning curves over environment steps (default) or wall time since each run started")
+    p.add_argument("--column", choices=["single", "double"], default="single",
+                   help="figure width: a paper's column (3.25 in, the default) or its full text width (6.75 in)")
+    p.add_argument("--metric", action="append", metavar="TAG",
+                   help=f"--format long: the series to write (repeatable; default {EPISODE_RETURN})")
     p.set_defaults(func=lambda args: cmd_report(args, cli))
 
 
@@ -434,6 +453,8 @@ def cmd_report(args: argparse.Namespace, cli) -> int:
     EXIT_USAGE, CLIError = cli.EXIT_USAGE, cli.CLIError
     try:
         opts = options_from(args)
+        fmt = output_format(args)
+        check_out(args)
     except ReportError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
     states = None if args.state and "all" in args.state else (args.state or list(DEFAULT_STATES))
@@ -447,14 +468,129 @@ def cmd_report(args: argparse.Namespace, cli) -> int:
         report = build_report(runs, opts)
     except ReportError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
-    if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-    elif args.csv:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(CSV_HEADER)
-        writer.writerows(csv_rows(report))
+    if args.figure:
+        return _write_figure(args, report, runs, client_of=lambda: cli._client(args), CLIError=CLIError)
+    if fmt == "long":
+        with cli._client(args) as client:
+            series = fetch_series(client, [rid for g in report["groups"] for rid in g["run_ids"]],
+                                  args.metric or [EPISODE_RETURN])
+        from mosaic_tui.report_tables import LONG_HEADER, long_rows
+        with _output(args.out) as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(LONG_HEADER)
+            writer.writerows(long_rows(report, {r["id"]: r for r in runs}, series))
+    elif fmt == "json":
+        with _output(args.out) as f:
+            f.write(json.dumps(report, indent=2) + "\n")
+    elif fmt in ("csv", "md", "latex"):
+        from mosaic_tui.report_tables import table
+        with _output(args.out) as f:
+            f.write(table(report, fmt, per_env=args.envs))
     else:
-        print("\n".join(text_lines(report, per_env=args.envs)))
+        text = "\n".join(text_lines(report, per_env=args.envs)) + "\n"
         if args.profile:
-            print("\n".join(profile_lines(report)))
+            text += "\n".join(profile_lines(report)) + "\n"
+        with _output(args.out) as f:
+            f.write(text)
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """What to write: --json, --csv or --format, else the --out file's suffix, else text."""
+    if args.json:
+        return "json"
+    if args.csv:
+        return "csv"
+    if args.format:
+        return args.format
+    if args.out and not args.figure:
+        suffix = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
+        if suffix not in SUFFIX_FORMATS:
+            raise ReportError(f"--out {args.out}: a table's suffix is .md, .tex, .csv or .json (or say --format)")
+        return SUFFIX_FORMATS[suffix]
+    return "text"
+
+
+def check_out(args: argparse.Namespace) -> None:
+    """A figure needs a file of a figure's format; the file's folder must be there."""
+    import os
+    if args.figure:
+        suffix = args.out.rsplit(".", 1)[-1].lower() if args.out and "." in args.out else ""
+        if suffix not in ("pdf", "svg", "png"):
+            raise ReportError(f"--figure {args.figure} needs --out FILE.pdf, .svg or .png"
+                              + (f", not {args.out}" if args.out else ""))
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        raise ReportError(f"--out {args.out}: no folder {os.path.dirname(os.path.abspath(args.out))}")
+
+
+class _output:
+    """--out FILE, or standard output: a file is written whole or not at all (a mistake half way
+    leaves no half table)."""
+
+    def __init__(self, path: str | None):
+        self.path, self.file = path, None
+
+    def __enter__(self):
+        if self.path is None:
+            return sys.stdout
+        self.file = open(self.path + ".part", "w", newline="")
+        return self.file
+
+    def __exit__(self, kind, exc, tb):
+        if self.file is None:
+            return False
+        self.file.close()
+        import os
+        if kind is None:
+            os.replace(self.path + ".part", self.path)
+        else:
+            os.unlink(self.path + ".part")
+        return False
+
+
+def fetch_series(client, run_ids: list[str], tags: list[str]) -> dict[str, dict[str, list[list[Any]]]]:
+    """Each run's points of each tag, [[step, value, wall time], ...], in the order the run wrote
+    them: the pages `mosaic metrics --tag` reads. A run without the tag has none of it."""
+    from daemon import protocol as P
+    out: dict[str, dict[str, list[list[Any]]]] = {}
+    for rid in run_ids:
+        for tag in tags:
+            offset, points = 0, []
+            while True:
+                try:
+                    page = client.call(P.METRICS, run=rid, tags=[tag], max_bytes=16 << 20, **{"from": offset})
+                except P.RPCError as exc:
+                    if exc.code == P.NOT_FOUND:
+                        break          # the run has no such metric (yet)
+                    raise
+                points += page["points"].get(tag, [])
+                if page["next"] >= page["end"] or page["next"] == offset:
+                    break
+                offset = page["next"]
+            if points:
+                out.setdefault(rid, {})[tag] = points
+    return out
+
+
+def _write_figure(args: argparse.Namespace, report: dict[str, Any], runs: list[dict[str, Any]], client_of,
+                  CLIError) -> int:
+    import numpy as np
+
+    from mosaic_tui import figures as F
+    try:
+        curve = None
+        if args.figure == "curves":
+            with client_of() as client:
+                series = fetch_series(client, [rid for g in report["groups"] for rid in g["run_ids"]],
+                                      [EPISODE_RETURN])
+            points = {rid: tuple(np.asarray(col, dtype=float) for col in zip(*tags[EPISODE_RETURN]))
+                      for rid, tags in series.items()}
+            curve = F.curves(report, points, {r["id"]: r for r in runs}, x=args.x)
+        fig = F.draw(args.figure, report, args.column, curve)
+        F.save(fig, args.out)
+    except F.FigureError as exc:
+        raise CLIError(str(exc), 2) from None
+    print(f"wrote {args.out}")
     return 0
