@@ -49,7 +49,7 @@ class BalrogDescriptor(WorkerDescriptor):
             "llm_backends": ["local", "openai", "anthropic"],
             "max_agents": 1,
             "self_play": False,
-            "pause": True, "stop": True,   # mosaic stop / continue: the episodes not yet played
+            "pause": True, "stop": True,   # mosaic stop / continue: the episodes not yet played, the cut ones again
             "checkpoints": False,
             "gpu": False,
             "frames": True,
@@ -89,6 +89,12 @@ class BalrogDescriptor(WorkerDescriptor):
                 raise ConfigError("params.model", f"{spec['model']} is not a file (a GGUF model for the local "
                                                   f"backend)")
             check_budget_params(p, [spec])
+            if spec["backend"] == "local" and p.get("episodes_in_flight", 1) > 1:
+                raise ConfigError("params.episodes_in_flight", "the local backend plays one episode at a time "
+                                  "(llama.cpp in the worker); serve the model (backend openai, base_url) to play "
+                                  "several at once")
+        elif p.get("episodes_in_flight", 1) > 1:
+            raise ConfigError("params.episodes_in_flight", "the random agent plays one episode at a time")
         if p["demos"] is not None:
             if config.algo != "few_shot":
                 raise ConfigError("params.demos", "only the few_shot agent uses demonstrations")

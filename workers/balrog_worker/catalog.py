@@ -28,6 +28,9 @@ LLM_AGENTS = [a for a in AGENTS if a != "random"]
 RUN_PARAMS: dict[str, dict[str, Any]] = {
     "episodes": {"type": "integer", "default": 1, "minimum": 1, "maximum": 100000,
                  "description": "episodes to play (env seeds: seed, seed+1, ...)"},
+    "episodes_in_flight": {"type": "integer", "default": 1, "minimum": 1, "maximum": 256,
+                           "description": "episodes played at once against the model (BALROG's eval.num_workers): "
+                                          "backends that serve several (openai, anthropic), not local"},
     "max_steps_per_episode": {"type": ["integer", "null"], "default": None, "minimum": 1,
                               "description": "cut an episode after this many steps (default: the env's own limit)"},
     "max_text_history": {"type": "integer", "default": 16, "minimum": 0, "maximum": 1000,

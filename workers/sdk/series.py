@@ -13,15 +13,19 @@ no result and is played again on continue (its steps stay in the transcript).
         with series.episode(episode):         # a stop inside it: series.cut() at a step
             ...
 
-The file's layout is the worker's (``state()``'s keys) plus ``next_episode``:
-a run stopped by an earlier version continues from its file as it is.
+The file's layout is the worker's (``state()``'s keys) plus ``next_episode``
+(the first episode without a result) and, from a run with episodes in parallel,
+``in_flight`` (the episodes the stop cut). Episodes after ``next_episode``
+may have finished already: the worker's state lists them, and ``to_play`` leaves
+them out, so continue replays the cut ones and never a finished one. A run
+stopped by an earlier version (no ``in_flight``) continues from its file as it is.
 """
 from __future__ import annotations
 
 import json
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from workers.sdk.rundir import write_state
 from workers.sdk.stop import SIGNALS, Stopped
@@ -40,13 +44,15 @@ class EpisodeSeries:
     def __init__(self, who: str, state: Callable[[], dict[str, Any]], step: Callable[[], int]):
         self.who, self.state, self.step = who, state, step
 
-    def save(self, next_episode: int) -> str:
-        """The state file written: the worker's state and the episode to play next."""
-        return write_state(STOP_STATE, {"next_episode": next_episode, **self.state()})
+    def save(self, next_episode: int, in_flight: list[int] | tuple[int, ...] = ()) -> str:
+        """The state file written: the worker's state, the episode to play next and the ones cut."""
+        cut = {"in_flight": sorted(in_flight)} if in_flight else {}
+        return write_state(STOP_STATE, {"next_episode": next_episode, **cut, **self.state()})
 
-    def stopped(self, next_episode: int) -> Stopped:
+    def stopped(self, next_episode: int, in_flight: Iterable[int] = ()) -> Stopped:
         """The Stopped to raise, its state saved (with its manifest)."""
-        return Stopped.after(lambda: self.save(next_episode), self.step())
+        in_flight = list(in_flight)
+        return Stopped.after(lambda: self.save(next_episode, in_flight), self.step())
 
     def check(self, next_episode: int) -> None:
         """Between two episodes: a stop ends the run here."""
@@ -73,6 +79,14 @@ class EpisodeSeries:
         with open(path, encoding="utf-8") as f:
             state = json.load(f)
         apply(state)
-        sys.stderr.write(f"{self.who}: continuing from {path} at episode {state['next_episode']}, "
+        replayed = f" (replaying {', '.join(map(str, state['in_flight']))})" if state.get("in_flight") else ""
+        sys.stderr.write(f"{self.who}: continuing from {path} at episode {state['next_episode']}{replayed}, "
                          f"step {self.step()}\n")
         return int(state["next_episode"])
+
+
+def to_play(first: int, count: int, finished: Iterable[int]) -> list[int]:
+    """The episodes a run still plays, in order: from ``first`` (a stop's ``next_episode``) to
+    ``count``, less those that have a result already (finished while an earlier one was in flight)."""
+    done = set(finished)
+    return [episode for episode in range(first, count) if episode not in done]

@@ -12,7 +12,7 @@ The spec is plain data (it lives in a run's config.json, so it never holds a key
 | ``max_tokens`` | 256 | a reply's cap; a constrained reply stops at the end of its choice anyway |
 | ``timeout_s`` | 60 | one attempt's limit |
 | ``retries`` | 3 | attempts after the first, on a failure that may pass (down, timeout, 429, 5xx, a malformed answer) |
-| ``backoff_s`` | 1.0 | the first wait; doubled each retry, capped at 30 s, a server's Retry-After honoured |
+| ``backoff_s`` | 1.0 | the first wait; doubled each retry, capped at 30 s, a server's Retry-After honoured; a 429 holds every call of the client (``BackoffGate``: episodes in flight wait together) |
 | ``constrain`` | ``"auto"`` | how ``choices`` bind the reply: ``grammar`` (llama.cpp GBNF), ``guided_choice`` (vLLM), ``json_schema`` (OpenAI structured output), ``none`` (parse the free reply); ``auto``: grammar for local, json_schema for api.openai.com, none elsewhere |
 | ``price_in``, ``price_out`` | None | US$ per million input/output tokens: ``Reply.cost`` |
 | ``n_ctx``, ``n_threads``, ``seed`` | 8192, all cores, 0 | local only |
@@ -109,11 +109,40 @@ class SpecError(ValueError):
 
 
 class Retryable(Exception):
-    """A failed attempt that may succeed if tried again (``wait_s``: the server's Retry-After)."""
+    """A failed attempt that may succeed if tried again (``wait_s``: the server's Retry-After;
+    ``rate_limited``: the server said 429, which holds every call of the client, not this one alone)."""
 
-    def __init__(self, message: str, wait_s: float | None = None):
+    def __init__(self, message: str, wait_s: float | None = None, rate_limited: bool = False):
         super().__init__(message)
         self.wait_s = wait_s
+        self.rate_limited = rate_limited
+
+
+class BackoffGate:
+    """One wait shared by every call of a client: episodes in flight against one server slow down
+    together after a 429 (its Retry-After, or the backoff) instead of each hammering it on its own."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.until = 0.0       # time.monotonic() before which no attempt starts
+        self.holds = 0         # 429s that held the gate
+
+    def hold(self, seconds: float) -> None:
+        """No attempt starts for ``seconds`` from now (or until a later hold's end)."""
+        with self.lock:
+            self.until = max(self.until, time.monotonic() + seconds)
+            self.holds += 1
+
+    def wait(self) -> float:
+        """Sleep until the gate is open; the seconds slept."""
+        slept = 0.0
+        while True:
+            with self.lock:
+                remaining = self.until - time.monotonic()
+            if remaining <= 0:
+                return slept
+            time.sleep(remaining)
+            slept += remaining
 
 
 def normalise_spec(spec: dict[str, Any] | None) -> dict[str, Any]:
@@ -174,6 +203,7 @@ class LLMClient:
         self.spec = spec
         self.model = spec["model"] or ""
         self.calls = 0
+        self.gate = BackoffGate()
 
     def complete(self, prompt: str | list[dict[str, str]], *, choices: list[str] | None = None,
                  max_tokens: int | None = None, on_text: Callable[[str], None] | None = None) -> Reply:
@@ -187,6 +217,7 @@ class LLMClient:
         self.calls += 1
         while True:
             attempts += 1
+            self.gate.wait()
             try:
                 text, tokens_in, tokens_out = self._attempt(prompt, choices, max_tokens, on_text)
             except Retryable as exc:
@@ -196,7 +227,11 @@ class LLMClient:
                 wait = min(MAX_BACKOFF_S, self.spec["backoff_s"] * 2 ** (attempts - 1))
                 if exc.wait_s is not None:
                     wait = min(MAX_BACKOFF_S, max(wait, exc.wait_s))
-                time.sleep(wait * (0.9 + 0.2 * random.random()))  # jitter: retries of many agents spread out
+                wait *= 0.9 + 0.2 * random.random()  # jitter: retries of many agents spread out
+                if exc.rate_limited:
+                    self.gate.hold(wait)   # the next attempt, this call's and every other's, waits at the gate
+                else:
+                    time.sleep(wait)
                 continue
             except Exception as exc:  # noqa: BLE001 -- a refused request (bad key, bad model): no retry helps
                 last_error = f"{type(exc).__name__}: {exc}"
@@ -440,7 +475,8 @@ def _http_retryable(exc: Exception) -> Retryable | None:
                 wait = float(response.headers.get("retry-after"))
             except (TypeError, ValueError):
                 wait = None
-        return Retryable(f"HTTP {status}: {'rate limited' if status == 429 else 'server error'}", wait)
+        return Retryable(f"HTTP {status}: {'rate limited' if status == 429 else 'server error'}", wait,
+                         rate_limited=status == 429)
     if name in ("APIResponseValidationError", "JSONDecodeError"):
         return Retryable(f"malformed answer: {name}: {exc}")
     return None

@@ -66,3 +66,19 @@ def test_a_state_file_of_the_previous_version_continues(run_dir, capsys):
     first = _series(counters).restore(str(run_dir / STOP_STATE), apply)
     assert first == 3 and applied == PREVIOUS_BALROG_STATE and counters["step"] == 41
     assert "continuing from" in capsys.readouterr().err
+
+
+def test_episodes_in_flight_are_replayed_and_finished_ones_never(run_dir):
+    """A stop with episodes in parallel: 2 and 4 were cut, 3 and 5 had finished. Continue plays
+    2, 4 and what was never started, not 3 or 5."""
+    from workers.sdk.series import to_play
+
+    counters = {"step": 30, "episodes": [{"episode": e} for e in (0, 1, 3, 5)]}
+    SIGNALS.stop_requested = True
+    with pytest.raises(Stopped):
+        raise _series(counters).stopped(2, in_flight=[4, 2])
+    state = json.loads((run_dir / STOP_STATE).read_text())
+    assert state["next_episode"] == 2 and state["in_flight"] == [2, 4]
+    first = _series({"step": 0}).restore(str(run_dir / STOP_STATE), lambda s: None)
+    assert to_play(first, 8, [e["episode"] for e in state["episodes"]]) == [2, 4, 6, 7]
+    assert to_play(3, 5, [0, 1, 2]) == [3, 4]   # a sequential run's state: from next_episode on
