@@ -157,3 +157,76 @@ def test_a_group_takes_in_a_live_run_when_it_finishes(daemon, mosaic):
     rep = report(mosaic, "--by", "algo", "--reps", "100")
     assert rep["groups"][0]["runs"] == 2
     assert rep["groups"][0]["aggregates"]["mean"]["value"] == pytest.approx((200.0 + 225.0) / 2)
+
+
+def test_report_figures_tables_and_the_long_csv(mosaic, runs, tmp_path):
+    import pandas as pd
+    from PIL import Image
+
+    from mosaic_tui import figures as F
+
+    # the long CSV: every episode return of every run, as `mosaic metrics --csv` gives it
+    out = tmp_path / "long.csv"
+    done = mosaic.run("report", "--by", "return_offset", "--reps", "100", "--format", "long", "--out", str(out),
+                      check=True)
+    assert done.stdout.strip() == f"wrote {out}"
+    long = pd.read_csv(out)
+    assert list(long.columns) == ["run", "group", "env", "seed", "step", "metric", "value", "wall_time"]
+    assert sorted(long["run"].unique()) == ["a-s1", "a-s2", "a-s3", "b-s1", "b-s2", "b-s3"]   # not the failed one
+    assert set(long["metric"]) == {"episode/return"}
+    for name, rid in runs.items():
+        if name == "broken":
+            continue
+        metrics = pd.read_csv(io.StringIO(mosaic.run("metrics", rid, "--csv", check=True).stdout))
+        metrics = metrics[metrics["tag"] == "episode/return"]
+        mine = long[long["run"] == name]
+        assert len(mine) == len(metrics) > 0
+        assert mine["step"].tolist() == metrics["step"].tolist()
+        assert mine["value"].tolist() == metrics["value"].tolist()
+        assert mine["wall_time"].tolist() == pytest.approx(metrics["wall_time"].tolist())
+        assert set(mine["group"].astype(str)) == {"0" if name.startswith("a") else "30"}
+        assert set(mine["seed"]) == {int(name[-1])} and set(mine["env"]) == {"none"}
+
+    # Markdown and LaTeX tables: the report's numbers, the format from --out's suffix
+    rep = report(mosaic, "--by", "return_offset", "--reps", "300")
+    md = mosaic.run("report", "--by", "return_offset", "--reps", "300", "--format", "md", check=True).stdout
+    tex_path = tmp_path / "table.tex"
+    mosaic.run("report", "--by", "return_offset", "--reps", "300", "--out", str(tex_path), check=True)
+    tex = tex_path.read_text()
+    for g in rep["groups"]:
+        iqm = g["aggregates"]["iqm"]
+        cell = f"{table_number(iqm['value'])} [{table_number(iqm['ci_low'])}, {table_number(iqm['ci_high'])}]"
+        assert f"| {g['group']} | \\* | 3 | {cell} |" in md
+        assert f"{{\\scriptsize [{table_number(iqm['ci_low'])}, {table_number(iqm['ci_high'])}]}}" in tex
+    assert tex.startswith("\\begin{table}")
+
+    # figures: learning curves from the runs' episodes, a line and a band a group; a PNG a column wide
+    svg_path = tmp_path / "curves.svg"
+    mosaic.run("report", "--by", "return_offset", "--reps", "100", "--figure", "curves", "--out", str(svg_path),
+               check=True)
+    svg = svg_path.read_text()
+    assert 'id="curve-0"' in svg and 'id="curve-1"' in svg and 'id="band-1"' in svg and 'id="curve-2"' not in svg
+    png_path = tmp_path / "intervals.png"
+    mosaic.run("report", "--by", "return_offset", "--reps", "100", "--figure", "intervals", "--column", "double",
+               "--out", str(png_path), check=True)
+    with Image.open(png_path) as img:
+        assert img.size[0] == round(F.COLUMN_INCHES["double"] * F.DPI)
+    pdf_path = tmp_path / "poi.pdf"
+    mosaic.run("report", "--by", "return_offset", "--reps", "100", "--figure", "poi", "--out", str(pdf_path),
+               check=True)
+    assert pdf_path.read_bytes().startswith(b"%PDF")
+
+    # mistakes: one line each, nothing written
+    for args, words in [(["--figure", "curves"], "--figure curves needs --out FILE.pdf, .svg or .png"),
+                        (["--figure", "curves", "--out", str(tmp_path / "c.jpg")], "not " + str(tmp_path / "c.jpg")),
+                        (["--out", str(tmp_path / "t.xlsx")], "a table's suffix is .md, .tex, .csv or .json"),
+                        (["--out", str(tmp_path / "no" / "t.md")], "no folder")]:
+        bad = mosaic.run("report", "--by", "return_offset", *args)
+        assert bad.returncode == 2, (args, bad.stderr)
+        assert words in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, (args, bad.stderr)
+    assert not (tmp_path / "c.jpg").exists() and not (tmp_path / "t.xlsx").exists()
+
+
+def table_number(value: float) -> str:
+    from mosaic_tui.report_tables import fig
+    return fig(value)
