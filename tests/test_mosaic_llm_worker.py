@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import ROOT
 from workers.mosaic_llm_worker import WORKER
-from workers.mosaic_llm_worker.runtime import ELO_START, Standings
+from workers.mosaic_llm_worker.standings import ELO_START, Standings
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
 
@@ -211,7 +211,7 @@ def test_multigrid_results_go_by_goals_not_shaped_returns():
     import gymnasium as gym
     import mosaic_multigrid  # noqa: F401
 
-    from workers.mosaic_llm_worker.runtime import Match
+    from workers.mosaic_llm_worker.match import Match
 
     env = gym.make(SOCCER, disable_env_checker=True)
     env.reset(seed=0)

@@ -89,7 +89,7 @@ def test_every_worker_keeps_its_file_roles(name):
     assert started, f"{name}_worker never says run_started"
     capabilities = __import__(f"workers.{name}_worker", fromlist=["WORKER"]).WORKER.capabilities()
     if capabilities.get("stop") is True and not capabilities.get("checkpoints"):   # a series of episodes
-        assert "EpisodeSeries(" in (folder / "runtime.py").read_text(), \
+        assert any("EpisodeSeries(" in module.read_text() for module in _worker_modules(name)), \
             f"{name}_worker stops a series of episodes without workers.sdk.series.EpisodeSeries"
 
 

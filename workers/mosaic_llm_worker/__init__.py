@@ -2,8 +2,9 @@
 
 The daemon imports this module to list, describe and validate: it stays light
 (no llama_cpp, openai, gymnasium, pettingzoo, numba or torch import). What can
-be played is data in ``catalog``; the worker process is ``cli.py``, the seats and
-matches ``runtime.py``; the LLM client and the env-to-text modules are the
+be played is data in ``catalog``; the worker process is ``cli.py`` and ``runtime.py``
+(the entry point), the seats ``seats.py``, the match ``match.py``, the ratings
+``standings.py``; the LLM client and the env-to-text modules are the
 shared ones in workers/sdk/llm. docs/workers/mosaic_llm.md is the user's guide.
 """
 from __future__ import annotations
