@@ -1,7 +1,10 @@
 """The group view: runs grouped and aggregated with confidence, the `mosaic report` of the runs
 compared (`R` on the compare screen) or of a sweep (`R` on the sweep screen). The groups and
 their point estimates come at once, the bootstrap intervals from a thread when they are done;
-a run of the set that finishes meanwhile is taken in (docs/results.md)."""
+a run of the set that finishes meanwhile is taken in. `f` shows the report's figure in the
+terminal (sixel or kitty where it draws images, else a half-block preview and a line saying so),
+drawn again when the grouping or the runs change; `s` saves it as PDF, SVG and PNG
+(docs/results.md)."""
 from __future__ import annotations
 
 import csv
@@ -11,23 +14,41 @@ from typing import Any, Callable
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
+from daemon import protocol as P
 from mosaic_tui import report as R
 from mosaic_tui.messages import RunsChanged
 from mosaic_tui.widgets.banner import TitleBar
+from mosaic_tui.widgets.frames_view import FrameCanvas
 from mosaic_tui.widgets.key_bar import KeyBar
 
 NORMALIZE = ("none", "minmax")
 RECOMPUTE_SECONDS = 1.0
+FIGURES = ("intervals", "profiles", "poi", "curves")   # `F` goes through them
+FIGURE_COLUMN = "double"      # a terminal is wider than tall: the paper's full width has its shape
 
 
 class ReportScreen(Screen):
     DEFAULT_CSS = """
     ReportScreen #report-scroll {
         height: 1fr;
+        padding: 0 1;
+    }
+    ReportScreen #report-figure {
+        height: 1fr;
+        display: none;
+    }
+    ReportScreen.-figure #report-figure {
+        display: block;
+    }
+    ReportScreen.-figure #report-scroll {
+        display: none;
+    }
+    ReportScreen #figure-header {
+        height: auto;
         padding: 0 1;
     }
     """
@@ -37,6 +58,9 @@ class ReportScreen(Screen):
         Binding("b", "by", "Group by", id="report.by"),
         Binding("n", "normalize", "Normalise", id="report.normalize"),
         Binding("e", "export", "Export CSV", id="report.export"),
+        Binding("f", "figure", "Figure", id="report.figure"),
+        Binding("F", "next_figure", "Next figure", id="report.next_figure"),
+        Binding("s", "save_figure", "Save figure", id="report.save_figure"),
         Binding("j", "down", "Down", show=False, id="report.down"),
         Binding("k", "up", "Up", show=False, id="report.up"),
     ]
@@ -53,6 +77,12 @@ class ReportScreen(Screen):
         self.report: dict[str, Any] | None = None     # the last one shown (point estimates or whole)
         self.whole: dict[str, Any] | None = None      # the last one with its intervals
         self.last_export: str | None = None
+        self.figure_kind = FIGURES[0]
+        self.figure_shown = False
+        self.figure_for: tuple | None = None     # (kind, report's groups, size) of the figure drawn
+        self.figure_note = ""                    # why there is no figure, when there is none
+        self.last_figure: list[str] = []          # the files `s` wrote last
+        self._figure_generation = 0
         self._signature: tuple | None = None
         self._generation = 0
 
@@ -60,9 +90,13 @@ class ReportScreen(Screen):
         yield TitleBar(id="title")
         with VerticalScroll(id="report-scroll"):
             yield Static("", id="report-body", markup=False)
+        with Vertical(id="report-figure"):
+            yield Static("", id="figure-header", markup=False)
+            yield FrameCanvas(id="figure-canvas")
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.query_one(FrameCanvas).configure(getattr(self.app, "graphics", None))
         self.recompute()
         self.set_interval(RECOMPUTE_SECONDS, self._follow, name="report")
 
@@ -128,6 +162,8 @@ class ReportScreen(Screen):
         if profile:
             lines += ["", "performance profiles", *profile]
         self.query_one("#report-body", Static).update("\n".join(lines))
+        if self.figure_shown:
+            self.draw_figure()
 
     def _show_error(self, text: str) -> None:
         self.query_one("#report-body", Static).update(text)
@@ -158,6 +194,144 @@ class ReportScreen(Screen):
             writer.writerows(R.csv_rows(report))
         self.last_export = str(path)
         self.notify(f"exported {len(report['groups'])} groups to {path}", timeout=6)
+
+    # -- the figure ------------------------------------------------------------------------------
+    def action_figure(self) -> None:
+        self.figure_shown = not self.figure_shown
+        self.set_class(self.figure_shown, "-figure")
+        if self.figure_shown:
+            self.call_after_refresh(self.draw_figure)
+        else:
+            self.query_one(FrameCanvas).kitty_delete()
+
+    def action_next_figure(self) -> None:
+        self.figure_kind = FIGURES[(FIGURES.index(self.figure_kind) + 1) % len(FIGURES)]
+        if not self.figure_shown:
+            self.action_figure()
+        else:
+            self.draw_figure()
+
+    def graphics_line(self) -> str:
+        """What the terminal draws the figure with; where it draws no images, says so."""
+        mode = self.query_one(FrameCanvas).image_mode
+        if mode in ("sixel", "kitty"):
+            return f"graphics: {mode}"
+        caps = getattr(self.app, "graphics", None)
+        why = f" ({caps.reason})" if caps is not None and caps.reason else ""
+        return (f"this terminal draws no images{why}: a half-block preview; s saves the figure as PDF, SVG "
+                f"and PNG to copy")
+
+    def draw_figure(self) -> None:
+        """The figure of the report shown, drawn in a thread (matplotlib takes a moment); a newer
+        report or kind meanwhile wins."""
+        report = self.report
+        if report is None or not report["groups"]:
+            self._figure_note("no groups to draw")
+            return
+        canvas = self.query_one(FrameCanvas)
+        cols, rows = canvas.size
+        if not cols or not rows:
+            self.call_after_refresh(self.draw_figure)
+            return
+        cell_w, cell_h = canvas.cell_px
+        if canvas.image_mode == "halfblock":
+            cell_w, cell_h = 1, 2                  # a half-block cell is one pixel wide, two high
+        key = (self.figure_kind, id(report), cols, rows)
+        if key == self.figure_for:
+            return
+        self._figure_generation += 1
+        self.query_one("#figure-header", Static).update(
+            f"{self.figure_kind} (F: next)  ·  drawing...  ·  {self.graphics_line()}")
+        self._render_figure(report, self.figure_kind, (cols * cell_w, rows * cell_h), key, self._figure_generation)
+
+    @work(thread=True, exclusive=True, group="figure")
+    def _render_figure(self, report: dict[str, Any], kind: str, box: tuple[int, int], key: tuple,
+                       generation: int) -> None:
+        from mosaic_tui import figures as F
+        try:
+            curve = self._curve(report) if kind == "curves" else None
+            width_in, height_in = F.figure_size(kind, FIGURE_COLUMN, report)
+            dpi = max(30.0, min(box[0] / width_in, box[1] / height_in))
+            frame = F.pixels(F.draw(kind, report, FIGURE_COLUMN, curve, dpi=dpi))
+        except (F.FigureError, ConnectionError, P.RPCError) as exc:
+            self.app.call_from_thread(self._figure_note, f"{kind}: {exc}", generation)
+            return
+        self.app.call_from_thread(self._figure_drawn, kind, frame, key, generation)
+
+    def _curve(self, report: dict[str, Any]) -> dict[str, Any]:
+        """Learning curves: the runs' episode returns, the pages `mosaic metrics --tag` reads."""
+        import numpy as np
+
+        from mosaic_tui import figures as F
+
+        async def fetch(rid: str):
+            offset, points = 0, []
+            while True:
+                try:
+                    page = await self.app.link.call(P.METRICS, run=rid, tags=[R.EPISODE_RETURN], max_bytes=16 << 20,
+                                                    **{"from": offset})
+                except P.RPCError as exc:
+                    if exc.code == P.NOT_FOUND:
+                        return points
+                    raise
+                points += page["points"].get(R.EPISODE_RETURN, [])
+                if page["next"] >= page["end"] or page["next"] == offset:
+                    return points
+                offset = page["next"]
+
+        if not getattr(self.app.link, "connected", False):
+            raise F.FigureError("learning curves need the daemon (not connected)")
+        series = {}
+        for g in report["groups"]:
+            for rid in g["run_ids"]:
+                points = self.app.call_from_thread(fetch, rid)
+                if points:
+                    series[rid] = tuple(np.asarray(col, dtype=float) for col in zip(*points))
+        return F.curves(report, series, self.app.link.runs)
+
+    def _figure_drawn(self, kind: str, frame, key: tuple, generation: int) -> None:
+        if generation != self._figure_generation:
+            return
+        self.figure_for = key
+        self.figure_note = ""
+        self.query_one(FrameCanvas).show(key, frame)
+        groups = len(self.report["groups"]) if self.report else 0
+        self.query_one("#figure-header", Static).update(
+            f"{kind} (F: next)  ·  {groups} group{'s' if groups != 1 else ''}  ·  {self.graphics_line()}")
+
+    def _figure_note(self, text: str, generation: int | None = None) -> None:
+        if generation is not None and generation != self._figure_generation:
+            return
+        self.figure_note = text
+        self.figure_for = None
+        canvas = self.query_one(FrameCanvas)
+        canvas.kitty_delete()
+        canvas.show(None, None)
+        self.query_one("#figure-header", Static).update(f"{text}  (F: next figure)")
+
+    def action_save_figure(self) -> None:
+        """The figure shown (or the first) as PDF, SVG and PNG at a paper column's width."""
+        report = self.whole
+        if report is None:
+            self.notify("the intervals are still being computed", timeout=4)
+            return
+        self._save_figure(report, self.figure_kind)
+
+    @work(thread=True, exclusive=True, group="save-figure")
+    def _save_figure(self, report: dict[str, Any], kind: str) -> None:
+        from mosaic_tui import figures as F
+        out_dir = self.app.home.root / "exports"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        stem = out_dir / f"report-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            curve = self._curve(report) if kind == "curves" else None
+            fig = F.draw(kind, report, "single", curve)
+            paths = [F.save(fig, f"{stem}.{ext}") for ext in F.FORMATS]
+        except (F.FigureError, ConnectionError, P.RPCError, OSError) as exc:
+            self.app.call_from_thread(self.notify, f"figure not saved: {exc}", severity="error", timeout=8)
+            return
+        self.last_figure = paths
+        self.app.call_from_thread(self.notify, f"saved the {kind} figure: {stem}.pdf, .svg, .png", timeout=8)
 
     def action_down(self) -> None:
         self.query_one("#report-scroll", VerticalScroll).scroll_down(animate=False)
