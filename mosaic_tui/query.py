@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import itertools
 import json
 import re
 import time
@@ -467,13 +468,24 @@ class Keys:
         self.kinds: dict[str, set[str]] = {}        # canonical dotted path -> "num", "str", "bool"...
         self.config: set[str] = set()
         self.count = 0
+        # runs of one worker share their keys and the kinds of their values: each shape is
+        # walked once (ten thousand runs in a few milliseconds)
+        config_shapes: set[tuple] = set()
+        param_shapes: set[tuple] = set()
         for run in runs:
             self.count += 1
             config = _config(run)
-            self.config.update(canonical(k) for k in config if k != "params")
+            shape = tuple(config)
+            if shape not in config_shapes:
+                config_shapes.add(shape)
+                self.config.update(canonical(k) for k in config if k != "params")
             params = config.get("params")
             if isinstance(params, dict):
-                self._walk(params, "")
+                shape = tuple((k, v.__class__) for k, v in params.items())
+                if shape not in param_shapes:
+                    if not any(cls is dict for _, cls in shape):   # nested: the inner keys may differ
+                        param_shapes.add(shape)
+                    self._walk(params, "")
 
     def _walk(self, params: dict[str, Any], prefix: str) -> None:
         for key, value in params.items():
@@ -584,17 +596,126 @@ Pred = Callable[[dict[str, Any]], bool]
 
 
 @dataclass
+class Leaf:
+    """A comparison, plain word or tag of a compiled query, taken apart so that a table can
+    keep what it found: ``read(run)`` the run's value (its haystack for a word), ``test(value)``
+    whether it matches. ``column``: what ``read`` reads, the same for every leaf reading it
+    (values kept per column); ``sig``: what the leaf asks, the same in the next query typed
+    (its matches kept), None when its answer moves with the clock (dates, durations)."""
+    column: tuple
+    sig: tuple | None
+    read: Callable[[dict[str, Any]], Any]
+    test: Callable[[Any], bool]
+
+
+@dataclass
 class Query:
     """A compiled query: ``test(run)``; ``hay(run)`` gives a run's plain-words haystack
-    (runs_model.haystack, cached by the table)."""
+    (runs_model.haystack, cached by the table). ``leaves``: id(node) -> Leaf, for ``filter``
+    with a MatchCache."""
     text: str
     node: Node
     test: Pred
     keys: set[str]
+    leaves: dict[int, Leaf] = field(default_factory=dict)
 
-    def filter(self, runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        test = self.test
-        return [r for r in runs if test(r)]
+    def filter(self, runs: list[dict[str, Any]], cache: MatchCache | None = None) -> list[dict[str, Any]]:
+        """The runs that match, in their order. With ``cache`` (kept by a caller filtering the
+        same list again: the table at each key typed), each comparison's matches are a bit mask
+        over the list, kept while the list is the same object: typing the last term of
+        ``a < 1 and b > 2`` tests only that term against the runs, on values read once."""
+        if cache is None or not self.leaves:
+            test = self.test
+            return [r for r in runs if test(r)]
+        cache.use(runs)
+        return cache.pick(self._mask(self.node, cache))
+
+    def _mask(self, node: Node, cache: MatchCache) -> int:
+        if node.kind == "and":
+            mask = self._mask(node.children[0], cache)
+            for child in node.children[1:]:
+                if not mask:
+                    break
+                mask &= self._mask(child, cache)
+            return mask
+        if node.kind == "or":
+            mask = 0
+            for child in node.children:
+                mask |= self._mask(child, cache)
+            return mask
+        if node.kind == "not":
+            return cache.full ^ self._mask(node.children[0], cache)
+        return cache.mask(self.leaves[id(node)])
+
+
+def word_leaf(word: str, hay: Callable[[dict[str, Any]], tuple[str, set[str]]]) -> Leaf:
+    """A plain word (lower case) found in a run's haystack (runs_model.haystack)."""
+    return Leaf(("hay",), ("word", word), hay, lambda h: word in h[0])
+
+
+def tag_leaf(tag: str, hay: Callable[[dict[str, Any]], tuple[str, set[str]]]) -> Leaf:
+    """A run tagged ``tag`` (lower case) exactly."""
+    return Leaf(("hay",), ("tag", tag), hay, lambda h: tag in h[1])
+
+
+_TO_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
+_TO_FLAGS = bytes.maketrans(b"01", b"\x00\x01")
+
+
+class MatchCache:
+    """What a query's leaves found over one list of runs: each leaf's matches as an int, bit i
+    for runs[i] (``and`` is ``&``: ten thousand runs in a few words), and the values each column
+    read. Forgotten when another list comes (the runs changed, or their order)."""
+
+    MAX_MASKS = 512       # leaves kept: every prefix of every term typed since the list came
+
+    def __init__(self) -> None:
+        self.runs: list[dict[str, Any]] | None = None
+        self.full = 0
+        self.columns: dict[tuple, list[Any]] = {}
+        self.masks: dict[tuple, int] = {}
+
+    def use(self, runs: list[dict[str, Any]]) -> None:
+        if runs is not self.runs:
+            self.runs = runs
+            self.full = (1 << len(runs)) - 1
+            self.columns.clear()
+            self.masks.clear()
+
+    def mask(self, leaf: Leaf) -> int:
+        if leaf.sig is not None:
+            hit = self.masks.get(leaf.sig)
+            if hit is not None:
+                return hit
+        values = self.columns.get(leaf.column)
+        if values is None:
+            read = leaf.read
+            values = self.columns[leaf.column] = [read(r) for r in self.runs]
+        flags = bytes(map(leaf.test, values))       # a bool is 0 or 1
+        mask = int(flags[::-1].translate(_TO_DIGITS), 2) if flags else 0
+        if leaf.sig is not None:
+            if len(self.masks) >= self.MAX_MASKS:
+                self.masks.clear()
+            self.masks[leaf.sig] = mask
+        return mask
+
+    def all_of(self, runs: list[dict[str, Any]], leaves: list[Leaf]) -> list[dict[str, Any]]:
+        """The runs every leaf matches (the plain-words filter: each word, each tag:NAME)."""
+        self.use(runs)
+        mask = self.full
+        for leaf in leaves:
+            if not mask:
+                break
+            mask &= self.mask(leaf)
+        return self.pick(mask)
+
+    def pick(self, mask: int) -> list[dict[str, Any]]:
+        if not mask:
+            return []
+        if mask == self.full:
+            return list(self.runs)
+        flags = bin(mask)[:1:-1].encode().translate(_TO_FLAGS)   # runs[0]'s bit first
+        return list(itertools.compress(self.runs, flags))
 
 
 def compile_query(text: str, keys: Keys | None = None, now: float | None = None, window: int = DEFAULT_WINDOW,
@@ -608,7 +729,7 @@ def compile_query(text: str, keys: Keys | None = None, now: float | None = None,
     if hay is None:
         from mosaic_tui.runs_model import haystack as hay
     ctx = _Ctx(text, keys, time.time() if now is None else now, window, hay, memo)
-    return Query(text, node, ctx.compile(node), keys_used(node))
+    return Query(text, node, ctx.compile(node), keys_used(node), ctx.leaves)
 
 
 # figures a getter works out of a record (the mean of its last returns: 10,000 of them cost ~50 ms)
@@ -637,6 +758,7 @@ class _Ctx:
     window: int
     hay: Callable[[dict[str, Any]], tuple[str, set[str]]]
     memo: dict | None = None
+    leaves: dict[int, Leaf] = field(default_factory=dict)
 
     def fail(self, message: str, column: int) -> QueryError:
         return QueryError(message, column, self.text)
@@ -658,35 +780,40 @@ class _Ctx:
         if node.kind == "word":
             word = node.values[0].text.lower()
             hay = self.hay
+            self.leaves[id(node)] = word_leaf(word, hay)
             return lambda r: word in hay(r)[0]
         if node.kind == "tag":
             tag = node.values[0].text.lower()
             hay = self.hay
+            self.leaves[id(node)] = tag_leaf(tag, hay)
             return lambda r: tag in hay(r)[1]
         resolved = resolve(node.key, self.keys, node.column, self.text)
         if self.memo is not None and resolved.name in MEMO_FIELDS:
             resolved = _memoized(resolved, self.window, self.memo)
+        get, now, window = resolved.get, self.now, self.window
         if node.kind == "in":
             tests = [self.value_test(resolved, "=", v, node) for v in node.values]
-            get, now, window = resolved.get, self.now, self.window
-
             negate = node.negate
 
-            def any_of(r):
-                value = get(r, now, window)
+            def value_in(value):
                 if value is _MISSING or value is None:
                     return False
                 return any(t(value) for t in tests) != negate
-            return any_of
-        test = self.value_test(resolved, node.op, node.values[0], node)
-        get, now, window = resolved.get, self.now, self.window
+            test = value_in
+        else:
+            one = self.value_test(resolved, node.op, node.values[0], node)
 
-        def compare(r):
-            value = get(r, now, window)
-            if value is _MISSING or value is None:
-                return False
-            return test(value)
-        return compare
+            def value_is(value):
+                if value is _MISSING or value is None:
+                    return False
+                return one(value)
+            test = value_is
+        clocked = resolved.kind in ("date", "duration")     # read against this compile's now
+        column = (resolved.name, resolved.kind, window, now if clocked else None)
+        sig = None if clocked else (node.kind, resolved.name, resolved.kind, window, node.op, node.negate,
+                                    tuple((v.kind, v.text) for v in node.values))
+        self.leaves[id(node)] = Leaf(column, sig, lambda r: get(r, now, window), test)
+        return lambda r: test(get(r, now, window))
 
     # one value against one literal ------------------------------------------------------------
     def value_test(self, key: Resolved, op: str, tok: Token, node: Node) -> Callable[[Any], bool]:
@@ -857,13 +984,29 @@ class TableFilter:
         self._keys: Keys | None = None
         self._keys_for: tuple[int, int] | None = None
         self._memo: dict = {}
+        self.matches = MatchCache()             # what the query's terms found, over the sorted runs
 
     def keys(self, runs: dict[str, dict[str, Any]]) -> Keys:
         mark = (id(runs), len(runs))
         if self._keys is None or self._keys_for != mark:
             self._keys, self._keys_for = Keys(runs.values()), mark
-            self._memo = {}     # records gone are forgotten
+            for cache in self._memo.values():    # records gone are forgotten
+                for rid in [rid for rid in cache if rid not in runs]:
+                    del cache[rid]
         return self._keys
+
+    def warm(self, runs: dict[str, dict[str, Any]], some: Iterable[dict[str, Any]], window: int) -> None:
+        """Work out ahead, while the app is idle, what the next query typed reads of ``some`` of
+        the runs: the runs' keys, and the figures of MEMO_FIELDS (the mean of 10,000 runs' last
+        returns cost ~200 ms, a key's paint more than once over)."""
+        self.keys(runs)
+        for name in MEMO_FIELDS:
+            get = FIELDS[name][1]
+            cache = self._memo.setdefault((name, window), {})
+            for run in some:
+                hit = cache.get(run["id"])
+                if hit is None or hit[0] is not run:
+                    cache[run["id"]] = (run, get(run, 0.0, window))
 
     def resolve(self, text: str, runs: dict[str, dict[str, Any]], window: int,
                 hay: Callable[[dict[str, Any]], tuple[str, set[str]]]) -> Query | str:

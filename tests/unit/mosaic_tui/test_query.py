@@ -7,7 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from mosaic_tui.query import Keys, QueryError, compile_query, is_query, parse, ulid_time
+from mosaic_tui.query import (Keys, MatchCache, QueryError, TableFilter, compile_query, is_query, parse,
+                              ulid_time)
 
 NOW = datetime(2026, 11, 28, 12, 0).timestamp()
 
@@ -34,7 +35,11 @@ KEYS = Keys(RUNS)
 
 
 def names(text, runs=RUNS, keys=KEYS, window=20):
-    return [r["name"] for r in compile_query(text, keys, now=NOW, window=window).filter(runs)]
+    """The runs a query keeps, the same run by run and through the bit masks of a MatchCache."""
+    query = compile_query(text, keys, now=NOW, window=window)
+    kept = [r["name"] for r in query.filter(runs)]
+    assert [r["name"] for r in query.filter(list(runs), MatchCache())] == kept, text
+    return kept
 
 
 def error(text, keys=KEYS) -> QueryError:
@@ -190,6 +195,40 @@ def test_ten_thousand_runs_compile_and_filter():
     query = compile_query("lr < 3e-3 and algo in (ppo) and mean_return > 100 or tag = x", keys, now=NOW)
     kept = query.filter(runs)
     assert len(kept) == sum(1 for i in range(3000) if i % 2 and i % 500 > 100)
+
+
+def test_a_term_typed_again_is_not_tested_again():
+    """The table's filter at each key typed: a term kept from the last query is not tested over
+    the runs again, a key's values are read once, and the mean return was worked out ahead."""
+    runs = [_run(f"r{i:02d}", "ppo", "CartPole-v1", "succeeded", {"learning-rate": i * 1e-4}, [i], i)
+            for i in range(50)]
+    reads = []
+
+    def hay(run):
+        reads.append(run["id"])
+        return run["name"], set()
+    cache = MatchCache()
+    keys = Keys(runs)
+    first = compile_query("lr < 3e-3 and r1", keys, now=NOW, hay=hay)
+    assert [r["name"] for r in first.filter(runs, cache)] == [f"r{i}" for i in range(10, 20)]
+    assert len(reads) == 50
+    second = compile_query("lr < 3e-3 and r2", keys, now=NOW, hay=hay)
+    assert [r["name"] for r in second.filter(runs, cache)] == [f"r{i}" for i in range(20, 30)]
+    assert len(reads) == 50                      # the haystacks read once, lr < 3e-3's matches kept
+    cache.use(list(runs))                        # another list (a new sort): all forgotten
+    assert cache.masks == {} and cache.columns == {}
+
+    table_filter = TableFilter()
+    by_id = {r["id"]: r for r in runs}
+    table_filter.warm(by_id, runs, 20)
+    import mosaic_tui.query as q
+    seen = q.FIELDS["mean_return"]
+    q.FIELDS["mean_return"] = ("num", lambda r, now, w: pytest.fail("mean return worked out again"))
+    try:
+        query = table_filter.resolve("mean_return >= 48", by_id, 20, hay)
+        assert [r["name"] for r in query.filter(runs, table_filter.matches)] == ["r48", "r49"]
+    finally:
+        q.FIELDS["mean_return"] = seen
 
 
 def test_sort_by_any_key_and_column_values():
