@@ -1,5 +1,7 @@
 """A sweep: its trials ranked by objective (mean ± std over seeds), each param against the objective,
-Optuna's param importances; `e` exports one CSV row per run. Opened with `S` on a sweep's run."""
+and the sweep explained (mosaic_tui/sweep_explain.py): Optuna's param importances as bars (`i`: the
+next evaluator), the best trials with their params, a slice plot per param, following the sweep as
+trials finish; `e` exports one CSV row per run. Opened with `S` on a sweep's run."""
 from __future__ import annotations
 
 import csv
@@ -9,11 +11,13 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from daemon import protocol as P
 from mosaic_tui import fmt
+from mosaic_tui import sweep_explain as X
 from mosaic_tui.widgets.banner import TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 
@@ -68,6 +72,19 @@ class SweepScreen(Screen):
         padding: 0 1;
         background: $panel;
     }
+    SweepScreen #sweep-explain {
+        height: 14;
+    }
+    SweepScreen #sweep-why {
+        width: 64;
+        height: 1fr;
+        padding: 0 1;
+        overflow-y: auto;
+    }
+    SweepScreen #sweep-slices {
+        width: 1fr;
+        height: 1fr;
+    }
     """
 
     BINDINGS = [
@@ -76,6 +93,7 @@ class SweepScreen(Screen):
         Binding("enter", "open", "Open run", id="sweep.open"),
         Binding("R", "report", "Report", id="sweep.report"),
         Binding("o", "order", "Sort", id="sweep.order"),
+        Binding("i", "evaluator", "Importance by", id="sweep.evaluator"),
     ]
 
     def __init__(self, sweep_id: str) -> None:
@@ -85,11 +103,18 @@ class SweepScreen(Screen):
         self.last_export: str | None = None
         self._rows: list[str] = []   # the first run of each row's trial
         self.order: str | None = None   # the swept param the rows are sorted by (o); None: by objective
+        self.evaluator = X.DEFAULT_EVALUATOR   # Optuna's importance evaluator (i: the next one)
+        self.importances: dict[str, float] | None = None
+        self.importance_note = ""          # why there are no importances (yet)
+        self._explained: tuple | None = None   # (evaluator, finished trials) the importances are of
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         yield DataTable(id="sweep-trials", cursor_type="row")
         yield Static("", id="sweep-params", markup=False)
+        with Horizontal(id="sweep-explain"):
+            yield Static("", id="sweep-why", markup=False)
+            yield Horizontal(id="sweep-slices")
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -140,6 +165,75 @@ class SweepScreen(Screen):
         if self.order in names:
             lines = Text(f"rows sorted by {self.order} (o: the next param)\n", style="bold") + lines
         self.query_one("#sweep-params", Static).update(lines)
+        self.show_explanation(sweep)
+
+    # -- the sweep explained ------------------------------------------------------------------------
+    def show_explanation(self, sweep: dict[str, Any]) -> None:
+        """The slice plots and best trials now; the importances from a thread when the finished
+        trials (or the evaluator) changed: Optuna's import and its forests take a second."""
+        from mosaic_tui.widgets.slice_plot import SlicePlot   # plotext: only with the plots
+        finished = X.finished_trials(sweep)
+        best = X.best_trials(sweep, X.DEFAULT_TOP)
+        best_trial = best[0]["trial"] if best else None
+        box = self.query_one("#sweep-slices", Horizontal)
+        plots = list(box.query(SlicePlot))
+        sliced = X.slices(sweep)
+        if [p.plot["param"] for p in plots] == [s["param"] for s in sliced]:
+            for plot, data in zip(plots, sliced):
+                plot.update_plot(data, best_trial)
+        else:
+            box.remove_children()
+            box.mount_all([SlicePlot(data, best_trial) for data in sliced])
+        key = (self.evaluator, tuple((t["trial"], t["value"]) for t in finished))
+        if key != self._explained:
+            self._explained = key
+            self.importances = None
+            try:
+                X.check_explainable(sweep)
+            except X.ExplainError as exc:
+                self.importance_note = str(exc)
+            else:
+                self.importance_note = "computing..."
+                self.run_worker(lambda: self._compute_importances(sweep, key), thread=True,
+                                group="explain", exclusive=True)
+        self._show_why(sweep)
+
+    def _compute_importances(self, sweep: dict[str, Any], key: tuple) -> None:
+        try:
+            result, note = X.importances(sweep, key[0]), ""
+        except X.ExplainError as exc:
+            result, note = None, str(exc)
+        self.app.call_from_thread(self._importances_done, key, result, note)
+
+    def _importances_done(self, key: tuple, result: dict[str, float] | None, note: str) -> None:
+        if key != self._explained or self.sweep is None:
+            return   # the sweep moved on meanwhile: a newer computation is under way
+        self.importances = result
+        self.importance_note = note
+        self._show_why(self.sweep)
+
+    def _show_why(self, sweep: dict[str, Any]) -> None:
+        text = Text()
+        text.append(f"importance ({X.EVALUATOR_TITLES[self.evaluator]}, i: next)\n", style="bold")
+        if self.importances:
+            text.append("\n".join(X.importance_bars(self.importances, 20)) + "\n")
+        else:
+            text.append(self.importance_note + "\n", style="dim")
+        best = X.best_trials(sweep, X.DEFAULT_TOP)
+        text.append("best trials\n", style="bold")
+        text.append("\n".join(X.best_lines(best)) + "\n" if best else "none finished yet\n")
+        base = sweep["spec"]["base"]
+        fixed = "  ".join(f"{k}={v}" for k, v in (base.get("params") or {}).items() if k not in sweep["spec"]["params"])
+        text.append("config ", style="bold")
+        text.append(f"{base.get('worker')} {base.get('algo')} on {base.get('env')}, {fmt.num(base.get('steps'))} steps"
+                    + (f", {fixed}" if fixed else "") + ", with each trial's params")
+        self.query_one("#sweep-why", Static).update(text)
+
+    def action_evaluator(self) -> None:
+        """Optuna's next importance evaluator: PED-ANOVA (its default), fANOVA, mean decrease in impurity."""
+        self.evaluator = X.EVALUATORS[(X.EVALUATORS.index(self.evaluator) + 1) % len(X.EVALUATORS)]
+        if self.sweep is not None:
+            self.show_explanation(self.sweep)
 
     def action_open(self) -> None:
         row = self.query_one(DataTable).cursor_row
