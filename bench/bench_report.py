@@ -9,7 +9,10 @@
    of 3; and the same with --json.
 2. The app's group view of those runs (the screen `R` opens from compare), pushed: to the
    groups and their point estimates drawn, and to the bootstrap intervals drawn.
-3. The app on N finished runs (bench_scale's home): key to paint of each letter of a query
+3. Figures of those 300 runs: `mosaic report --figure intervals --out f.pdf`, the process
+   started to its exit; and learning curves in process (each run's 1,000 episode returns, the
+   curves' bootstrap bands and the PDF), the step after the runs' episodes are read.
+4. The app on N finished runs (bench_scale's home): key to paint of each letter of a query
    typed into the `/` filter and erased (`learning-rate < 3e-4 and mean_return > 250`): every
    prefix is parsed, and compiled or found wrong, at each key; p50 and p99.
 """
@@ -189,17 +192,65 @@ def group_view(repeats: int = 3) -> list[dict]:
                    "answering keys meanwhile")]
 
 
+def figure_export(repeats: int = 3) -> list[dict]:
+    """`mosaic report --figure intervals --out f.pdf` over the 300 runs, and their learning curves
+    (1,000 episodes a run) computed and drawn to a PDF in process."""
+    import tempfile
+
+    import numpy as np
+
+    from mosaic_tui import figures as F
+    from mosaic_tui import report as R
+    rows = []
+    with results_home() as (home, n), tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "intervals.pdf")
+        cmd = [sys.executable, "-m", "mosaic_tui.cli", "--home", str(home.root), "report", "--by", "learning-rate",
+               "--normalize", "minmax", "--figure", "intervals", "--column", "double", "--out", out]
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=str(ROOT))
+            times.append(time.perf_counter() - t0)
+        assert open(out, "rb").read(4) == b"%PDF"
+        wall = statistics.median(times)
+        rows.append(figure(f"mosaic report --figure intervals --out f.pdf, {n} runs", round(wall, 2), "s", "<= 3",
+                           f"median of {repeats} ({', '.join(f'{t:.2f}' for t in times)}); the report and the "
+                           f"figure; load avg {os.getloadavg()[0]:.1f}", wall <= 3))
+        from mosaic_tui.client import Client
+        from daemon import protocol as P
+        with Client(home, timeout=30) as c:
+            runs = c.call(P.LIST, states=None)["runs"]
+        report = R.build_report(runs, R.Options(by=["learning-rate"], normalize="minmax", reps=1_000))
+        rng = np.random.RandomState(0)
+        steps = np.linspace(500, 500_000, EPISODES)
+        series = {r["id"]: (steps, np.linspace(0, 300, EPISODES) + rng.normal(0, 30, EPISODES),
+                            r["started_at"] + steps / 1_000) for r in runs}
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            curve = F.curves(report, series, {r["id"]: r for r in runs})
+            F.save(F.draw("curves", report, "single", curve), os.path.join(tmp, "curves.pdf"))
+            times.append(time.perf_counter() - t0)
+        wall = statistics.median(times)
+        rows.append(figure(f"learning curves of {n} runs x {EPISODES:,} episodes to a PDF, in process",
+                           round(wall, 2), "s", "", f"median of {repeats} ({', '.join(f'{t:.2f}' for t in times)}); "
+                           f"10 groups, {F.CURVE_POINTS} points, {F.CURVE_REPS:,}-rep bands; reading the episodes "
+                           "from the daemon not counted"))
+    return rows
+
+
 def run(runs=(10_000,)) -> list[dict]:
-    return report_cli() + group_view() + query_typing(list(runs))
+    return report_cli() + group_view() + figure_export() + query_typing(list(runs))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", default="10000", help="run counts for the query typing (comma-separated)")
-    parser.add_argument("--only", default="", help="report_cli, group_view, query_typing (default: all)")
+    parser.add_argument("--only", default="", help="report_cli, group_view, figure_export, query_typing (default: all)")
     args = parser.parse_args()
     runs = [int(x) for x in args.runs.split(",") if x]
-    parts = {"report_cli": report_cli, "group_view": group_view, "query_typing": lambda: query_typing(runs)}
+    parts = {"report_cli": report_cli, "group_view": group_view, "figure_export": figure_export,
+             "query_typing": lambda: query_typing(runs)}
     rows = []
     for name in (args.only.split(",") if args.only else list(parts)):
         rows += parts[name]()
