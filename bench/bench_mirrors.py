@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 
 from bench.bench_telemetry import _clients
 from bench.common import alike, alike_settings, alternate, daemon_home, figure, median, print_table
+from tests.plugins.base import free_port
 
 SHORT = bool(os.environ.get("MOSAIC_BENCH_MIRRORS_SHORT"))
 STEPS = 20_000 if SHORT else 40_000
@@ -73,7 +73,7 @@ def latency(mirror: list[str]) -> tuple[float, float, int]:
     """p50, p99 (ms) of write -> receipt at LATENCY_RATE lines/s; the run's warning events. A home
     of its own each time: the clients subscribe to every run, and would first be served the
     earlier runs' lines from disk."""
-    settings = {"mirrors": {"mlflow": {"tracking_uri": f"http://127.0.0.1:{closed_port()}"}}}
+    settings = {"mirrors": {"mlflow": {"tracking_uri": f"http://127.0.0.1:{free_port()}"}}}
     with daemon_home(max_runs=4, settings=settings) as (home, _pid):
         return _latency(home, mirror)
 
@@ -93,12 +93,6 @@ def _latency(home, mirror: list[str]) -> tuple[float, float, int]:
     warnings = sum(1 for line in (home.run_dir(run_id) / "events.jsonl").read_text().splitlines()
                    if '"type":"warning"' in line)
     return max(r["p50"] for r in results) * 1000, max(r["p99"] for r in results) * 1000, warnings
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run() -> list[dict]:

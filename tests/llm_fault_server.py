@@ -14,6 +14,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.plugins.base import free_port
+
 
 class FaultServer:
     def __init__(self, script: list[str] | None = None, text: str = "go forward", slow_s: float = 3.0,
@@ -145,12 +147,7 @@ class FaultServer:
 
 def free_port_url() -> str:
     """A URL where nothing listens (the endpoint is down)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 if __name__ == "__main__":  # serve a fault script by hand: python -m tests.llm_fault_server 429 garbage

@@ -16,17 +16,12 @@ with ``pytest_plugins = ["tests.ray_cluster"]`` and marks itself ``pytest.mark.x
 """
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import os
 import secrets
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -34,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import kill_until_gone, processes_marked
+from tests.plugins.base import ClusterError, LocalCluster, free_ports
 
 MARKER = "MOSAIC_RAY_CLUSTER"    # in the environment of every process of a cluster: its temp root
 SECOND_NODE_RESOURCE = "mosaic_second_node"
@@ -55,49 +50,27 @@ def missing_reason() -> str | None:
     return None
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct free ports (bound together, so none repeats)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _die_with_parent() -> None:
-    """In `ray start` before exec: SIGTERM when the test process dies without stop()."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class RayError(RuntimeError):
+class RayError(ClusterError):
     pass
 
 
-class RayCluster:
+class RayCluster(LocalCluster):
     """A head (``head_cpus``) and a second node (``node_cpus`` and one ``resource``), on this machine."""
+
+    MARKER = MARKER
+    error = RayError
+    prefix = "ray-"
+    wait_interval = 0.25
 
     def __init__(self, head_cpus: int = 2, node_cpus: int = 2, resource: str = SECOND_NODE_RESOURCE,
                  start_timeout: float = 90.0, parent_dir: str = "/tmp"):
+        super().__init__(start_timeout, parent_dir)
         self.head_cpus = head_cpus
         self.node_cpus = node_cpus
         self.resource = resource
-        self.start_timeout = start_timeout
-        self.parent_dir = parent_dir
-        self.root: Path | None = None
-        self.env: dict[str, str] = {}
-        self.procs: dict[str, subprocess.Popen] = {}
         self.address = ""              # the dashboard: http://127.0.0.1:PORT (the Jobs API)
         self.gcs_address = ""
         self.node_ids: dict[str, str] = {}   # "head", "second": each node's id (hex)
-        self.startup_seconds: float | None = None
         self.killed_pids: set[int] = set()
 
     @property
@@ -109,36 +82,26 @@ class RayCluster:
         return self.token_file.read_text().strip()
 
     def log(self, name: str) -> Path:
-        return self.root / f"{name}.out"
+        return self.log_path(name)
 
     # -- start ---------------------------------------------------------------------------
-    def start(self) -> "RayCluster":
-        reason = missing_reason()
-        if reason:
-            raise RayError(reason)
-        t0 = time.monotonic()
-        for attempt in range(2):   # a port taken between choosing it and binding it: once more
-            self._prepare()
-            try:
-                self._start_nodes()
-                break
-            except RayError:
-                self.stop()
-                if attempt == 1:
-                    raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
+    def missing_reason(self) -> str | None:
+        return missing_reason()
 
-    def _prepare(self) -> None:
-        # short: Ray's sockets live under its temp dir (sun_path is 108 bytes)
-        self.root = Path(tempfile.mkdtemp(prefix="ray-", dir=self.parent_dir))
+    def foreign(self, name: str) -> bool:
+        return name.startswith(_FOREIGN_ENV)
+
+    def label(self, name: str) -> str:
+        return f"ray start ({name})"
+
+    def describe(self) -> str:
+        return self.address
+
+    def _prepare_root(self) -> None:
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file), RAY_USAGE_STATS_ENABLED="0")
-        env[MARKER] = str(self.root)
-        self.env = env
+        self.env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file), RAY_USAGE_STATS_ENABLED="0")
 
     def _node_args(self, name: str, ports: list[int]) -> list[str]:
         return [f"--temp-dir={self.root / name}", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
@@ -147,29 +110,30 @@ class RayCluster:
                 f"--metrics-export-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}",
                 "--object-store-memory=80000000", "--num-gpus=0", "--include-log-monitor=false", "--block"]
 
-    def _start_nodes(self) -> None:
+    def _start_processes(self) -> None:
         ports = free_ports(16)
         gcs, dashboard, client = ports[0], ports[1], ports[2]
         self.gcs_address = f"127.0.0.1:{gcs}"
         self.address = f"http://127.0.0.1:{dashboard}"
         ray = str(Path(sys.executable).with_name("ray"))
-        self._spawn("head", [ray, "start", "--head", f"--port={gcs}", "--dashboard-host=127.0.0.1",
-                             f"--dashboard-port={dashboard}", f"--ray-client-server-port={client}",
-                             f"--num-cpus={self.head_cpus}", "--include-dashboard=true",
-                             *self._node_args("head", ports[3:9])])
-        self._spawn("second", [ray, "start", f"--address={self.gcs_address}", f"--num-cpus={self.node_cpus}",
-                               f"--resources={json.dumps({self.resource: 1})}",
-                               *self._node_args("second", ports[9:15])])
-        self._wait("both nodes alive and the Jobs API answering", self._ready, self.start_timeout)
+        self.spawn("head", [ray, "start", "--head", f"--port={gcs}", "--dashboard-host=127.0.0.1",
+                            f"--dashboard-port={dashboard}", f"--ray-client-server-port={client}",
+                            f"--num-cpus={self.head_cpus}", "--include-dashboard=true",
+                            *self._node_args("head", ports[3:9])])
+        # the second node only once the head is in the GCS: started together on a loaded machine, the
+        # second gives up ("No node info found for head node in GCS")
+        self.wait("the head alive and the Jobs API answering", lambda: self._alive_nodes() >= 1, self.start_timeout)
+        self.spawn("second", [ray, "start", f"--address={self.gcs_address}", f"--num-cpus={self.node_cpus}",
+                              f"--resources={json.dumps({self.resource: 1})}",
+                              *self._node_args("second", ports[9:15])])
+        self.wait("both nodes alive and the Jobs API answering", self._ready, self.start_timeout)
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        out = open(self.log(name), "wb")
+    def _alive_nodes(self) -> int:
         try:
-            self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                                env=self.env, cwd=self.root, start_new_session=True,
-                                                preexec_fn=_die_with_parent)
-        finally:
-            out.close()
+            self.request("GET", "/api/jobs/")
+            return sum(1 for n in self.nodes() if n.get("state") == "ALIVE")
+        except (OSError, RayError, ValueError):
+            return 0
 
     def _ready(self) -> bool:
         try:
@@ -184,30 +148,6 @@ class RayCluster:
             which = "second" if self.resource in (node.get("resources_total") or {}) else "head"
             self.node_ids[which] = node["node_id"]
         return set(self.node_ids) == {"head", "second"}
-
-    def _wait(self, what: str, ready, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RayError(f"ray start ({name}) exited with status {proc.returncode} while waiting for "
-                                   f"{what}\n" + self.logs_tail())
-            if ready():
-                return
-            if time.monotonic() > deadline:
-                raise RayError(f"timed out after {timeout:.0f}s waiting for {what} ({self.address})\n"
-                               + self.logs_tail())
-            time.sleep(0.25)
-
-    def logs_tail(self, lines: int = 25) -> str:
-        parts = []
-        for name in self.procs:
-            try:
-                text = self.log(name).read_text(errors="replace")
-            except OSError:
-                continue
-            parts.append(f"--- ray start ({name}) ---\n" + "\n".join(text.splitlines()[-lines:]))
-        return "\n".join(parts)
 
     # -- the dashboard's HTTP API, with the cluster's token ----------------------------------
     def request(self, method: str, path: str, body: dict | None = None, timeout: float = 10.0):
@@ -237,6 +177,10 @@ class RayCluster:
         name = f"_ray_internal_job_actor_{submission_id}"
         return next((a for a in answer["data"]["result"]["result"] if a.get("name") == name), None)
 
+    def job_logs(self, submission_id: str) -> str:
+        """What the job's entrypoint has written so far (its driver log)."""
+        return self.request("GET", f"/api/jobs/{submission_id}/logs")["logs"]
+
     def stop_job(self, submission_id: str) -> None:
         """What `ray job stop` does: the Jobs API's stop."""
         self.request("POST", f"/api/jobs/{submission_id}/stop")
@@ -252,13 +196,6 @@ class RayCluster:
             time.sleep(0.2)
 
     # -- stop ----------------------------------------------------------------------------
-    def own_pids(self) -> set[int]:
-        """Live processes of this cluster: its `ray start`s and whatever carries its marker."""
-        pids = {p.pid for p in self.procs.values() if p.poll() is None}
-        if self.root is None:
-            return pids
-        return pids | processes_marked(MARKER, str(self.root))
-
     def stop(self) -> None:
         if self.root is None:
             return
@@ -279,16 +216,7 @@ class RayCluster:
             if not live:
                 break
         # what outlived them (GCS, raylets, workers, a job's entrypoint): SIGKILL, by pid
-        self.killed_pids |= kill_until_gone(self.own_pids, 5)
-        self.procs = {}
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.last_root, self.root = self.root, None
-
-    def __enter__(self) -> "RayCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        self.killed_pids |= self._forget(rounds=5)
 
 
 @pytest.fixture(scope="session")
@@ -308,7 +236,6 @@ def ray_cluster():
 def ray_daemon(ray_cluster, home, mosaic, monkeypatch):
     """A daemon of the test's home whose Ray placements go to the session's cluster (RAY_ADDRESS,
     its token file), polling it every 0.5 s; yields the cluster."""
-    import json
     monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(ray_cluster.token_file))
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)

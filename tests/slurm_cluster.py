@@ -23,21 +23,19 @@ mark the module `pytest.mark.xdist_group("slurm")` to keep them in one process (
 """
 from __future__ import annotations
 
-import ctypes
+import json
 import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import kill_until_gone, processes_marked
+from tests.plugins.base import ClusterError, LocalCluster, free_port, tail
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
@@ -67,21 +65,6 @@ def missing_reason() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return f"  ({path.name}: none)"
-    body = "\n".join("  " + l for l in text.splitlines()[-lines:])
-    return f"--- {path.name} (last {lines} lines) ---\n{body or '  (empty)'}"
-
-
 def _machine_memory_mb() -> int:
     with open("/proc/meminfo") as f:
         for line in f:
@@ -97,37 +80,28 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-class SlurmError(RuntimeError):
+class SlurmError(ClusterError):
     pass
 
 
-def _die_with_parent() -> None:
-    """In the daemon before exec: SIGTERM when the test process dies without stop() (killed by a
-    timeout, SIGKILL). The daemons run in the foreground, so no fork drops the setting."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class SlurmCluster:
+class SlurmCluster(LocalCluster):
     """One private Slurm cluster: one node (this machine, 127.0.0.1), one default partition."""
+
+    MARKER = MARKER
+    error = SlurmError
+    prefix = "slurm-"
+    start_attempts = 3
 
     def __init__(self, partition: str = "debug", cpus: int | None = None, memory_mb: int | None = None,
                  start_timeout: float = 30.0, parent_dir: str = "/tmp"):
+        super().__init__(start_timeout, parent_dir)
         self.partition = partition
         self.cpus = cpus or _cpu_count()
         self.memory_mb = memory_mb or _machine_memory_mb()
-        self.start_timeout = start_timeout
-        self.parent_dir = parent_dir
         # the node's name is this host's (a job's `hostname` says it); it is reached at 127.0.0.1
         self.node = socket.gethostname().split(".")[0]
-        self.root: Path | None = None
         self.cluster_name = ""
-        self.env: dict[str, str] = {}
-        self.procs: dict[str, subprocess.Popen] = {}
         self.started_pids: set[int] = set()   # every pid this cluster ended on stop, daemons or leftovers
-        self.startup_seconds: float | None = None
         self.last_sinfo = ""
 
     # -- paths ---------------------------------------------------------------------------
@@ -143,29 +117,23 @@ class SlurmCluster:
         """slurmctld.log, slurmd.log, munged.log, or <daemon>.out (its stdout and stderr)."""
         return self.root / "log" / name
 
-    # -- start ---------------------------------------------------------------------------
-    def start(self) -> "SlurmCluster":
-        reason = missing_reason()
-        if reason:
-            raise SlurmError(reason)
-        t0 = time.monotonic()
-        # a port taken between choosing it and the daemon binding it: once more with new ones
-        for attempt in range(3):
-            self._prepare()
-            try:
-                self._start_daemons()
-                break
-            except SlurmError as e:
-                in_use = "Address already in use" in str(e)
-                self.stop()
-                if not in_use or attempt == 2:
-                    raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
+    def log_path(self, name: str) -> Path:
+        return self.log(f"{name}.out")
 
-    def _prepare(self) -> None:
-        # short path: munged's socket must fit sun_path (108 bytes)
-        self.root = Path(tempfile.mkdtemp(prefix="slurm-", dir=self.parent_dir))
+    # -- start ---------------------------------------------------------------------------
+    def missing_reason(self) -> str | None:
+        return missing_reason()
+
+    def foreign(self, name: str) -> bool:
+        return bool(_FOREIGN_ENV.match(name))
+
+    def _retry(self, error: SlurmError) -> bool:
+        return "Address already in use" in str(error)
+
+    def describe(self) -> str:
+        return f"cluster {self.cluster_name}, conf {self.conf}"
+
+    def _prepare_root(self) -> None:
         # munged wants its socket's directory searchable by all (and not writable by them)
         self.root.chmod(0o755)
         for sub in ("munge", "state", "spool", "log", "run"):
@@ -181,10 +149,7 @@ class SlurmCluster:
             f.write(os.urandom(1024))
         (self.root / "plugstack.conf").write_text("")   # not /etc/slurm/plugstack.conf
         self.conf.write_text(self.slurm_conf())
-        env = {k: v for k, v in os.environ.items() if not _FOREIGN_ENV.match(k)}
-        env["SLURM_CONF"] = str(self.conf)
-        env[MARKER] = str(self.root)
-        self.env = env
+        self.env["SLURM_CONF"] = str(self.conf)
 
     def slurm_conf(self) -> str:
         r = self.root
@@ -235,28 +200,18 @@ NodeName={self.node} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={self.cpus} Rea
 PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        out = open(self.log(f"{name}.out"), "wb")
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=self.env, cwd=self.root, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
-        finally:
-            out.close()
-        self.procs[name] = proc
-
-    def _start_daemons(self) -> None:
+    def _start_processes(self) -> None:
         m = self.root / "munge"
-        self._spawn("munged", [which("munged"), "--foreground", f"--socket={self.munge_socket}",
-                               f"--key-file={m / 'munge.key'}", f"--pid-file={m / 'munged.pid'}",
-                               f"--seed-file={m / 'munged.seed'}", f"--log-file={self.log('munged.log')}"])
-        self._wait("munged's socket", lambda: self.munge_socket.exists(), 10)
-        self._spawn("slurmctld", [which("slurmctld"), "-D", "-f", str(self.conf)])
-        self._wait("slurmctld to answer", lambda: self.run("scontrol", "ping", check=False,
-                                                            timeout=10).returncode == 0 and True, 20)
-        self._spawn("slurmd", [which("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
-        self._wait(f"node {self.node} idle in sinfo", lambda: self.node_state() == "idle", self.start_timeout,
-                   lambda: f"sinfo --Node said: {self.last_sinfo!r}")
+        self.spawn("munged", [which("munged"), "--foreground", f"--socket={self.munge_socket}",
+                              f"--key-file={m / 'munge.key'}", f"--pid-file={m / 'munged.pid'}",
+                              f"--seed-file={m / 'munged.seed'}", f"--log-file={self.log('munged.log')}"])
+        self.wait("munged's socket", lambda: self.munge_socket.exists(), 10)
+        self.spawn("slurmctld", [which("slurmctld"), "-D", "-f", str(self.conf)])
+        self.wait("slurmctld to answer", lambda: self.run("scontrol", "ping", check=False,
+                                                           timeout=10).returncode == 0, 20)
+        self.spawn("slurmd", [which("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
+        self.wait(f"node {self.node} idle in sinfo", lambda: self.node_state() == "idle", self.start_timeout,
+                  lambda: f"sinfo --Node said: {self.last_sinfo!r}")
 
     def stop_controller(self) -> None:
         """slurmctld goes away (as in a controller's restart or crash); slurmd and the jobs stay."""
@@ -266,34 +221,19 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
 
     def start_controller(self, clear_state: bool = False) -> None:
         """slurmctld back; ``clear_state``: without the jobs it saved (-c), so it forgets them all."""
-        self._spawn("slurmctld", [which("slurmctld"), "-D", *(["-c"] if clear_state else []), "-f", str(self.conf)])
-        self._wait("slurmctld to answer", lambda: self.run("scontrol", "ping", check=False,
-                                                            timeout=10).returncode == 0, 20)
-        self._wait(f"node {self.node} back in sinfo", lambda: self.node_state() in ("idle", "mixed", "allocated"),
-                   self.start_timeout, lambda: f"sinfo --Node said: {self.last_sinfo!r}")
-
-    def _wait(self, what: str, ready, timeout: float, last=lambda: "") -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise SlurmError(f"{name} exited with status {proc.returncode} while waiting for {what}\n"
-                                     + self.logs_tail())
-            if ready():
-                return
-            if time.monotonic() > deadline:
-                raise SlurmError(f"timed out after {timeout:.0f}s waiting for {what} (cluster {self.cluster_name}, "
-                                 f"conf {self.conf}) {last()}\n" + self.logs_tail())
-            time.sleep(0.1)
+        self.spawn("slurmctld", [which("slurmctld"), "-D", *(["-c"] if clear_state else []), "-f", str(self.conf)])
+        self.wait("slurmctld to answer", lambda: self.run("scontrol", "ping", check=False,
+                                                           timeout=10).returncode == 0, 20)
+        self.wait(f"node {self.node} back in sinfo", lambda: self.node_state() in ("idle", "mixed", "allocated"),
+                  self.start_timeout, lambda: f"sinfo --Node said: {self.last_sinfo!r}")
 
     def logs_tail(self, lines: int = 30) -> str:
         """The end of slurmctld's and slurmd's logs, and what a daemon that exited wrote before its
         log was open (its stdout and stderr)."""
         if self.root is None:
             return ""
-        parts = [_tail(self.log(n), lines) for n in ("slurmctld.log", "slurmd.log")]
-        parts += [_tail(self.log(f"{name}.out"), lines) for name, proc in self.procs.items()
-                  if proc.poll() is not None]
+        parts = [tail(self.log(n), lines) for n in ("slurmctld.log", "slurmd.log")]
+        parts += [tail(self.log_path(name), lines) for name, proc in self.procs.items() if proc.poll() is not None]
         return "\n".join(parts)
 
     # -- commands ------------------------------------------------------------------------
@@ -350,14 +290,6 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
                          + self.logs_tail(15))
 
     # -- stop ----------------------------------------------------------------------------
-    def own_pids(self) -> set[int]:
-        """Live processes of this cluster: its daemons and whatever carries its marker (slurmstepd,
-        job processes)."""
-        pids = {p.pid for p in self.procs.values() if p.poll() is None}
-        if self.root is None:
-            return pids
-        return pids | processes_marked(MARKER, str(self.root))
-
     def stop(self) -> None:
         if self.root is None:
             return
@@ -387,16 +319,7 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
                     proc.kill()
                     proc.wait(timeout=10)
         # slurmstepd and job processes left behind (they outlive slurmd): SIGKILL, by pid
-        self.started_pids |= kill_until_gone(self.own_pids, 3)
-        self.procs = {}
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.last_root, self.root = self.root, None
-
-    def __enter__(self) -> "SlurmCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        self.started_pids |= self._forget(rounds=3)
 
 
 @pytest.fixture(scope="session")
@@ -416,7 +339,6 @@ def slurm_cluster():
 def slurm_daemon(slurm_cluster, home, mosaic, monkeypatch):
     """A daemon of the test's home whose Slurm commands talk to the session's cluster (SLURM_CONF),
     polling it every 0.5 s; yields the cluster."""
-    import json
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     monkeypatch.setenv(MARKER, slurm_cluster.env[MARKER])   # the cluster's stop finds what it ran
     home.root.mkdir(parents=True, exist_ok=True)

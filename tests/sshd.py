@@ -7,20 +7,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 from tests.helpers import wait_for
+from tests.plugins.base import die_with_parent, free_port
 
 SSHD = "/usr/sbin/sshd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -52,7 +46,7 @@ AllowTcpForwarding yes
     if os.getuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # the privilege separation directory sshd needs as root
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=open(d / "sshd.log", "wb"))
+                            stdout=subprocess.DEVNULL, stderr=open(d / "sshd.log", "wb"), preexec_fn=die_with_parent)
     config = d / "ssh_config"
     config.write_text(f"""
 Host server

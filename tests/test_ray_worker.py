@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import pytest
 
 from daemon import proctree, resources
 from tests.helpers import ROOT, holds, wait_for
+from tests.plugins.base import die_with_parent, free_port
 from workers.ray_worker import WORKER, catalog
 from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import check_event
@@ -681,12 +681,6 @@ def test_pause_stops_every_ray_process_and_resume_continues(daemon, mosaic):
     _assert_no_ray_left(home, run_id, everything)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # Ray replaces 127.0.0.1 (and localhost) by the machine's outward address, and
 # refuses a second node when told to stay on 127.0.0.1; 127.0.0.2 is loopback
 # too and taken as given, so the whole cluster talks over lo.
@@ -704,7 +698,7 @@ def two_node_cluster():
     drivers that join by address use it only with RAY_AUTH_MODE=token.
     """
     temp = tempfile.mkdtemp(prefix="mrc-", dir="/tmp")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
     common = ["--block", f"--node-ip-address={CLUSTER_IP}", "--num-cpus=1", '--resources={"sampler": 1}',
               "--disable-usage-stats"]
@@ -713,11 +707,11 @@ def two_node_cluster():
     try:
         nodes.append(subprocess.Popen([RAY, "start", "--head", f"--port={port}", f"--temp-dir={temp}",
                                        "--include-dashboard=false", *common], stdout=logs, stderr=logs, env=env,
-                                      start_new_session=True))
+                                      start_new_session=True, preexec_fn=die_with_parent))
         address = f"{CLUSTER_IP}:{port}"
         wait_for(lambda: _cluster_nodes(address, env) >= 1, 180, 1.0, what="the head node")
         nodes.append(subprocess.Popen([RAY, "start", f"--address={address}", *common], stdout=logs, stderr=logs,
-                                      env=env, start_new_session=True))
+                                      env=env, start_new_session=True, preexec_fn=die_with_parent))
         wait_for(lambda: _cluster_nodes(address, env) >= 2, 180, 1.0, what="the second node")
         yield address, env
     finally:
