@@ -14,6 +14,7 @@ from daemon import protocol as P
 from daemon.crash import crash_excerpt, crash_reason
 from daemon.placement import OUTSIDE_CANCEL, JobStatus
 from daemon.proctree import signal_name
+from daemon.record import RunRecord, job_of, placement_of
 from workers.sdk.stop import STOPPED_EXIT
 
 STDERR_TAIL_LINES = 20
@@ -38,7 +39,7 @@ def _last_lines(text: str, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def classify_exit(run: dict[str, Any], record: dict[str, Any] | None, job_ended: JobStatus | None, *,
+def classify_exit(run: RunRecord, record: dict[str, Any] | None, job_ended: JobStatus | None, *,
                   stopped: dict[str, Any] | None = None, failed_reason: str | None = None,
                   stderr: str = "", job_cause: str | None = None, disk_full: str | None = None) -> Ending:
     """The outcome of ``run`` (its store record).
@@ -49,7 +50,7 @@ def classify_exit(run: dict[str, Any], record: dict[str, Any] | None, job_ended:
     own failure); ``stderr``: the end of its stderr.log (at least ``CRASH_DUMP_LINES`` lines);
     ``job_cause``: the scheduler's explanation of why it ended the job (e.g. its memory limit);
     ``disk_full``: a note when the run's filesystem is full or read-only."""
-    job = (run["resources"] or {}).get("job") or ""
+    job = job_of(run)   # None for a local run
     if record is None and job_ended is not None:   # the job ended before or without its supervisor
         # when the scheduler says the job ended, not when this daemon saw it
         at = {"ended_at": job_ended.ended_at} if job_ended.ended_at else {}
@@ -78,14 +79,14 @@ def classify_exit(run: dict[str, Any], record: dict[str, Any] | None, job_ended:
         reason = run["reason"] or "cancelled by the user"
         if not run["cancel_requested"] and job_ended is not None:
             reason = (f"job {job} was cancelled outside mosaic "
-                      f"({OUTSIDE_CANCEL.get(job.split(':', 1)[0], 'through its scheduler')})")
+                      f"({OUTSIDE_CANCEL.get(job.engine if job else '', 'through its scheduler')})")
         return Ending(P.CANCELLED, reason, fields)
     if code == STOPPED_EXIT and stopped:
         reason = f"stopped at step {stopped['step']}: mosaic continue {run['name']} goes on from there"
-        if job and not run["stop_requested"]:   # the scheduler's signal, not mosaic stop
+        if job is not None and not run["stop_requested"]:   # the scheduler's signal, not mosaic stop
             reason = (f"stopped at step {stopped['step']} by job {job}'s warning before its wall time "
                       f"(or a preemption)")
-            if (run["config"].get("placement") or {}).get("requeue"):
+            if placement_of(run).get("requeue"):
                 return Ending(P.STOPPED, reason + ": requeued", fields, requeue=True)
             reason += f": mosaic continue {run['name']} goes on from there"
         return Ending(P.STOPPED, reason, fields)
@@ -99,7 +100,7 @@ def classify_exit(run: dict[str, Any], record: dict[str, Any] | None, job_ended:
         fields["stderr_tail"] = crash_excerpt(dump) or fields["stderr_tail"]
     else:
         reason = f"worker exited with code {code}"
-    cause = job_cause if job else None
+    cause = job_cause if job is not None else None
     if cause:   # the scheduler killed the worker (its memory request), the supervisor lived on
         reason = f"job {job}: {cause} ({reason})"
     if failed_reason:

@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from daemon import proctree
+from daemon import analytics, mirror, proctree
 from daemon.exits import CRASH_DUMP_LINES, STDERR_TAIL_LINES, STOP_OVERDUE, classify_exit
 from daemon import protocol as P
 from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
@@ -37,6 +37,7 @@ from daemon.placement import PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
 from daemon.placement.jobs import CLUSTER_GONE_SECONDS, ClusterRuns
+from daemon.record import Job, job_of, placement_of, resources_of
 from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
 from daemon.shim import understands, write_json_atomic
@@ -99,7 +100,7 @@ class ActiveRun:
     """What the daemon holds for a run whose supervisor is alive."""
 
     def __init__(self, run_id: str, run_dir: str, tail: RunTail, shim_pid: int,
-                 popen: subprocess.Popen | None, job: str | None = None):
+                 popen: subprocess.Popen | None, job: Job | None = None):
         self.run_id = run_id
         self.run_dir = run_dir
         self.tail = tail
@@ -107,18 +108,10 @@ class ActiveRun:
         self.popen = popen      # set when this daemon started it (reaping)
         self.pidfd: int | None = None
         self.wd: int | None = None
-        self.job = job              # "slurm:<job id>": the cluster job running its supervisor
+        self.job = job              # the cluster job running its supervisor (None: it runs here)
         self.placement: dict[str, Any] = {}   # the run's placement (a Ray job's address)
         self.gone_polls = 0         # polls since the job ended without an exit record to read
         self.adopted = False        # re-adopted from an earlier daemon: its supervisor may be older
-
-    @property
-    def backend(self) -> str | None:
-        return self.job.split(":", 1)[0] if self.job else None
-
-    @property
-    def job_id(self) -> str | None:
-        return self.job.split(":", 1)[1] if self.job else None
 
 
 class RunManager(Submission):
@@ -197,8 +190,8 @@ class RunManager(Submission):
         """Take back the runs a previous daemon left: alive, finished, or lost."""
         for run in self.store.list(P.ACTIVE_STATES):
             run_dir = str(self.home.run_dir(run["id"]))
-            job = (run["resources"] or {}).get("job")
-            if job:   # its supervisor runs on a cluster: the next poll says how it is
+            job = job_of(run)
+            if job is not None:   # its supervisor runs on a cluster: the next poll says how it is
                 log.info("re-adopting run %s (%s)", run["id"], job)
                 self._watch(run, run_dir, 0, None, job=job)
                 self.active[run["id"]].adopted = True
@@ -224,14 +217,13 @@ class RunManager(Submission):
                 self._drain(run["id"], tail)
                 self._set_lost(run, run_dir, tail, reason)
         for run in self.store.list([P.LOST]):   # lost before, its processes running on then
-            if (run["resources"] or {}).get("orphans"):
+            if resources_of(run).get("orphans"):
                 self._watch_orphans(run)
         self._resume_mirrors()
 
     def _resume_mirrors(self) -> None:
         """Mirrors the last daemon's end left unfinished (SIGKILLed with it after their run ended):
         started again, they go on from the offsets they kept (daemon/mirror.py)."""
-        from daemon import mirror
         for run_id in mirror.unfinished(str(self.home.runs_dir)):
             run = self.store.get(run_id)
             if run is not None and run_id not in self.active and run_id not in self._mirrors:
@@ -262,8 +254,8 @@ class RunManager(Submission):
         used = []
         for run_id in self.active:
             run = self.store.get(run_id)
-            if run and key in (run["resources"] or {}):
-                used.append(run["resources"][key])
+            if run and key in resources_of(run):
+                used.append(resources_of(run)[key])
         return used
 
     def _allocate(self, run: dict[str, Any]) -> dict[str, Any] | None:
@@ -306,7 +298,7 @@ class RunManager(Submission):
             # CleanRL seen here). Each run gets its share of the cores.
             cores = len(resources["cpus"]) if resources.get("cpus") else os.cpu_count() or 1
             env["OMP_NUM_THREADS"] = str(max(1, cores // max(1, self.max_concurrent)))
-        placement = run["config"].get("placement") or {}
+        placement = placement_of(run)
         if on_cluster(run):
             if placement.get("cpus"):   # the threads of the cores the job asked for
                 env["OMP_NUM_THREADS"] = str(placement["cpus"])
@@ -346,11 +338,11 @@ class RunManager(Submission):
         self._watch(updated, run_dir, popen.pid, popen)
 
     def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None,
-               job: str | None = None) -> None:
+               job: Job | None = None) -> None:
         tail = RunTail(run["id"], os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
         self._attach_history(tail, run_dir)
         active = ActiveRun(run["id"], run_dir, tail, shim_pid, popen, job)
-        active.placement = run["config"].get("placement") or {}
+        active.placement = placement_of(run)
         self.active[run["id"]] = active
         self._start_mirror(run, run_dir)
         if self.inotify is not None:
@@ -407,13 +399,12 @@ class RunManager(Submission):
 
     def _start_mirror(self, run: dict[str, Any], run_dir: str) -> None:
         """The run's W&B/MLflow mirror when its config or the home asks for one: a process of its own
-        (daemon/mirror.py; W&B and MLflow are never imported here), at nice 19 (mirror.MIRROR_NICE). One
+        (daemon/mirror_process.py; W&B and MLflow are never imported here), at nice 19 (mirror.MIRROR_NICE). One
         started while another mirror of the run still lives (the run stopped and is continued at once, its
         mirror still closing; a mirror that outlived a SIGKILLed daemon) waits on the run's mirror.lock
         until that one has ended, then goes on from the offsets it left."""
-        from daemon import mirror
         try:
-            self._write_analytics(run, run_dir, tail=None)
+            self._write_analytics(run, run_dir, tail=None)   # every run's, mirrored or not
             if not mirror.run_targets(run["config"], mirror.home_settings(self.home)):
                 return
         except Exception:  # noqa: BLE001 -- a mirror's setup must never cost the run its start
@@ -426,18 +417,14 @@ class RunManager(Submission):
             self._mirrors[run["id"]] = popen
 
     def _write_analytics(self, run: dict[str, Any], run_dir: str, tail: RunTail | None) -> None:
-        """The run's analytics.json (daemon/mirror.py): its TensorBoard directories and the checkpoints
-        its events announced since the last write (the mirror adds W&B's and MLflow's parts)."""
-        from daemon import mirror
+        """The run's analytics.json (daemon/analytics.py), mirrored or not: its TensorBoard directories
+        and the checkpoints its events announced since the last write (the mirror adds W&B's and MLflow's parts)."""
         saved = list(tail.checkpoints) if tail is not None else []
-        listed = self._checkpoints_listed.get(run["id"], 0)
-        last = tail.last_checkpoint if tail is not None else None
-        new = [{"path": path, "step": last.get("step") if last and last.get("path") == path else None}
-               for path in saved[listed:]]
-        if tail is not None and tail.stopped and tail.stopped.get("checkpoint"):
-            new.append({"path": tail.stopped["checkpoint"], "step": tail.stopped.get("step")})
-        mirror.update_analytics(run_dir, checkpoints=new,
-                                tensorboard=mirror.tensorboard_section(str(self.home.root), run_dir, run["name"]))
+        new = analytics.new_checkpoints(saved, self._checkpoints_listed.get(run["id"], 0),
+                                        tail.last_checkpoint if tail is not None else None,
+                                        tail.stopped if tail is not None else None)
+        analytics.update_analytics(run_dir, checkpoints=new,
+                                   tensorboard=analytics.tensorboard_section(str(self.home.root), run_dir, run["name"]))
         self._checkpoints_listed[run["id"]] = len(saved)
 
     def _safety_scan(self) -> None:
@@ -455,7 +442,6 @@ class RunManager(Submission):
         cluster run's file is the node's: a line of ours could interleave with its writes over a
         shared file system, or shift the Ray relay's cursor), and in the run's summary; a run that
         has ended gets it in its stored summary."""
-        from daemon import mirror
         active = self.active.get(run_id)
         run_dir = active.run_dir if active is not None else str(self.home.run_dir(run_id))
         messages = mirror.warnings(run_dir)
@@ -617,14 +603,14 @@ class RunManager(Submission):
         run = self.store.get(run_id)
         record = _read_json(os.path.join(run_dir, EXIT_FILE))
         job_ended = self.cluster.job_endings.pop(run_id, None)
-        job = (run["resources"] or {}).get("job") or ""
+        job = job_of(run)
         # the files are read only where an outcome can use them: a run that did not end cleanly
         unclean = record is None or record.get("returncode") != 0
         failed = record is not None and record.get("returncode") != 0
         ending = classify_exit(
             run, record, job_ended, stopped=tail.stopped, failed_reason=tail.failed_reason,
             stderr=stderr_tail(run_dir, CRASH_DUMP_LINES) if failed else "",
-            job_cause=self.cluster.job_cause(run, run_dir) if job_ended is not None or (job and failed) else None,
+            job_cause=self.cluster.job_cause(run, run_dir) if job_ended is not None or (job is not None and failed) else None,
             disk_full=disk_full_note(run_dir) if unclean else None)
         if ending.orphans:
             self._set_lost(run, run_dir, tail, ending.reason)
@@ -771,7 +757,7 @@ class RunManager(Submission):
         desc = self.workers.get(run["worker"])
         if desc is None:
             return f"worker {run['worker']!r} is no longer installed"
-        if ray_relay.unshared(run["config"].get("placement")):
+        if ray_relay.unshared(placement_of(run)):
             return (f"run {run['name']} runs on Ray in a directory of its node's own (placement.shared_home is "
                     f"false): its checkpoint would stay on the node, so it cannot stop and continue")
         try:
@@ -786,11 +772,12 @@ class RunManager(Submission):
         active = self.active.get(run_id)
         if active is not None and active.job is not None:
             try:
-                backend = placement_backend(active.backend, active.placement)
+                backend = placement_backend(active.job.engine, active.placement)
             except PlacementError as exc:
                 log.warning("run %s: %s", run_id, exc)
                 return
-            self.cluster.call(f"run {run_id}: stop {active.job}", lambda: backend.signal(active.job_id, "USR1"))
+            job_id = active.job.id
+            self.cluster.call(f"run {run_id}: stop {active.job}", lambda: backend.signal(job_id, "USR1"))
         elif active is not None:
             try:
                 os.kill(active.shim_pid, STOP_SIGNAL)   # the supervisor passes it to the worker alone
@@ -852,7 +839,7 @@ class RunManager(Submission):
             return
         pids = ", ".join(str(pid) for pid, _ in orphans[:5]) + (", ..." if len(orphans) > 5 else "")
         log.warning("run %s is lost, but its processes run on: %s", run["id"], pids)
-        self._set_final(run["id"], P.LOST, tail, resources={**(run["resources"] or {}), "orphans": orphans},
+        self._set_final(run["id"], P.LOST, tail, resources={**resources_of(run), "orphans": orphans},
                         reason=f"{reason}{ORPHANS_NOTE} (pids {pids}): mosaic cancel {run['name']} ends them")
         updated = self.store.get(run["id"])
         if updated is not None and updated["state"] == P.LOST:
@@ -861,7 +848,7 @@ class RunManager(Submission):
     def _watch_orphans(self, run: dict[str, Any]) -> None:
         if not self._orphan_runs and self._loop is not None:
             self._loop.call_later(ORPHAN_POLL_SECONDS, self._check_orphans)
-        self._orphan_runs[run["id"]] = [list(o) for o in run["resources"]["orphans"]]
+        self._orphan_runs[run["id"]] = [list(o) for o in resources_of(run)["orphans"]]
         if run["cancel_requested"]:   # a cancel an earlier daemon began: its SIGKILL is due
             self._end_orphans(run["id"], signal.SIGKILL)
 
@@ -887,7 +874,7 @@ class RunManager(Submission):
         run_dir = str(self.home.run_dir(run_id))
         tail = RunTail(run_id, os.path.join(run_dir, EVENTS_FILE), run["ingest_offset"], run["summary"])
         self._drain(run_id, tail)
-        resources = {k: v for k, v in (run["resources"] or {}).items() if k != "orphans"}
+        resources = {k: v for k, v in resources_of(run).items() if k != "orphans"}
         lost = (run["reason"] or "").split(ORPHANS_NOTE)[0]
         if run["cancel_requested"]:
             self._set_final(run_id, P.CANCELLED, tail, resources=resources,

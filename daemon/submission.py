@@ -20,14 +20,15 @@ from daemon.home import CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, TENSORBOARD_D
 from daemon.placement import PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
+from daemon.record import RunRecord, backend_of
 from daemon.store import Store, StoreError, new_ulid
 from workers.sdk.config import ConfigError, draw_seed
 from workers.sdk.descriptor import WorkerDescriptor
 
 
-def on_cluster(run: dict[str, Any]) -> bool:
+def on_cluster(run: RunRecord) -> bool:
     """The run's placement is a cluster's scheduler (Slurm, Ray), not this machine."""
-    return ((run["config"].get("placement") or {}).get("backend") or "local") != "local"
+    return backend_of(run) != "local"
 
 
 class Submission:

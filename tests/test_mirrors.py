@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from daemon import protocol as P
-from daemon.mirror import LOCK_FILE, STATE_FILE, ANALYTICS_FILE, ROW_SECONDS
+from daemon.analytics import ANALYTICS_FILE
+from daemon.mirror import LOCK_FILE, STATE_FILE
+from daemon.mirror_targets import ROW_SECONDS
 from tests.helpers import events_of, wait_for
 
 FAKE_KEY = "mosaicFAKEkey0123456789abcdef0123456789abcd"   # 40+ characters, as W&B's keys are

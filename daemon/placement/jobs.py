@@ -19,6 +19,7 @@ from daemon.home import EVENTS_FILE, EXIT_FILE, STDERR_FILE
 from daemon.placement import PENDING_QUEUES, JobStatus, PlacementError
 from daemon.placement import backend_for as placement_backend
 from daemon.placement import ray_relay
+from daemon.record import Job, placement_of, resources_of
 
 if TYPE_CHECKING:
     from daemon.runs import ActiveRun, RunManager
@@ -85,14 +86,14 @@ class ClusterRuns:
         self.runs.on_run(updated, run_id, updated["rev"])
 
         def submitted(job_id: str) -> None:
-            job = f"{backend.name}:{job_id}"
+            job = Job(backend.name, job_id)
             now = self.runs.store.get(run_id)
             if now is None or now["cancel_requested"]:   # cancelled while it was being submitted
                 self.call(f"run {run_id}: cancel {job}", lambda: backend.kill(job_id))
                 if now is not None:
                     self.runs._set_final(run_id, P.CANCELLED, None, reason=now["reason"] or "cancelled by the user")
                 return
-            updated = self.runs.store.update_run(run_id, resources={"job": job, "queue": "PENDING"})
+            updated = self.runs.store.update_run(run_id, resources={"job": str(job), "queue": "PENDING"})
             self.runs.on_run(updated, run_id, updated["rev"])
             self.runs._watch(updated, run_dir, 0, None, job=job)
             log.info("run %s submitted to %s as job %s", run_id, backend.name, job_id)
@@ -113,7 +114,7 @@ class ClusterRuns:
         by_engine: dict[tuple[str, str], list[ActiveRun]] = {}   # (backend, address): one ask each
         for active in self.runs.active.values():
             if active.job is not None:
-                engine = (active.backend, active.placement.get("address") or "")
+                engine = (active.job.engine, active.placement.get("address") or "")
                 by_engine.setdefault(engine, []).append(active)
         for engine in set(self.engine_down) - set(by_engine):   # no run there any more: an outage forgotten
             del self.engine_down[engine]
@@ -126,7 +127,7 @@ class ClusterRuns:
             for engine, runs in by_engine.items():
                 try:
                     backend = placement_backend(engine[0], runs[0].placement)
-                    answers[engine] = backend.poll([a.job_id for a in runs])
+                    answers[engine] = backend.poll([a.job.id for a in runs])
                 except PlacementError as exc:
                     answers[engine] = exc
                     continue
@@ -148,7 +149,7 @@ class ClusterRuns:
                             continue   # ended meanwhile
                         self.runs._ingest(active.run_id)
                         if not down:
-                            self.job_status(active, statuses.get(active.job_id))
+                            self.job_status(active, statuses.get(active.job.id))
                         else:
                             self.engine_unanswered(active, engine, statuses)
             finally:
@@ -163,7 +164,7 @@ class ClusterRuns:
         run = self.runs.store.get(active.run_id)
         if run is None or status is None:
             return
-        resources = dict(run["resources"] or {})
+        resources = dict(resources_of(run))
         # the reason short (a state column's "pending (resources)"), the engine's words whole beside it
         shown = {"queue": status.state or resources.get("queue"), "node": status.node or resources.get("node"),
                  "queue_reason": status.reason if status.pending else None,
@@ -204,7 +205,7 @@ class ClusterRuns:
         if time.time() - newest < self.runs.cluster_gone_seconds:
             return   # its supervisor still writes: the scheduler is away, the job is not
         self.job_endings[active.run_id] = JobStatus(
-            active.job_id or "", "", ended=True, gone=True,
+            active.job.id if active.job else "", "", ended=True, gone=True,
             ending=f"{engine[0]} has not answered for {unanswered:.0f} s ({exc}), and the run has written "
                    f"nothing for as long: its job is taken as gone (cluster_gone_seconds in settings.json)")
         self.runs._on_exit(active.run_id)
@@ -217,22 +218,22 @@ class ClusterRuns:
         else when its supervisor records its end, or CANCEL_MARGIN_SECONDS after its grace at the
         latest; the reason says what the engine confirmed."""
         run_id, job = run["id"], active.job
-        waiting = str((run["resources"] or {}).get("queue")) in PENDING_QUEUES
+        waiting = str(resources_of(run).get("queue")) in PENDING_QUEUES
         try:
-            backend = placement_backend(active.backend, active.placement)
+            backend = placement_backend(job.engine, active.placement)
         except PlacementError as exc:
-            self.end_cancelled(run_id, active, None, f"{active.backend} was not told ({exc})")
+            self.end_cancelled(run_id, active, None, f"{job.engine} was not told ({exc})")
             return
         end = backend.kill if waiting else backend.cancel   # nothing runs yet: the job goes
 
         def tell() -> tuple[str | None, JobStatus | None]:
             try:
-                end(active.job_id)
+                end(job.id)
                 told = None
             except PlacementError as exc:
                 told = str(exc)
             try:
-                status = backend.poll([active.job_id]).get(active.job_id)
+                status = backend.poll([job.id]).get(job.id)
             except PlacementError:
                 status = None
             return told, status
@@ -272,9 +273,10 @@ class ClusterRuns:
             self.cancel_untold.pop(run_id, None)
             return   # it ended
         run = self.runs.store.get(run_id)
-        queue = (run["resources"] or {}).get("queue") if run else None
+        queue = resources_of(run).get("queue") if run else None
         told = self.cancel_untold.get(run_id)
-        said = f"{active.backend} was not told ({told})" if told else f"{active.backend} last said {queue or 'nothing'}"
+        engine = active.job.engine if active.job else None
+        said = f"{engine} was not told ({told})" if told else f"{engine} last said {queue or 'nothing'}"
         self.end_cancelled(run_id, active, None, f"job {active.job} had not ended {waited:.0f} s after the cancel "
                                                   f"({said}): its end is not confirmed")
 
@@ -287,14 +289,14 @@ class ClusterRuns:
         updated = self.runs.store.update_run(run_id, reason=f"{run['reason'] or 'cancelled by the user'}; {confirmed}")
         self.runs.on_run(updated, run_id, updated["rev"])
         self.job_endings[run_id] = status if status is not None and status.ended else \
-            JobStatus(active.job_id or "", status.state if status else "", ended=True)
+            JobStatus(active.job.id if active.job else "", status.state if status else "", ended=True)
         self.runs._on_exit(run_id)
 
     def job_cause(self, run: dict[str, Any], run_dir: str) -> str | None:
         """Why the run's scheduler ended its job, from what it left in the run directory."""
-        backend = (run["config"].get("placement") or {}).get("backend")
+        placement = placement_of(run)
         try:
-            explain = getattr(placement_backend(backend, run["config"].get("placement")), "explain", None)
+            explain = getattr(placement_backend(placement.get("backend"), placement), "explain", None)
             return explain(run_dir) if explain is not None else None
         except PlacementError:
             return None

@@ -178,24 +178,25 @@ def relay_all(backend, runs: list, statuses: dict, relays: dict[str, LogRelay]) 
     """For each unshared run of one engine (ActiveRuns and the poll's JobStatus of each), its job's
     log into its run directory; the ending of a job that left no record, said for such a run."""
     for active in runs:
-        status = statuses.get(active.job_id)
+        job_id = active.job.id
+        status = statuses.get(job_id)
         if not unshared(active.placement) or status is None or status.pending or status.gone:
             continue
         relay = relays.get(active.run_id)
-        if relay is None or relay.job_id != active.job_id:
-            relay = relays[active.run_id] = LogRelay(active.run_dir, active.job_id)
+        if relay is None or relay.job_id != job_id:
+            relay = relays[active.run_id] = LogRelay(active.run_dir, job_id)
         try:
             done = relay.read(backend)
         except PlacementError as exc:
-            log.warning("run %s: cannot read the log of job %s: %s", active.run_id, active.job_id, exc)
+            log.warning("run %s: cannot read the log of job %s: %s", active.run_id, job_id, exc)
             done = False
             if status.ended:
                 status.ending = f"the job ended ({status.state}) and its log could not be read: {exc}"
         except OSError as exc:
-            log.warning("run %s: cannot write what job %s's log brought: %s", active.run_id, active.job_id, exc)
+            log.warning("run %s: cannot write what job %s's log brought: %s", active.run_id, job_id, exc)
             done = False
         except Exception:  # noqa: BLE001 -- a bug here must not stop the daemon's polls
-            log.exception("run %s: relaying job %s's log failed", active.run_id, active.job_id)
+            log.exception("run %s: relaying job %s's log failed", active.run_id, job_id)
             done = False
         if status.ended and not done and status.state not in ("STOPPED", "FAILED") \
                 and "could not be read" not in status.ending:
