@@ -391,7 +391,7 @@ def test_submit_says_everything_the_form_can(daemon, mosaic, tmp_path):
     config = mosaic.show(run_id)["config"]
     assert config["record"] == {"steps": 5000, "episodes": None}
     assert config["mode"] == "train" and config["checkpoint"] == str(tmp_path / "where.pt") and config["eval_episodes"] == 4
-    from mosaic_tui.cli import _record
+    from mosaic_tui.cli.submit import _record
     assert _record("20") == {"episodes": 20} and _record("3 episodes") == {"episodes": 3}
 
 
@@ -430,7 +430,7 @@ def test_daemon_stop_counts_an_unreaped_daemon_as_stopped():
     import sys
     import time as clock
 
-    from mosaic_tui.cli import _exited
+    from mosaic_tui.cli.daemon import _exited
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = clock.monotonic() + 30

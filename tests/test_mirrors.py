@@ -152,7 +152,8 @@ def test_the_mirror_targets_are_one_list_for_the_config_the_cli_and_the_form():
     not import) says the same targets, and the CLI and the form take exactly those."""
     import typing
 
-    from mosaic_tui.cli import CLIError, _mirror_targets
+    from mosaic_tui.cli import CLIError
+    from mosaic_tui.cli.submit import _mirror_targets
     from mosaic_tui.screens.new_run import MIRROR_CHOICES
     from workers.sdk.config import RunConfig
     annotation = RunConfig.model_fields["mirror"].annotation

@@ -88,7 +88,7 @@ def test_the_run_header_and_the_detail_line():
 
 
 def test_mosaic_shows_job_lines_only_for_a_cluster_run():
-    from mosaic_tui.cli import _job_fields
+    from mosaic_tui.cli.runs import _job_fields
     assert _job_fields(fixed_runs()[1]) == []
     run = cluster_run(queue_reason="Resources", time_limit="2:00:00")
     assert _job_fields(run) == [("job", "slurm:123"), ("queue", "PENDING (Resources)"), ("node", None),
@@ -126,7 +126,7 @@ async def test_the_runs_table_shows_the_job_and_a_local_table_is_unchanged(home,
 
 
 def test_a_ray_job_pending_on_resources_is_short_in_the_state_and_whole_in_the_header_and_show():
-    from mosaic_tui.cli import _job_fields
+    from mosaic_tui.cli.runs import _job_fields
     from mosaic_tui.screens.run import header_text
     from mosaic_tui.screens.runs import detail_text
     message = ("Job has not started yet. It may be waiting for resources (CPUs, GPUs, memory, custom resources) "
