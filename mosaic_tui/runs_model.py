@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -217,9 +217,102 @@ def group_cells(members: list[dict[str, Any]], selected: bool, now: float, windo
 HIDDEN_WHEN_EMPTY = ("tags", "job")
 
 
+# -- config-key columns: a param the user chose (C), or a sweep's swept params -----------------
+CONFIG_AFTER = "env"          # shown right of the run's identity (name, worker, algo, env)
+CONFIG_PRIORITY_AFTER = "return"   # kept before the rest once the state, progress and return fit
+
+
+def column_order(extra: Sequence[str] = ()) -> list[str]:
+    """The columns left to right: COLUMNS with the config-key columns ``extra`` after the env."""
+    at = COLUMN_KEYS.index(CONFIG_AFTER) + 1
+    return COLUMN_KEYS[:at] + [k for k in extra if k not in COLUMN_KEYS] + COLUMN_KEYS[at:]
+
+
+def column_priority(extra: Sequence[str] = ()) -> list[str]:
+    """PRIORITY with the config-key columns wanted right after the return: chosen to be seen."""
+    at = PRIORITY.index(CONFIG_PRIORITY_AFTER) + 1
+    return [*PRIORITY[:at], *(k for k in extra if k not in COLUMN_KEYS), *PRIORITY[at:]]
+
+
+def column_header(key: str) -> str:
+    """A config-key column's header: the key less its ``params.`` (``params.lr``: lr)."""
+    return key[len("params."):] if key.startswith("params.") else key
+
+
+def config_cell(value: Any) -> Cell:
+    """A config value in its column: numbers short and right-aligned, - for none."""
+    from mosaic_tui.query import value_text
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return Cell(value_text(value), right=number)
+
+
+def config_sort_value(value: Any, descending: bool) -> tuple:
+    """A config value's place in a sort: numbers as numbers, then text, and runs without the key
+    last whichever way the table is sorted (the table sorts with ``reverse=descending``)."""
+    if value is None:
+        return (0, 0.0, "") if descending else (3, 0.0, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value:                         # NaN: no place among the numbers
+            return (1, 0.0, "") if descending else (2, 0.0, "")
+        return (2, float(value), "") if descending else (0, float(value), "")
+    from mosaic_tui.query import value_text
+    return (1, 0.0, value_text(value).lower())
+
+
+def _flat_params(params: Any, prefix: str = "params.") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(params, dict):
+        for key, value in params.items():
+            if isinstance(value, dict) and value:
+                out.update(_flat_params(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+    return out
+
+
+def swept_keys(runs: Iterable[dict[str, Any]]) -> list[str]:
+    """The params (``params.KEY``, dotted into nested ones) whose values differ between the runs:
+    a sweep's swept params, read off its runs (the seed is no param). In the order first met."""
+    first: dict[str, Any] = {}
+    differ: dict[str, None] = {}
+    count = 0
+    for run in runs:
+        flat = _flat_params((run.get("config") or {}).get("params"))
+        if count:
+            for key in first.keys() - flat.keys():
+                differ[key] = None
+        for key, value in flat.items():
+            if key not in first:
+                if count:
+                    differ[key] = None
+                first[key] = value
+            elif key not in differ and first[key] != value:
+                differ[key] = None
+        count += 1
+    return [key for key in first if key in differ]
+
+
+# the config's own keys worth a column (the rest are the run's columns already, or plumbing)
+CONFIG_COLUMNS = ("seed", "steps", "device", "mode", "eval_episodes")
+
+
+def column_choices(keys: Any, chosen: Sequence[str] = ()) -> list[str]:
+    """What the column chooser lists: the columns chosen, in their order, then every param the
+    runs have (``params.KEY``, dotted into nested ones, as the runs spell it), sorted, then the
+    config's CONFIG_COLUMNS the runs have (``config.seed``). ``keys``: query.Keys of the runs."""
+    params = []
+    for canon, spellings in keys.params.items():
+        if keys.kinds.get(canon, set()) <= {"json"}:
+            continue                # a nested dict: its keys are listed
+        params.append("params." + sorted(spellings)[0])
+    config = [f"config.{k}" for k in CONFIG_COLUMNS if k in keys.config]
+    return list(chosen) + [k for k in sorted(params, key=str.lower) + config if k not in chosen]
+
+
 def fit_columns(natural: dict[str, int], available: int, padding: int,
-                empty: frozenset[str] = frozenset()) -> dict[str, int]:
-    """Column key -> width for the columns that fit in ``available`` cells, by PRIORITY.
+                empty: frozenset[str] = frozenset(), config: Sequence[str] = ()) -> dict[str, int]:
+    """Column key -> width for the columns that fit in ``available`` cells, by PRIORITY (and the
+    config-key columns ``config`` right after the return, column_priority).
 
     Columns go strictly by priority: once one does not fit, none after it is
     shown, so a narrow column never stays while a wanted one went. The name
@@ -230,7 +323,7 @@ def fit_columns(natural: dict[str, int], available: int, padding: int,
     widths: dict[str, int] = {}
     name_natural = min(natural["name"], NAME_MAX)
     used = 0
-    for key in PRIORITY:
+    for key in column_priority(config):
         if key in empty:
             continue
         if key == NAME_FULL:
@@ -247,7 +340,7 @@ def fit_columns(natural: dict[str, int], available: int, padding: int,
         used += width + 2 * padding
     if "name" in widths:
         widths["name"] += max(0, min(name_natural - widths["name"], available - used))
-    return {key: widths[key] for key in COLUMN_KEYS if key in widths}
+    return {key: widths[key] for key in column_order(config) if key in widths}
 
 
 CELL_PADDING = 1          # blank cells each side of a column, as DataTable's cell_padding

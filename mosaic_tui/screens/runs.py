@@ -104,6 +104,7 @@ class RunsScreen(Screen):
         Binding("o", "edit('note')", "Note", show=False, id="runs.note"),
         Binding("f", "fold", "Fold seeds", show=False, id="runs.fold"),
         Binding("S", "sweep", "Sweep", show=False, id="runs.sweep"),
+        Binding("C", "columns", "Columns", show=False, id="runs.columns"),
         Binding("escape", "back", "Clear", show=False, id="runs.back"),
     ]
 
@@ -133,7 +134,10 @@ class RunsScreen(Screen):
     def on_mount(self) -> None:
         state = self.app.ui_state
         table = self.table
-        if state.get("sort") in SORT_KEYS:
+        columns = state.get("columns")
+        if isinstance(columns, list):
+            table.set_columns([key for key in columns if isinstance(key, str) and key])
+        if state.get("sort") in SORT_KEYS or (state.get("sort") in table.columns):
             table.sort_key = state["sort"]
         table.sort_reverse = bool(state.get("reverse", True))
         table.fold = bool(state.get("fold", False))
@@ -288,9 +292,11 @@ class RunsScreen(Screen):
 
     # -- sorting -------------------------------------------------------------------
     def action_sort(self) -> None:
+        """The next sort: the run's columns (SORT_KEYS), then the config-key columns shown."""
         table = self.table
-        i = SORT_KEYS.index(table.sort_key) if table.sort_key in SORT_KEYS else 0
-        table.sort_key = SORT_KEYS[(i + 1) % len(SORT_KEYS)]
+        keys = list(SORT_KEYS) + table.config_columns
+        i = keys.index(table.sort_key) if table.sort_key in keys else 0
+        table.sort_key = keys[(i + 1) % len(keys)]
         table.resort()
         self.app.ui_state["sort"] = table.sort_key
         self._update_title()
@@ -327,6 +333,21 @@ class RunsScreen(Screen):
         self.app.ui_state["fold"] = self.table.fold
         self.table.resort()
         self._update_title()
+
+    def action_columns(self) -> None:
+        """Choose the config-key columns (params.lr...); remembered in ui-state.json."""
+        from mosaic_tui.runs_model import column_choices
+        from mosaic_tui.screens.columns import ColumnsScreen
+        table = self.table
+        choices = column_choices(table.filter.keys(self.app.link.runs), table.columns)
+
+        def chosen(keys: list[str] | None) -> None:
+            if keys is None:
+                return
+            table.set_columns(keys)
+            self.app.ui_state["columns"] = table.columns
+            self._update_title()
+        self.app.push_screen(ColumnsScreen(choices, table.columns), chosen)
 
     def action_sweep(self) -> None:
         rid = self.table.current_run_id

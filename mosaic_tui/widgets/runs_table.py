@@ -26,10 +26,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from mosaic_tui import fmt
-from mosaic_tui.runs_model import (CELL_PADDING, COLUMN_KEYS, COLUMNS, HIDDEN_WHEN_EMPTY, Cell, fit_columns,
-                                   group_cells, group_key, groups_by_env, haystack, query_words, row_cells,
-                                   sort_value)
-from mosaic_tui.query import TableFilter, tag_leaf, word_leaf
+from mosaic_tui.runs_model import (CELL_PADDING, COLUMN_KEYS, COLUMNS, HIDDEN_WHEN_EMPTY, SORT_KEYS, Cell,
+                                   column_header, config_cell, config_sort_value, fit_columns, group_cells,
+                                   group_key, groups_by_env, haystack, query_words, row_cells, sort_value,
+                                   swept_keys)
+from mosaic_tui.query import QueryError, TableFilter, key_reader, tag_leaf, word_leaf
 
 class RunsTable(ScrollView, can_focus=True):
     """Runs as rows (key: run id). ``set_runs`` keeps the cursor on the same run.
@@ -153,6 +154,14 @@ class RunsTable(ScrollView, can_focus=True):
         self._line_cache: dict[tuple, tuple[tuple, Strip]] = {}
         self._styles: dict[tuple, Style] = {}
         self._metas: dict[tuple[int, int], Style] = {}
+        self.columns: list[str] = []          # config-key columns the user chose (params.lr...)
+        self._swept: list[str] = []           # the swept params while the rows are one sweep's
+        self._swept_for: tuple | None = None   # (sweep, rows, sorted list) _swept_cache was read off
+        self._swept_cache: list[str] = []
+        self._extra: list[str] = []           # the config-key columns shown: the chosen, then the swept
+        self._cell_keys: list[str] = list(COLUMN_KEYS)   # a row's cells: COLUMNS, then the extra
+        self._cell_index = {key: i for i, key in enumerate(self._cell_keys)}
+        self._readers: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self._warm_ids: list[str] = []      # runs whose filter figures are worked out while idle
         self._warm_at = 0
         self._warming = False
@@ -172,7 +181,59 @@ class RunsTable(ScrollView, can_focus=True):
         return list(self._widths)
 
     def _headers(self) -> dict[str, str]:
-        return {key: label.format(window=self.window) for key, label in COLUMNS}
+        headers = {key: label.format(window=self.window) for key, label in COLUMNS}
+        headers.update((key, column_header(key)) for key in self._extra)
+        return headers
+
+    @property
+    def config_columns(self) -> list[str]:
+        """The config-key columns shown: those chosen (``columns``), then a sweep's swept params
+        while every row is one sweep's."""
+        return list(self._extra)
+
+    def set_columns(self, keys: list[str]) -> None:
+        """The config-key columns the user chose (``params.lr``...), in this order."""
+        self.columns = list(dict.fromkeys(keys))
+        if self._set_extra():
+            self.resort()
+
+    def _set_extra(self) -> bool:
+        """The chosen and the swept columns shown; True when they changed (every row is
+        formatted again, the columns laid out afresh)."""
+        extra = self.columns + [key for key in self._swept if key not in self.columns]
+        if extra == self._extra:
+            return False
+        self._extra = extra
+        self._cell_keys = COLUMN_KEYS + [key for key in extra if key not in COLUMN_KEYS]
+        self._cell_index = {key: i for i, key in enumerate(self._cell_keys)}
+        self._cells.clear()
+        self._line_cache.clear()
+        self._natural = {}
+        return True
+
+    def _reader(self, key: str) -> Callable[[dict[str, Any]], Any]:
+        """A config key's value in a run (None: the run has none)."""
+        read = self._readers.get(key)
+        if read is None:
+            try:
+                read = key_reader(key, self.filter.keys(self._runs), self.window)
+            except QueryError:      # a column chosen once, no run has it now: its cells are empty
+                read = key_reader(key, None, self.window)
+            read = self._readers[key] = read
+        return read
+
+    def _swept_of(self, visible: list[dict[str, Any]]) -> list[str]:
+        """The swept params of the rows' sweep, when every row is one sweep's (``sweep = grid``)."""
+        if not visible:
+            return []
+        sweep = visible[0].get("sweep")
+        if sweep is None or any(run.get("sweep") != sweep for run in visible):
+            return []
+        mark = (sweep, len(visible), id(self._sorted))
+        if mark != self._swept_for:
+            self._swept_for = mark
+            self._swept_cache = swept_keys(visible)
+        return self._swept_cache
 
     def _rows_in_view(self) -> range:
         top = int(self.scroll_y)
@@ -181,7 +242,7 @@ class RunsTable(ScrollView, can_focus=True):
 
     def _measure(self, cells: tuple) -> None:
         """Widen the columns to a newly formatted row's cells."""
-        for key, cell in zip(COLUMN_KEYS, cells):
+        for key, cell in zip(self._cell_keys, cells):
             n = cell_len(cell.text)
             if n > self._natural[key]:
                 self._natural[key] = n
@@ -204,7 +265,7 @@ class RunsTable(ScrollView, can_focus=True):
         available = self.scrollable_content_region.width
         if available <= 0:               # not laid out yet: everything, until the first resize
             return {key: width for key, width in self._natural.items() if key not in empty}
-        return fit_columns(self._natural, available, CELL_PADDING, empty)
+        return fit_columns(self._natural, available, CELL_PADDING, empty, self._extra)
 
     def _layout(self, force: bool = False) -> None:
         """Show the columns that fit; repaint when they change."""
@@ -220,7 +281,7 @@ class RunsTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _shown(self, cells: tuple) -> list:
-        return [cell for key, cell in zip(COLUMN_KEYS, cells) if key in self._widths]
+        return [cells[self._cell_index[key]] for key in self._widths]
 
     def set_window(self, window: int) -> None:
         self.window = window
@@ -291,11 +352,20 @@ class RunsTable(ScrollView, can_focus=True):
         are as last time (the filter changed): the sorted runs of last time are filtered again."""
         if resort or self._sorted is None:
             now = self.clock()
-            self._sorted = sorted(runs.values(), key=lambda r: (sort_value(r, self.sort_key, now, self.window), r["id"]),
-                                  reverse=self.sort_reverse)
+            if self.sort_key in SORT_KEYS:
+                self._sorted = sorted(runs.values(), key=lambda r: (sort_value(r, self.sort_key, now, self.window),
+                                                                    r["id"]), reverse=self.sort_reverse)
+            else:       # a config key: numbers as numbers, runs without it last
+                read, down = self._reader(self.sort_key), self.sort_reverse
+                self._sorted = sorted(runs.values(), key=lambda r: (config_sort_value(read(r), down), r["id"]),
+                                      reverse=down)
             if len(self._hay) > 2 * len(runs) + 100:
                 self._hay = {rid: hay for rid, hay in self._hay.items() if rid in runs}
         visible = self._filtered(self._sorted)
+        swept = self._swept_of(visible)
+        if swept != self._swept:
+            self._swept = swept
+            self._set_extra()
         self._groups, self._rep_of = {}, {}
         if self.fold:
             # a sweep trial's seeds in one row, held by its first run
@@ -349,6 +419,8 @@ class RunsTable(ScrollView, can_focus=True):
         """Show runs; ``changed`` limits the rows formatted again to those ids (None: all)."""
         self._runs = runs
         self.selected &= runs.keys()
+        if changed is None:
+            self._readers.clear()       # a param's spellings are the runs' own
         self._warm_soon(None if changed is None else list(changed))
         order = self.ordered(runs)
         if changed is None:
@@ -387,11 +459,16 @@ class RunsTable(ScrollView, can_focus=True):
         self._note_highlight()
 
     def _row(self, rid: str, now: float) -> tuple:
+        run = self._runs[rid]
         members = self._groups.get(rid)
         if members and len(members) > 1:
             members = [self._runs.get(m["id"], m) for m in members]
-            return group_cells(members, rid in self.selected, now, self.window)
-        return row_cells(self._runs[rid], rid in self.selected, now, self.window)
+            cells = group_cells(members, rid in self.selected, now, self.window)
+        else:
+            cells = row_cells(run, rid in self.selected, now, self.window)
+        if self._extra:     # a folded group's seeds share their params: the first run's
+            cells += tuple(config_cell(self._reader(key)(run)) for key in self._cell_keys[len(COLUMN_KEYS):])
+        return cells
 
     def _cells_of(self, rid: str) -> tuple:
         """A row's cells, formatted when first asked for (then kept until its run changes)."""
@@ -544,15 +621,13 @@ class RunsTable(ScrollView, can_focus=True):
         pad = " " * CELL_PADDING
         pad_style = self._style(base, cursor, hover, "")
         segments = []
-        column = 0
-        for key, cell in zip(COLUMN_KEYS, cells):
-            w = self._widths.get(key)
-            if w is not None:
-                meta = self._meta(row, column)
-                segments += [Segment(pad, pad_style + meta),
-                             Segment(cell.fitted(w), self._style(base, cursor, hover, cell.style) + meta),
-                             Segment(pad, pad_style + meta)]
-                column += 1
+        index = self._cell_index
+        for column, (key, w) in enumerate(self._widths.items()):
+            cell = cells[index[key]]
+            meta = self._meta(row, column)
+            segments += [Segment(pad, pad_style + meta),
+                         Segment(cell.fitted(w), self._style(base, cursor, hover, cell.style) + meta),
+                         Segment(pad, pad_style + meta)]
         segments.append(Segment(" " * max(0, width - self._table_width),
                                 self._style(base, cursor, hover, None) + self._meta(row, -1)))
         return self._crop(segments, width, base)
