@@ -139,6 +139,14 @@ def holds(predicate, seconds: float, interval: float = 0.05, what: str = "condit
         time.sleep(interval)
 
 
+def writes_on(home: Home, run_id: str):
+    """A predicate: the run's events file has grown since this call (its worker writes on: with no
+    daemon, say, a positive sign that a window passed, where a sleep would only hope so)."""
+    path = home.run_dir(run_id) / "events.jsonl"
+    size = path.stat().st_size
+    return lambda: path.stat().st_size > size
+
+
 def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
     states = {states} if isinstance(states, str) else set(states)
 

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers import scalar_steps, wait_for
+from tests.helpers import scalar_steps, wait_for, writes_on
 
 pytest_plugins = ["tests.ray_cluster"]
 pytestmark = [pytest.mark.xdist_group("ray")]
@@ -171,7 +171,8 @@ def test_runs_on_ray_survive_their_daemon_killed_and_are_readopted(ray_daemon, m
     wait_for(lambda: all(mosaic.show(r)["summary"].get("steps", 0) > 400 for r in runs), 90, 0.2,
              what="the runs under way")
     os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
-    time.sleep(2)   # the jobs go on with no daemon
+    going_on = [writes_on(home, run_id) for run_id in runs]
+    wait_for(lambda: all(grew() for grew in going_on), 60, 0.1, what="the jobs writing on with no daemon")
     mosaic.run("daemon", "start", check=True)
     for run_id in runs:
         run = finished(mosaic, run_id)
@@ -257,7 +258,13 @@ def test_the_supervisor_acts_on_its_signal_file_as_on_the_signal(tmp_path):
         try:
             wait_for(lambda: (run_dir / "events.jsonl").exists() and (run_dir / "events.jsonl").read_text(), 30,
                      0.05, what="the worker started")
-            time.sleep(1.5)   # the worker's handler in place; the stale request gone, not acted on
+            # the worker's handler is in place (it printed after setting it); the stale request is
+            # gone without being acted on: a request of no signal, read and removed, proves the
+            # supervisor's loop went round since, and the supervisor still runs
+            wait_for(lambda: not request.exists(), 10, 0.05, what="the stale request removed")
+            request.write_text("HUP\n")
+            wait_for(lambda: not request.exists() or shim.poll() is not None, 10, 0.05,
+                     what="the supervisor to read its signal file")
             assert not request.exists() and shim.poll() is None
             request.write_text(name + "\n")
             assert shim.wait(timeout=20) == 0

@@ -199,8 +199,11 @@ def test_an_unshared_run_survives_its_daemon_killed_with_every_line_once(ray_dae
     run_id = submit_config(mosaic, {**unshared(tmp_path, steps=6000, params={"rate": 600}),
                                     "placement": {**unshared(tmp_path)["placement"], "shared_home": False}})
     wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > 600, 120, 0.2, what="the run under way")
+    job = job_of(mosaic, run_id)
     os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
-    time.sleep(2)   # the job goes on with no daemon; its lines wait in its log
+    # the job goes on with no daemon; its lines wait in its log
+    logged = len(ray_daemon.job_logs(job))
+    wait_for(lambda: len(ray_daemon.job_logs(job)) > logged, 60, 0.2, what="the job logging on with no daemon")
     mosaic.run("daemon", "start", check=True)
     run = settled(mosaic, run_id)
     assert run["state"] == "succeeded" and run["summary"]["steps"] == 6000, run

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from daemon import proctree
-from tests.helpers import events_of, scalar_steps, wait_for
+from tests.helpers import events_of, processes_marked, scalar_steps, wait_for, writes_on
+from tests.slurm_cluster import MARKER
 
 pytest_plugins = ["tests.slurm_cluster"]
 pytestmark = [pytest.mark.xdist_group("slurm")]
@@ -105,7 +106,7 @@ def test_a_run_on_slurm_survives_its_daemon_killed_and_is_readopted(slurm_daemon
                            "--set", "rate=400", "--placement", "slurm")
     wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > 400, 90, 0.2, what="the run under way")
     os.kill(int(home.pid_file.read_text()), signal.SIGKILL)
-    time.sleep(2)   # the job goes on with no daemon
+    wait_for(writes_on(home, run_id), 60, 0.1, what="the job writing on with no daemon")
     mosaic.run("daemon", "start", check=True)
     mosaic.run("wait", run_id, "--timeout", WAIT)
     run = mosaic.show(run_id)
@@ -202,6 +203,19 @@ def test_a_job_slurm_forgot_without_an_exit_record_is_lost_with_the_reason(slurm
     assert "forgotten" in run["reason"] and "accounting" in run["reason"], run["reason"]
 
 
+def cluster_commands(cluster) -> set[str]:
+    """The names of the programs running now with the cluster's marker (its daemons, the Slurm
+    commands a daemon of the test runs, jobs)."""
+    names = set()
+    for pid in processes_marked(MARKER, cluster.env[MARKER]):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                names.add(os.path.basename(f.read().split(b"\0")[0].decode(errors="replace")))
+        except OSError:
+            continue
+    return names
+
+
 def test_a_controller_restart_mid_run_leaves_the_run_going_and_a_down_one_refuses_submits(slurm_daemon, mosaic):
     """slurmctld away for a while (its state kept): the run trains on, the daemon answers every
     client meanwhile, a submit says in one line that the controller does not answer and makes no
@@ -216,7 +230,7 @@ def test_a_controller_restart_mid_run_leaves_the_run_going_and_a_down_one_refuse
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             submitting = pool.submit(mosaic.run, "submit", "--worker", "synthetic", "--algo", "emit", "--env",
                                      "none", "--steps", "10", "--placement", "slurm")
-            time.sleep(1)
+            wait_for(lambda: "sbatch" in cluster_commands(slurm_daemon), 30, 0.05, what="the submit's sbatch waiting")
             # while sbatch waits for the controller, the daemon answers others at once
             for _ in range(3):
                 t0 = time.monotonic()
@@ -373,11 +387,9 @@ def test_a_job_whose_node_fails_ends_its_run_saying_so(slurm_daemon, mosaic):
 def test_a_failing_mirror_of_a_slurm_run_writes_nothing_into_the_nodes_events_file(slurm_daemon, mosaic):
     """A cluster run's events file is the node's (over a shared file system): the mirror says its
     failure in mirror.log and mirror.json, never with a line of its own in that file."""
-    import socket
+    from tests.plugins.base import free_port
     home = mosaic.home
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]     # nothing listens there once the block ends
+    port = free_port()     # nothing listens there
     mosaic.run("daemon", "stop", check=True)
     (home.root / "settings.json").write_text(json.dumps({
         "cluster_poll_seconds": 0.5, "mirrors": {"mlflow": {"tracking_uri": f"http://127.0.0.1:{port}"}}}))

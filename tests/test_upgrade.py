@@ -96,9 +96,13 @@ def test_a_stop_a_re_adopted_older_supervisor_cannot_take_is_refused_and_cancel_
         assert "supervisor is from an older mosaic" in refused.stderr and "mosaic cancel old-one" in refused.stderr
         # nothing was sent: the old supervisor and its worker train on, the run with them
         assert proctree.is_alive(shim_pid) and proctree.is_alive(_worker_pid(home, run_id))
-        time.sleep(1.5)   # past the daemon's look at the supervisor's end, had it died
+        # the daemon sees a supervisor's end at once (its pidfd): steps it took in after the refusal
+        # prove that supervisor, and its worker, went on
+        at = mosaic.show(run_id)["summary"].get("steps", 0)
+        wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) > at, 30, 0.1, what="steps after the refusal")
         run = mosaic.show(run_id)
         assert run["state"] == P.RUNNING and not run["stop_requested"], run["reason"]
+        assert proctree.is_alive(shim_pid)
 
         # what that supervisor understands, it is sent: SIGTERM, and nothing of the run is left
         assert mosaic.run("cancel", run_id).returncode == 0
