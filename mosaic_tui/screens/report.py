@@ -81,6 +81,7 @@ class ReportScreen(Screen):
         self.figure_shown = False
         self.figure_for: tuple | None = None     # (kind, report's groups, size) of the figure drawn
         self.figure_note = ""                    # why there is no figure, when there is none
+        self.curve: dict[str, Any] | None = None  # the learning curves' numbers last drawn
         self.last_figure: list[str] = []          # the files `s` wrote last
         self._figure_generation = 0
         self._signature: tuple | None = None
@@ -256,7 +257,7 @@ class ReportScreen(Screen):
         except (F.FigureError, ConnectionError, P.RPCError) as exc:
             self.app.call_from_thread(self._figure_note, f"{kind}: {exc}", generation)
             return
-        self.app.call_from_thread(self._figure_drawn, kind, frame, key, generation)
+        self.app.call_from_thread(self._figure_drawn, kind, frame, key, generation, curve)
 
     def _curve(self, report: dict[str, Any]) -> dict[str, Any]:
         """Learning curves: the runs' episode returns, the pages `mosaic metrics --tag` reads."""
@@ -289,10 +290,11 @@ class ReportScreen(Screen):
                     series[rid] = tuple(np.asarray(col, dtype=float) for col in zip(*points))
         return F.curves(report, series, self.app.link.runs)
 
-    def _figure_drawn(self, kind: str, frame, key: tuple, generation: int) -> None:
+    def _figure_drawn(self, kind: str, frame, key: tuple, generation: int, curve: dict[str, Any] | None) -> None:
         if generation != self._figure_generation:
             return
         self.figure_for = key
+        self.curve = curve if curve is not None else self.curve
         self.figure_note = ""
         self.query_one(FrameCanvas).show(key, frame)
         groups = len(self.report["groups"]) if self.report else 0

@@ -98,3 +98,31 @@ async def test_the_figure_where_the_terminal_draws_no_images(home):
             await pilot.press("F")
         await wait_until(pilot, lambda: screen.figure_note != "", "the curves' note")
         assert "curves: learning curves need the daemon" in str(screen.query_one("#figure-header").render())
+
+
+async def test_learning_curves_from_the_daemon(daemon, mosaic):
+    """Real synthetic-worker runs: the curves read each run's episodes from the daemon."""
+    from mosaic_tui.app import MosaicApp
+    from mosaic_tui.screens.report import ReportScreen
+    from tests.helpers import wait_state
+    from tests.test_report import MEANS, _submit
+    ids = [_submit(mosaic, f"c-s{seed}", seed, every, 0) for seed, every in ((1, 50), (2, 100))]
+    ids += [_submit(mosaic, "d-s1", 1, 100, 30)]
+    for rid in ids:
+        wait_state(mosaic.home, rid, "succeeded", timeout=120)
+    app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False, graphics=sixel_terminal())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: len(app.link.runs) == 3 and app.link.connected, "the runs")
+        screen = ReportScreen("3 runs", lambda r: r["id"] in ids, [["return_offset"]])
+        app.push_screen(screen)
+        await wait_until(pilot, lambda: screen.whole is not None, "the bootstrap")
+        for _ in range(3):                                     # from intervals: profiles, poi, curves
+            await pilot.press("F")
+        await wait_until(pilot, lambda: screen.figure_for is not None and screen.figure_for[0] == "curves",
+                         "the curves", rounds=1200)
+        assert screen.query_one("FrameCanvas").drawn_as == "sixel"
+        curve = screen.curve
+        assert list(curve["groups"]) == ["0", "30"] and curve["grid"][-1] == 1000
+        # at the last step each run's score is the report's: the mean of its last 20 returns
+        assert curve["groups"]["0"]["mean"][-1] == pytest.approx((MEANS[50] + MEANS[100]) / 2)
+        assert curve["groups"]["30"]["mean"][-1] == pytest.approx(MEANS[100] + 30)
