@@ -105,12 +105,12 @@ def where_runs(text: str | None, runs: list[dict[str, Any]], window: int) -> lis
 def families() -> list:
     """The modules of the commands, in `mosaic --help`'s order: each one's add_parser adds its own
     (imported here, not at the top: each imports this module's shared pieces)."""
-    from mosaic_tui import report
+    from mosaic_tui import report, sweep_explain
     from mosaic_tui.cli import daemon, export, output, runs, submit, sweep, terminal, workers
     # daemon; workers, schema; submit, eval; ls, show, wait, cancel, pause, resume, stop, continue,
-    # delete, tag, note; report; sweep, sweeps; tensorboard, export; logs, metrics, transcript;
-    # attach, play, watch, graphics
-    return [daemon, workers, submit, runs, report, sweep, export, output, terminal]
+    # delete, tag, note; report; sweep, sweeps; explain; tensorboard, export; logs, metrics,
+    # transcript; attach, play, watch, graphics
+    return [daemon, workers, submit, runs, report, sweep, sweep_explain, export, output, terminal]
 
 
 def common_options() -> argparse.ArgumentParser:
