@@ -1,6 +1,9 @@
-"""The local LLM through the balrog worker against llama.cpp alone, on the same prompts.
+"""The local LLM through the balrog worker against llama.cpp alone, on the same prompts; the prompt
+prefix kept; episodes in flight against a server.
 
-    python -m bench.bench_llm
+    python -m bench.bench_llm            # all three
+    python -m bench.bench_llm prefix     # the prefix kept (the local model)
+    python -m bench.bench_llm server     # episodes in flight, llama.cpp's server behind +200 ms
 
 Managed: a balrog naive run on BabyAI (the local Gemma 3 270M, GBNF grammar over
 the six actions) through a daemon; its llm_step events give each call's prompt,
@@ -151,6 +154,134 @@ def prefix() -> list[dict]:
     ]
 
 
+# -- episodes in flight against a server (issue 44 item 2) ---------------------------------------------
+
+SERVER_EPISODES = int(os.environ.get("BENCH_LLM_SERVER_EPISODES", "16"))
+SERVER_STEPS = int(os.environ.get("BENCH_LLM_SERVER_STEPS", "2"))
+SERVER_IN_FLIGHT = 16
+PROXY_DELAY_S = 0.2
+
+
+class DelayProxy:
+    """An HTTP proxy that holds every call ``delay_s`` before passing it on: a remote GPU server's
+    round trip in front of a local one. The answer goes back whole (not streamed)."""
+
+    def __init__(self, upstream: str, delay_s: float = PROXY_DELAY_S):
+        import http.client
+        import threading
+        import urllib.parse
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        target = urllib.parse.urlsplit(upstream)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                time.sleep(delay_s)
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+                conn.request("POST", self.path, body, {"content-type": "application/json",
+                                                       "authorization": self.headers.get("authorization", "")})
+                reply = conn.getresponse()
+                data = reply.read()
+                self.send_response(reply.status)
+                for key in ("content-type", "retry-after"):
+                    if reply.getheader(key):
+                        self.send_header(key, reply.getheader(key))
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                conn.close()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}{target.path}"
+
+    def __enter__(self) -> "DelayProxy":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def server_side(base_url: str, model: str, in_flight: int, constrain: str) -> dict:
+    """A balrog naive run on BabyAI in this process against ``base_url``: env steps/s, tokens per
+    env step and each episode's result (what must not depend on the episodes in flight)."""
+    import tempfile
+
+    from workers.balrog_worker import WORKER
+    from workers.balrog_worker.runtime import BalrogRun
+    from workers.sdk.telemetry import Emitter
+
+    config = WORKER.validate({"worker": "balrog", "algo": "naive", "env": ENV, "params": {
+        "backend": "openai", "base_url": base_url, "model": model, "api_key_env": "MOSAIC_BENCH_KEY",
+        "constrain": constrain, "max_tokens": 8, "max_text_history": 16, "timeout_s": 600,
+        "episodes": SERVER_EPISODES, "max_steps_per_episode": SERVER_STEPS, "episodes_in_flight": in_flight}})
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        try:
+            with open("events.jsonl", "wb") as out:
+                emitter = Emitter(out.fileno())
+                started = time.monotonic()
+                results = BalrogRun(config, emitter).run()
+                wall = time.monotonic() - started
+                emitter.close()
+        finally:
+            os.chdir(cwd)
+    totals = results["totals"]
+    keys = ("episode", "steps", "episode_return", "success", "progression", "llm_calls", "tokens_in", "tokens_out")
+    return {"steps_per_s": totals["steps"] / wall, "wall_s": wall,
+            "prompt_per_step": totals["tokens_in"] / totals["steps"],
+            "completion_per_step": totals["tokens_out"] / totals["steps"],
+            "episodes": [tuple(e[k] for k in keys) for e in results["episodes"]]}
+
+
+def server() -> list[dict]:
+    """BabyAI naive against llama-cpp-python's own server on the local Gemma 3 270M, behind a proxy
+    adding 200 ms a call: 16 episodes in flight against 1, one after the other (1, 16). The same
+    through the same proxy to tests/llm_fault_server.py, which answers at once: the worker's own
+    ceiling when the server is no bound."""
+    from tests.llama_server import MODEL_ALIAS, LlamaServer
+    from tests.llm_fault_server import FaultServer
+
+    os.environ.setdefault("MOSAIC_BENCH_KEY", "no-key")
+    load0 = os.getloadavg()[0]
+    with LlamaServer(n_ctx=4096, n_threads=THREADS) as llama, DelayProxy(llama.base_url) as proxy:
+        one = server_side(proxy.base_url, MODEL_ALIAS, 1, "grammar")
+        many = server_side(proxy.base_url, MODEL_ALIAS, SERVER_IN_FLIGHT, "grammar")
+    with FaultServer() as fault, DelayProxy(fault.base_url) as proxy:
+        echo_one = server_side(proxy.base_url, "fault-model", 1, "none")
+        echo_many = server_side(proxy.base_url, "fault-model", SERVER_IN_FLIGHT, "none")
+    same = many["episodes"] == one["episodes"]
+    ratio = many["steps_per_s"] / one["steps_per_s"]
+    echo_ratio = echo_many["steps_per_s"] / echo_one["steps_per_s"]
+    model_s = one["wall_s"] / (SERVER_EPISODES * SERVER_STEPS) - PROXY_DELAY_S
+    load = f"load avg {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    shape = f"{SERVER_EPISODES} episodes x {SERVER_STEPS} steps, max_history 16, +{PROXY_DELAY_S * 1000:.0f} ms a call"
+    return [
+        figure("llama.cpp server behind +200 ms, env steps/s, 1 episode in flight", one["steps_per_s"], "steps/s", "",
+               f"{shape}; tokens per env step: prompt {one['prompt_per_step']:.0f}, "
+               f"completion {one['completion_per_step']:.1f}"),
+        figure(f"the same, {SERVER_IN_FLIGHT} episodes in flight", many["steps_per_s"], "steps/s", "",
+               f"tokens per env step: prompt {many['prompt_per_step']:.0f}, "
+               f"completion {many['completion_per_step']:.1f}; per-episode results the same: {same}"),
+        figure(f"env steps/s, {SERVER_IN_FLIGHT} in flight / 1 (llama.cpp server)", ratio, "ratio", ">= 10",
+               f"the server answers one call at a time: bound (0.2 + model s) / model s, model "
+               f"{model_s:.2f} s a call; {load}", ratio >= 10 and same),
+        figure(f"env steps/s, {SERVER_IN_FLIGHT} in flight / 1 (an endpoint that answers at once)", echo_ratio,
+               "ratio", "", f"{echo_one['steps_per_s']:.2f} -> {echo_many['steps_per_s']:.2f} steps/s; the worker's "
+               f"ceiling; same results: {echo_many['episodes'] == echo_one['episodes']}"),
+    ]
+
+
 def run() -> list[dict]:
     managed_runs, bare_runs = [], []
     alike()
@@ -176,4 +307,5 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    print_table(prefix() if sys.argv[1:] == ["prefix"] else run() + prefix())
+    CASES = {"prefix": prefix, "server": server}
+    print_table(CASES[sys.argv[1]]() if sys.argv[1:2] and sys.argv[1] in CASES else run() + prefix() + server())

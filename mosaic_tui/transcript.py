@@ -81,6 +81,8 @@ def entry_text(event: dict[str, Any], full_prompt: bool = False) -> str:
     head = f"step {event.get('step')}  agent {event.get('agent')}"
     if event.get("episode") is not None:
         head += f"  episode {event.get('episode')}"
+        if event.get("episode_step") is not None:   # episodes played in parallel interleave their steps
+            head += f" step {event['episode_step']}"
     if partial:
         head += "  … streaming"
     else:

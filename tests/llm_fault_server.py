@@ -2,10 +2,11 @@
 
 ``FaultServer(script)`` answers ``POST /v1/chat/completions`` with a streamed
 reply (``text``) and ``POST /v1/messages`` with an Anthropic Messages stream, after the faults queued in ``script`` have been served, one
-per request: ``"429"`` (rate limited, Retry-After 0), ``"500"``, ``"slow"``
+per request: ``"429"`` (rate limited, Retry-After ``retry_after``, 0 by default), ``"500"``, ``"slow"``
 (sleeps ``slow_s`` before answering), ``"404"`` (no such model: not worth a retry), ``"garbage"`` (200 with an HTML page),
 ``"hang_up"`` (closes the connection without a word). It records each
-request's headers and body, so a test can see which key was sent.
+request's headers, body and arrival (``at``, time.monotonic()), so a test can see which key was
+sent and when.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from tests.plugins.base import free_port
 
 class FaultServer:
     def __init__(self, script: list[str] | None = None, text: str = "go forward", slow_s: float = 3.0,
-                 usage: tuple[int, int] = (12, 2)):
+                 usage: tuple[int, int] = (12, 2), retry_after: str = "0"):
         self.script = list(script or [])
+        self.retry_after = retry_after
         self.text = text
         self.slow_s = slow_s
         self.usage = usage
@@ -42,11 +44,12 @@ class FaultServer:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with outer.lock:
-                    outer.requests.append({"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
                     fault = outer.script.pop(0) if outer.script else None
+                    outer.requests.append({"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body,
+                                           "at": time.monotonic(), "fault": fault})
                 if fault == "429":
                     return self._send(429, b'{"error": {"message": "rate limited"}}', "application/json",
-                                      {"retry-after": "0"})
+                                      {"retry-after": outer.retry_after})
                 if fault == "404":
                     return self._send(404, b'{"error": {"message": "no such model"}}', "application/json")
                 if fault == "500":

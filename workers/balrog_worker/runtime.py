@@ -186,6 +186,10 @@ class BalrogRun:
                 for each in envs:
                     each.close()
         if self.budget_note is not None:
+            try:   # the reason at the run's total: the calls in flight when the budget was reached count too
+                self.budget.check(self.total.tokens, self.total.cost)
+            except BudgetReached as exc:
+                self.budget_note = str(exc)
             sys.stderr.write(f"mosaic balrog: {self.budget_note}; stopping\n")
             self.emitter.phase(self.budget_note, step=self.step)
         with self.lock:
