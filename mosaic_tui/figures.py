@@ -17,6 +17,9 @@ FORMATS = ("pdf", "svg", "png")
 # a paper's text column and its full text width, in inches (ICML and ICLR: 3.25 and 6.75; NeurIPS
 # is one column of 5.5, which `double` comes closest to)
 COLUMN_INCHES = {"single": 3.25, "double": 6.75}
+# --venue: the venue's own widths and font sizes, from tueplots (its figsizes and fontsizes; not its
+# bundles, which ask for a LaTeX install). NeurIPS and ICLR are one column: `single` is half of it.
+VENUES = ("icml", "neurips", "iclr")
 DPI = 300                  # PNG for print
 SCREEN_DPI = 110           # pixels for the terminal
 CURVE_POINTS = 100         # where a learning curve is evaluated, evenly over its x range
@@ -137,34 +140,61 @@ def _rc() -> dict[str, Any]:
             "svg.fonttype": "none", "svg.hashsalt": "mosaic", "figure.dpi": 100}
 
 
-def figure_size(kind: str, column: str, report: dict[str, Any]) -> tuple[float, float]:
-    """(width, height) in inches: the column's width; a height that fits the kind and its rows."""
+def venue_style(venue: str, column: str) -> tuple[float, dict[str, Any]]:
+    """A venue's figure width (inches) for the column, and its font sizes (rcParams)."""
+    if venue not in VENUES:
+        raise FigureError(f"--venue {venue}: one of {', '.join(VENUES)}")
+    try:
+        from tueplots import figsizes, fontsizes
+    except ImportError:
+        raise FigureError("--venue needs tueplots: pip install 'mosaic-tui[experiments]'") from None
+    if venue == "icml":
+        size = (figsizes.icml2024_half if column == "single" else figsizes.icml2024_full)()
+        return size["figure.figsize"][0], fontsizes.icml2024()
+    size = getattr(figsizes, f"{venue}2024")(rel_width=0.5 if column == "single" else 1.0)
+    return size["figure.figsize"][0], getattr(fontsizes, f"{venue}2024")()
+
+
+def figure_size(kind: str, column: str, report: dict[str, Any], venue: str | None = None) -> tuple[float, float]:
+    """(width, height) in inches: the column's width (the venue's, with one); a height that fits
+    the kind and its rows."""
     if column not in COLUMN_INCHES:
         raise FigureError(f"--column {column}: single or double")
-    width = COLUMN_INCHES[column]
+    width = venue_style(venue, column)[0] if venue else COLUMN_INCHES[column]
     groups = len(report["groups"])
     if kind == "intervals":
         rows = 1 if column == "double" else 2
         return width, round(rows * (0.55 + 0.22 * groups) + 0.35, 2)
     if kind == "poi":
         return width, round(0.6 + 0.25 * max(1, len(report.get("poi") or [])), 2)
-    return width, round(width * (0.62 if column == "single" else 0.38), 2)
+    return width, round(width * (0.62 if width < 4 else 0.38), 2)
 
 
 def draw(kind: str, report: dict[str, Any], column: str = "single", curve: dict[str, Any] | None = None,
-         dpi: float = DPI):
+         dpi: float = DPI, venue: str | None = None):
     """The figure (a matplotlib Figure, no pyplot) of one kind. Each group's artists carry an id
     (``curve-<i>``, ``band-<i>``, ``interval-<metric>-<i>``, ``profile-<i>``, ``poi-<i>``): the SVG
-    keeps it, so the figure can be read back."""
-    import matplotlib
-    from matplotlib.figure import Figure
+    keeps it, so the figure can be read back. ``venue``: its width and font sizes (``VENUES``)."""
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise FigureError("figures need matplotlib: pip install 'mosaic-tui[experiments]'") from None
     if kind not in KINDS:
         raise FigureError(f"--figure {kind}: one of {', '.join(KINDS)}")
-    with matplotlib.rc_context(_rc()):
-        fig = Figure(figsize=figure_size(kind, column, report), dpi=dpi, layout="constrained")
+    rc = _rc()
+    if venue:
+        rc.update(venue_style(venue, column)[1])
+    with matplotlib.rc_context(rc):
+        fig = Figure(figsize=figure_size(kind, column, report, venue), dpi=dpi, layout="constrained")
         {"curves": _curves, "intervals": _intervals, "profiles": _profiles, "poi": _poi}[kind](fig, report, curve,
                                                                                              column)
     return fig
+
+
+def matplotlib_rc(key: str):
+    import matplotlib
+    return matplotlib.rcParams[key]
 
 
 def _score_axis_label(report: dict[str, Any]) -> str:
@@ -219,7 +249,7 @@ def _intervals(fig, report, curve, column) -> None:
         ax.spines["left"].set_visible(False)
         ax.grid(axis="x", alpha=0.25, linewidth=0.5)
         ax.set_ylim(-0.6, len(groups) - 0.4)
-    fig.supxlabel(_score_axis_label(report), fontsize=FONT_POINTS)
+    fig.supxlabel(_score_axis_label(report), fontsize=matplotlib_rc("axes.labelsize"))
 
 
 def _profiles(fig, report, curve, column) -> None:
@@ -265,7 +295,9 @@ def save(fig, path: str) -> str:
         raise FigureError(f"--out {path}: a figure is .pdf, .svg or .png")
     metadata = {"pdf": {"CreationDate": None, "Creator": "mosaic report"}, "svg": {"Date": None, "Creator": "mosaic report"},
                 "png": {"Software": "mosaic report"}}[suffix]
-    fig.savefig(path, format=suffix, metadata=metadata)
+    import matplotlib
+    with matplotlib.rc_context(_rc()):      # the fonts' embedding is read as the file is written
+        fig.savefig(path, format=suffix, metadata=metadata)
     return path
 
 

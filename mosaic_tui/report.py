@@ -425,6 +425,9 @@ def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
                    help="learning curves over environment steps (default) or wall time since each run started")
     p.add_argument("--column", choices=["single", "double"], default="single",
                    help="figure width: a paper's column (3.25 in, the default) or its full text width (6.75 in)")
+    p.add_argument("--venue", choices=["icml", "neurips", "iclr"],
+                   help="figure width and font sizes of the venue's template (tueplots); --column single on "
+                        "NeurIPS and ICLR, one-column templates, is half the text width")
     p.add_argument("--metric", action="append", metavar="TAG",
                    help=f"--format long: the series to write (repeatable; default {EPISODE_RETURN})")
     p.set_defaults(func=lambda args: cmd_report(args, cli))
@@ -588,7 +591,7 @@ def _write_figure(args: argparse.Namespace, report: dict[str, Any], runs: list[d
             points = {rid: tuple(np.asarray(col, dtype=float) for col in zip(*tags[EPISODE_RETURN]))
                       for rid, tags in series.items()}
             curve = F.curves(report, points, {r["id"]: r for r in runs}, x=args.x)
-        fig = F.draw(args.figure, report, args.column, curve)
+        fig = F.draw(args.figure, report, args.column, curve, venue=args.venue)
         F.save(fig, args.out)
     except F.FigureError as exc:
         raise CLIError(str(exc), 2) from None

@@ -212,8 +212,8 @@ def test_report_figures_tables_and_the_long_csv(mosaic, runs, tmp_path):
     with Image.open(png_path) as img:
         assert img.size[0] == round(F.COLUMN_INCHES["double"] * F.DPI)
     pdf_path = tmp_path / "poi.pdf"
-    mosaic.run("report", "--by", "return_offset", "--reps", "100", "--figure", "poi", "--out", str(pdf_path),
-               check=True)
+    mosaic.run("report", "--by", "return_offset", "--reps", "100", "--figure", "poi", "--venue", "icml",
+               "--out", str(pdf_path), check=True)
     assert pdf_path.read_bytes().startswith(b"%PDF")
 
     # mistakes: one line each, nothing written

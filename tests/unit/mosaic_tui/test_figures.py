@@ -188,3 +188,19 @@ def test_markdown_and_latex_tables_hold_the_numbers(report):
     assert f"\\textbf{{{T.fig(iqm['value'])}}} {{\\scriptsize [{T.fig(iqm['ci_low'])}, {T.fig(iqm['ci_high'])}]}}" in tex
     assert "95\\% CIs" in tex
     assert T.tex("a_b & 50%") == "a\\_b \\& 50\\%"
+
+
+@pytest.mark.parametrize("venue,column,inches,points", [("icml", "single", 3.25, 8), ("icml", "double", 6.75, 8),
+                                                        ("neurips", "double", 5.5, 9), ("iclr", "single", 2.75, 9)])
+def test_a_venues_width_and_font_sizes(report, tmp_path, venue, column, inches, points):
+    from PIL import Image
+    fig = F.draw("profiles", report, column, venue=venue)
+    F.save(fig, str(tmp_path / "f.png"))
+    F.save(fig, str(tmp_path / "f.svg"))
+    with Image.open(tmp_path / "f.png") as img:
+        assert img.size[0] == round(inches * F.DPI)
+    svg = (tmp_path / "f.svg").read_text()
+    sizes = set(re.findall(r"font-size: ([\d.]+)px", svg))
+    assert sizes == {str(points), str(points - 2)}             # labels and ticks at the venue's sizes
+    with pytest.raises(F.FigureError, match="--venue nips: one of icml, neurips, iclr"):
+        F.draw("profiles", report, column, venue="nips")
