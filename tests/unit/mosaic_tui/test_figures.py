@@ -160,7 +160,9 @@ def test_png_is_a_column_wide_at_its_dpi_and_pdf_is_a_pdf(report, tmp_path, colu
     with Image.open(tmp_path / "f.png") as img:
         assert img.size == (round(F.COLUMN_INCHES[column] * F.DPI), round(height * F.DPI))
     assert width == {"single": 3.25, "double": 6.75}[column]
-    assert (tmp_path / "f.pdf").read_bytes().startswith(b"%PDF")
+    pdf = (tmp_path / "f.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF")
+    assert b"/FontFile2" in pdf and b"/Type3" not in pdf        # TrueType fonts, as conferences' checks ask
     with pytest.raises(F.FigureError, match="a figure is .pdf, .svg or .png"):
         F.save(fig, str(tmp_path / "f.jpg"))
 
