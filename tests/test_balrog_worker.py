@@ -232,3 +232,161 @@ def test_a_stopped_evaluation_continues_with_the_episodes_not_yet_played(daemon,
     # every call counted once in the totals, the cut episode's too: the budget counts what was spent
     assert results["totals"]["llm_calls"] == calls == len(steps)
     assert results["totals"]["tokens_in"] == 10 * calls and results["totals"]["tokens_out"] == calls
+
+
+# -- episodes in flight (BALROG's eval.num_workers) -------------------------------------------------
+
+def play_in_process(run_dir: Path, params: dict, continue_from: str | None = None) -> tuple[dict, list[dict]]:
+    """A balrog naive run on BabyAI in this process, in ``run_dir``: its results and events."""
+    import os
+
+    from workers.balrog_worker.runtime import BalrogRun
+    from workers.sdk.telemetry import Emitter
+
+    run_dir.mkdir(exist_ok=True)
+    cwd = os.getcwd()
+    os.chdir(run_dir)
+    try:
+        config = WORKER.validate({"worker": "balrog", "algo": "naive", "env": BABYAI, "params": params})
+        config["continue_from"] = continue_from
+        with open(run_dir / "events.jsonl", "ab") as out:
+            emitter = Emitter(out.fileno())
+            try:
+                results = BalrogRun(config, emitter).run()
+            finally:
+                emitter.close()
+    finally:
+        os.chdir(cwd)
+    return results, [json.loads(line) for line in (run_dir / "events.jsonl").read_bytes().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """llama-cpp-python's own OpenAI-compatible server on the local Gemma 3 270M (tests/llama_server.py)."""
+    from tests.llama_server import LlamaServer
+
+    with LlamaServer(n_ctx=1024) as server:
+        yield server
+
+
+def real_server_params(server, **more) -> dict:
+    from tests.llama_server import MODEL_ALIAS
+
+    return {"backend": "openai", "base_url": server.base_url, "model": MODEL_ALIAS, "api_key_env": "MOSAIC_TEST_KEY",
+            "constrain": "grammar", "temperature": 0.0, "max_tokens": 8, "max_text_history": 1,
+            "max_steps_per_episode": 2, "timeout_s": 300, **more}
+
+
+EPISODE_RESULT = ("episode", "seed", "steps", "episode_return", "success", "progression", "llm_calls",
+                  "invalid_actions", "tokens_in", "tokens_out")
+
+
+def per_episode(results: dict, events: list[dict]) -> list[tuple]:
+    """What must not depend on the episodes in flight: each episode's result and its actions."""
+    actions: dict[int, list] = {}
+    for s in sorted(llm_steps(events), key=lambda s: (s["episode"], s["episode_step"])):
+        actions.setdefault(s["episode"], []).append((s["episode_step"], s["action"], s["tokens_in"]))
+    return [(tuple(e[k] for k in EPISODE_RESULT), actions[e["episode"]]) for e in results["episodes"]]
+
+
+@pytest.mark.slow
+def test_episodes_in_flight_give_the_sequential_results_on_a_real_server(llama_server, tmp_path, planted_env_key):
+    """Five episodes against llama.cpp's server at temperature 0, four in flight and one: the same
+    per-episode results and actions, in episode order, though the four were played interleaved."""
+    one, one_events = play_in_process(tmp_path / "one", real_server_params(llama_server, episodes=5))
+    four, four_events = play_in_process(tmp_path / "four", real_server_params(
+        llama_server, episodes=5, episodes_in_flight=4))
+    assert per_episode(four, four_events) == per_episode(one, one_events)
+    assert [e["episode"] for e in four["episodes"]] == list(range(5))
+    # the episode events came in episode order too, each at the run's step when it was reported
+    assert [e["length"] for e in four_events if e["type"] == "episode"] == [e["steps"] for e in four["episodes"]]
+    calls = llm_steps(four_events)
+    assert sorted(s["step"] for s in calls) == list(range(10))
+    played = [s["episode"] for s in calls]
+    assert played != sorted(played), played                  # in flight together, not one after another
+    assert played[:4] != [0, 0, 1, 1] and set(played[:4]) >= {0, 1, 2}
+    assert [s["episode"] for s in llm_steps(one_events)] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert four["totals"]["llm_calls"] == one["totals"]["llm_calls"] == 10
+
+
+@pytest.mark.slow
+def test_a_stop_cuts_the_episodes_in_flight_and_continue_replays_only_them(llama_server, tmp_path, planted_env_key,
+                                                                          monkeypatch):
+    """Four episodes in flight on the real server; a stop once two of them began their second step:
+    those two finish, the others are cut. Continue plays the cut ones again, never a finished one:
+    every episode reported once, every call counted once."""
+    import threading
+    import time
+
+    from workers.balrog_worker import runtime
+    from workers.sdk.series import STOP_STATE
+    from workers.sdk.stop import SIGNALS, Stopped
+
+    monkeypatch.setattr(SIGNALS, "stop_requested", False)
+    runs: list = []
+    original = runtime.BalrogRun.__init__
+
+    def remember(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        runs.append(self)
+    monkeypatch.setattr(runtime.BalrogRun, "__init__", remember)
+
+    def stop_once_six_steps_began():   # the four first steps, and two episodes' second
+        while not runs or runs[0].step < 6:
+            time.sleep(0.005)
+        SIGNALS.stop_requested = True
+    threading.Thread(target=stop_once_six_steps_began, daemon=True).start()
+    params = real_server_params(llama_server, episodes=4, episodes_in_flight=4)
+    with pytest.raises(Stopped) as stopped:
+        play_in_process(tmp_path, params)
+    state = json.loads((tmp_path / STOP_STATE).read_text())
+    finished = [e["episode"] for e in state["episodes"]]
+    assert state["in_flight"] and finished and not set(finished) & set(state["in_flight"])
+    assert sorted(finished + state["in_flight"]) == [0, 1, 2, 3]
+    assert state["next_episode"] == min(state["in_flight"]) and stopped.value.step == state["step"]
+
+    SIGNALS.stop_requested = False
+    results, events = play_in_process(tmp_path, params, continue_from=stopped.value.checkpoint)
+    assert [e["episode"] for e in results["episodes"]] == [0, 1, 2, 3]
+    assert all(e["steps"] == 2 for e in results["episodes"])
+    assert sum(e["type"] == "episode" for e in events) == 4          # every episode reported once
+    calls = llm_steps(events)
+    assert sorted(s["step"] for s in calls) == list(range(len(calls)))   # the step counter went on
+    after_continue = calls[len([s for s in calls if s["step"] < state["step"]]):]
+    assert {s["episode"] for s in after_continue} == set(state["in_flight"])   # finished ones never replayed
+    assert results["totals"]["llm_calls"] == len(calls)            # the cut episodes' calls counted once
+
+
+def test_a_429_holds_every_episode_in_flight_and_fails_none(tmp_path, planted_env_key):
+    """Four episodes in flight; the server's first answer is a 429 with Retry-After 1 s. The call it
+    hit waits and succeeds, and the other episodes' next calls wait for the same second."""
+    with FaultServer(["429", "slow", "slow", "slow"], slow_s=0.3, retry_after="1") as server:
+        results, events = play_in_process(tmp_path, {
+            "backend": "openai", "base_url": server.base_url, "model": "fault-model", "api_key_env": "MOSAIC_TEST_KEY",
+            "backoff_s": 0.01, "episodes": 4, "episodes_in_flight": 4, "max_steps_per_episode": 3})
+        requests = list(server.requests)
+    calls = llm_steps(events)
+    assert len(calls) == 12 and all(s["error"] is None and s["valid"] for s in calls)
+    assert results["totals"]["llm_errors"] == 0 and len(results["episodes"]) == 4
+    assert [r["fault"] for r in requests[:4]] == ["429", "slow", "slow", "slow"] and len(requests) == 13
+    limited = requests[0]["at"]
+    assert min(r["at"] for r in requests[4:]) - limited >= 0.85   # Retry-After 1 s, less the jitter's 10 %
+
+
+def test_budget_with_episodes_in_flight_stops_them_all(tmp_path, planted_env_key):
+    """A 30-token budget, 14 tokens a call, four episodes in flight: one episode alone would stop
+    after 3 calls (42 tokens); in flight together, only the calls already in flight when the total
+    crossed 30 may add to it (at most 3 more), then no episode starts another call or episode, and
+    each that began reports what it played."""
+    with FaultServer(["slow"] * 4, slow_s=1.0, usage=(12, 2)) as server:
+        results, events = play_in_process(tmp_path, {
+            "backend": "openai", "base_url": server.base_url, "model": "fault-model", "api_key_env": "MOSAIC_TEST_KEY",
+            "max_total_tokens": 30, "episodes": 8, "episodes_in_flight": 4})
+        requests = len(server.requests)
+    calls = llm_steps(events)
+    assert 3 <= requests <= 3 + 3 and len(calls) == requests, requests
+    assert results["stopped_by_budget"] == f"token budget reached: {14 * requests} of 30 tokens"
+    started = sorted({s["episode"] for s in calls})
+    assert [e["episode"] for e in results["episodes"]] == started and set(started) <= {0, 1, 2, 3}
+    assert sum(e["steps"] for e in results["episodes"]) == requests
+    assert [e["name"] for e in events if e["type"] == "phase"] == [results["stopped_by_budget"]]
