@@ -7,7 +7,7 @@ import json
 import sys
 
 from daemon import protocol as P
-from mosaic_tui.cli import EXIT_USAGE, INTEGER, CLIError, _client, _home, _print_json
+from mosaic_tui.cli import EXIT_USAGE, INTEGER, CLIError, _client, _home, _print_json, where_runs
 from mosaic_tui.fmt import plural
 
 
@@ -45,23 +45,14 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
         return 0
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    """A run mirrored to W&B and/or MLflow in one shot: the live mirror's code (daemon/mirror.py
-    --once), in a process of its own (W&B and MLflow are never imported by this one)."""
+def _mirror_once(home, run: dict, targets: list[str]) -> tuple[list[dict], str | None]:
+    """One finished run mirrored (daemon/mirror.py --once, in a process of its own): the
+    targets' results, and what went wrong (None: nothing)."""
     import subprocess
-    targets = [t for t, on in (("wandb", args.wandb), ("mlflow", args.mlflow)) if on]
-    if not targets:
-        raise CLIError("give --wandb, --mlflow or both", EXIT_USAGE)
-    home = _home(args)
-    with _client(args) as client:
-        run = client.call(P.GET, run=args.run)
-    if run["state"] not in P.FINAL_STATES:
-        raise CLIError(f"run {run['name']} is {run['state']}: export a run that ended (a live run is mirrored "
-                       f"with mosaic submit --mirror)")
     run_dir = home.run_dir(run["id"])
     if not (run_dir / "events.jsonl").is_file():
-        raise CLIError(f"run {run['name']}'s files are not on this machine ({run_dir}): run mosaic export where "
-                       f"its daemon runs")
+        return [], (f"run {run['name']}'s files are not on this machine ({run_dir}): run mosaic export where "
+                    f"its daemon runs")
     proc = subprocess.run([sys.executable, "-m", "daemon.mirror", str(run_dir), "--home", str(home.root),
                            "--targets", ",".join(targets), "--once"], capture_output=True, text=True)
     results = []
@@ -70,13 +61,57 @@ def cmd_export(args: argparse.Namespace) -> int:
             results.append(json.loads(line))
         except ValueError:
             continue
-    if args.json:
-        _print_json(results)
-    for result in results if not args.json else []:
-        print(f"{run['name']} -> {result.get('where') or result['target'] + ': not mirrored'}")
     if proc.returncode != 0:
         problems = [ln for ln in proc.stderr.splitlines() if "mirror: cannot" in ln]
-        raise CLIError(problems[-1] if problems else f"the export failed: {proc.stderr.strip()[-500:]}")
+        return results, problems[-1] if problems else f"the export failed: {proc.stderr.strip()[-500:]}"
+    return results, None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """A run mirrored to W&B and/or MLflow in one shot: the live mirror's code (daemon/mirror.py
+    --once), in a process of its own (W&B and MLflow are never imported by this one). --where:
+    every finished run the query keeps (docs/results.md), one after the other."""
+    targets = [t for t, on in (("wandb", args.wandb), ("mlflow", args.mlflow)) if on]
+    if not targets:
+        raise CLIError("give --wandb, --mlflow or both", EXIT_USAGE)
+    if bool(args.run) == bool(args.where):
+        raise CLIError("give RUN or --where QUERY" + (", not both" if args.run else ""), EXIT_USAGE)
+    home = _home(args)
+    with _client(args) as client:
+        if args.run:
+            runs = [client.call(P.GET, run=args.run)]
+        else:
+            from mosaic_tui.query import DEFAULT_WINDOW
+            listed = client.call(P.LIST)["runs"]
+            runs = where_runs(args.where, sorted(listed, key=lambda r: (r.get("created_at") or 0, r["id"])),
+                              DEFAULT_WINDOW)
+            if not runs:
+                raise CLIError(f"--where {args.where!r}: no run matches")
+    if args.run and runs[0]["state"] not in P.FINAL_STATES:
+        run = runs[0]
+        raise CLIError(f"run {run['name']} is {run['state']}: export a run that ended (a live run is mirrored "
+                       f"with mosaic submit --mirror)")
+    results, problems = [], []
+    for run in runs:
+        if run["state"] not in P.FINAL_STATES:
+            print(f"{run['name']} is {run['state']}: not exported (a run that ended is)", file=sys.stderr)
+            continue
+        got, problem = _mirror_once(home, run, targets)
+        results += got
+        for result in got if not args.json else []:
+            print(f"{run['name']} -> {result.get('where') or result['target'] + ': not mirrored'}")
+        if problem:
+            if not args.run:
+                print(f"mosaic: error: {problem}", file=sys.stderr)
+            problems.append(problem)
+    if args.json:
+        _print_json(results)
+    if args.run and problems:
+        raise CLIError(problems[0])
+    if not args.run and not results and not problems:
+        raise CLIError(f"--where {args.where!r}: none of the {plural(len(runs), 'run')} it keeps has ended")
+    if problems:
+        raise CLIError(f"{plural(len(problems), 'run')} not exported: {problems[-1]}")
     return 0
 
 
@@ -93,8 +128,11 @@ def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
     p.set_defaults(func=cmd_tensorboard)
 
     p = sub.add_parser("export", parents=[common],
-                       help="mirror a finished run to W&B (offline when W&B is out of reach) and/or MLflow")
-    p.add_argument("run")
+                       help="mirror a finished run (or every one a query keeps) to W&B (offline when W&B is out "
+                            "of reach) and/or MLflow")
+    p.add_argument("run", nargs="?", metavar="RUN")
+    p.add_argument("--where", metavar="QUERY", help="every finished run the query keeps, e.g. 'sweep = lr-sweep and "
+                                                    "mean_return > 400' (docs/results.md)")
     p.add_argument("--wandb", action="store_true", help="to W&B (settings.json mirrors.wandb: project, entity)")
     p.add_argument("--mlflow", action="store_true", help="to MLflow (mirrors.mlflow: tracking_uri, experiment)")
     p.add_argument("--json", action="store_true")

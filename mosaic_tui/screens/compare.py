@@ -5,6 +5,7 @@ the runs (``a`` shows them all), then final metrics: the last episode return
 and the chosen tag's last and best values. ``e`` exports two CSV files: the
 full curves (every point of every tag of every run: tag, run, step, value,
 wall time) and, beside it, the runs (every parameter, the last value of every tag).
+``/`` chooses the runs by a query (mosaic_tui/query.py): every run it keeps is compared.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
@@ -75,6 +76,22 @@ class CompareScreen(Screen):
     CompareScreen #compare-table {
         height: 40%;
     }
+    CompareScreen #compare-where {
+        display: none;
+        height: 3;
+    }
+    CompareScreen.-where #compare-where {
+        display: block;
+    }
+    CompareScreen #compare-where-error {
+        display: none;
+        height: auto;
+        padding: 0 1;
+        color: $error;
+    }
+    CompareScreen.-where-error #compare-where-error {
+        display: block;
+    }
     """
 
     BINDINGS = [
@@ -89,13 +106,15 @@ class CompareScreen(Screen):
         Binding("g", "groups", "Seed bands", id="compare.groups"),
         Binding("e", "export", "Export CSV", id="compare.export"),
         Binding("R", "report", "Report", id="compare.report"),
+        Binding("slash", "where", "Where", show=False, id="compare.where"),
         Binding("j", "down", "Down", show=False, id="compare.down"),
         Binding("k", "up", "Up", show=False, id="compare.up"),
     ]
 
-    def __init__(self, run_ids: list[str]) -> None:
+    def __init__(self, run_ids: list[str], where: str | None = None) -> None:
         super().__init__()
         self.run_ids = list(run_ids)
+        self.where = where              # the query that chose the runs (/), if one did
         self.options = PlotOptions()
         self.tag: str | None = None
         self.show_all = False
@@ -107,6 +126,9 @@ class CompareScreen(Screen):
         yield TitleBar(id="title")
         yield ConnectionBanner()
         yield Static("", id="compare-bar")
+        yield Input(placeholder="compare the runs a query keeps: lr < 3e-4 and env = CartPole-v1 (enter: compare, "
+                                "esc: back)", id="compare-where")
+        yield Static("", id="compare-where-error", markup=False)
         yield MetricPlot("(no tag yet)", [], self.options, id="compare-plot")
         yield DataTable(cursor_type="row", id="compare-table")
         yield KeyBar()
@@ -116,6 +138,8 @@ class CompareScreen(Screen):
         return [self.app.link.runs[r] for r in self.run_ids if r in self.app.link.runs]
 
     def on_mount(self) -> None:
+        if self.where:
+            self.run_ids = self.chosen_by(self.where) or self.run_ids
         for rid in self.run_ids:
             self.app.link.watch(rid)
         self.rebuild()
@@ -191,7 +215,8 @@ class CompareScreen(Screen):
             f"log-y {'on' if o.logy else 'off'} (l)   x: {o.xaxis} (t)   e: export CSV"
             + (f"   seeds: {BAND_NAMES[self.band]} (g)" if self.groups() else "")
             + (f"   exported {self.last_export}" if self.last_export else ""))
-        self.query_one(TitleBar).update(f"Compare {fmt.plural(len(self.runs), 'run')}: "
+        self.query_one(TitleBar).update(f"Compare {fmt.plural(len(self.runs), 'run')}"
+                                        + (f" where {self.where}" if self.where else "") + ": "
                                         + ", ".join(r["name"] for r in self.runs))
 
     def final_metrics(self, run: dict[str, Any]) -> dict[str, Any]:
@@ -262,7 +287,57 @@ class CompareScreen(Screen):
         self.app.push_screen(for_runs(self.run_ids, self.app.link.runs))
 
     def action_back(self) -> None:
+        if self.has_class("-where"):
+            self.remove_class("-where", "-where-error")
+            self.query_one(DataTable).focus()
+            return
         self.app.pop_screen()
+        self.app.remember_place()
+
+    # -- the runs chosen by a query ------------------------------------------------------------
+    def chosen_by(self, text: str) -> list[str]:
+        """The ids of the runs ``text`` keeps, oldest first; QueryError for a query that is wrong."""
+        from mosaic_tui import query
+        runs = sorted(self.app.link.runs.values(), key=lambda r: (r.get("created_at") or 0, r["id"]))
+        return [r["id"] for r in query.compile_query(text, query.Keys(runs), window=self.app.return_window)
+                .filter(runs)]
+
+    def action_where(self) -> None:
+        self.add_class("-where")
+        box = self.query_one("#compare-where", Input)
+        box.value = self.where or ""
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "compare-where":
+            return
+        from mosaic_tui.query import QueryError
+        text = event.value.strip()
+        error = self.query_one("#compare-where-error", Static)
+        try:
+            ids = self.chosen_by(text) if text else []
+        except QueryError as exc:
+            error.update(exc.line("where"))
+            self.add_class("-where-error")
+            return
+        if not ids:
+            error.update(f"where {text!r}: no run matches" if text else "type a query: the runs it keeps are compared")
+            self.add_class("-where-error")
+            return
+        self.remove_class("-where", "-where-error")
+        self.where = text
+        self.set_run_ids(ids)
+        self.query_one(DataTable).focus()
+
+    def set_run_ids(self, run_ids: list[str]) -> None:
+        """Compare these runs instead: their events followed, the others' let go."""
+        old = self.run_ids
+        for rid in run_ids:
+            self.app.link.watch(rid)
+        for rid in old:
+            self.app.link.unwatch(rid)
+        self.run_ids = list(run_ids)
+        self.rebuild()
         self.app.remember_place()
 
     def action_tag(self, step: int) -> None:
