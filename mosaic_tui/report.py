@@ -26,7 +26,7 @@ DEFAULT_WINDOW = 20
 PROFILE_POINTS = 21
 OUTPUT_FORMATS = ("text", "json", "csv", "md", "latex", "long")
 FIGURES = ("curves", "intervals", "profiles", "poi")     # mosaic_tui/figures.py's KINDS
-SUFFIX_FORMATS = {"md": "md", "markdown": "md", "tex": "latex", "csv": "csv", "json": "json"}
+SUFFIX_FORMATS = {"md": "md", "markdown": "md", "tex": "latex", "csv": "csv", "json": "json", "txt": "text"}
 EPISODE_RETURN = "episode/return"
 # bootstrap replications: rliable's default is 50,000; 10,000 keeps a report of 300 runs within 2 s
 # (bench/bench_report.py), and `--reps 50000` gives rliable's own numbers at its default
@@ -420,7 +420,7 @@ def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
                           "group), intervals (the aggregates' CIs), profiles (performance profiles), poi "
                           "(probabilities of improvement)")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of printing; a table's format follows its "
-                   "suffix (.md, .tex, .csv, .json) unless --format says")
+                   "suffix (.md, .tex, .csv, .json, .txt) unless --format says")
     p.add_argument("--x", choices=["step", "time"], default="step",
                    help="learning curves over environment steps (default) or wall time since each run started")
     p.add_argument("--column", choices=["single", "double"], default="single",
@@ -511,7 +511,7 @@ def output_format(args: argparse.Namespace) -> str:
     if args.out and not args.figure:
         suffix = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
         if suffix not in SUFFIX_FORMATS:
-            raise ReportError(f"--out {args.out}: a table's suffix is .md, .tex, .csv or .json (or say --format)")
+            raise ReportError(f"--out {args.out}: a table's suffix is .md, .tex, .csv, .json or .txt (or say --format)")
         return SUFFIX_FORMATS[suffix]
     return "text"
 

@@ -219,7 +219,7 @@ def test_report_figures_tables_and_the_long_csv(mosaic, runs, tmp_path):
     # mistakes: one line each, nothing written
     for args, words in [(["--figure", "curves"], "--figure curves needs --out FILE.pdf, .svg or .png"),
                         (["--figure", "curves", "--out", str(tmp_path / "c.jpg")], "not " + str(tmp_path / "c.jpg")),
-                        (["--out", str(tmp_path / "t.xlsx")], "a table's suffix is .md, .tex, .csv or .json"),
+                        (["--out", str(tmp_path / "t.xlsx")], "a table's suffix is .md, .tex, .csv, .json or .txt"),
                         (["--out", str(tmp_path / "no" / "t.md")], "no folder")]:
         bad = mosaic.run("report", "--by", "return_offset", *args)
         assert bad.returncode == 2, (args, bad.stderr)

@@ -205,6 +205,10 @@ class ReportScreen(Screen):
         else:
             self.query_one(FrameCanvas).kitty_delete()
 
+    def on_resize(self) -> None:
+        if self.figure_shown:
+            self.call_after_refresh(self.draw_figure)      # at the canvas' new size
+
     def action_next_figure(self) -> None:
         self.figure_kind = FIGURES[(FIGURES.index(self.figure_kind) + 1) % len(FIGURES)]
         if not self.figure_shown:

@@ -68,6 +68,13 @@ async def test_the_figure_as_sixel_follows_the_grouping(home, tmp_path):
         await wait_until(pilot, lambda: screen.figure_for is not None and screen.figure_for[0] == "profiles",
                          "the profiles")
         assert "profiles" in str(screen.query_one("#figure-header").render())
+        drawn = canvas.frame.shape
+
+        # a smaller terminal: drawn again for the canvas' new size
+        await pilot.resize_terminal(90, 30)
+        await wait_until(pilot, lambda: screen.figure_for is not None
+                         and screen.figure_for[2:] == tuple(canvas.size) and canvas.size.width == 90, "the new size")
+        assert canvas.frame.shape[1] < drawn[1]
 
         # s: the figure as PDF, SVG and PNG in the exports folder
         await pilot.press("s")
