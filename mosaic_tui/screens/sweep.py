@@ -73,7 +73,9 @@ class SweepScreen(Screen):
         background: $panel;
     }
     SweepScreen #sweep-explain {
-        height: 14;
+        height: 40%;
+        min-height: 10;
+        max-height: 18;
     }
     SweepScreen #sweep-why {
         width: 64;
