@@ -122,9 +122,12 @@ def sort_value(run: dict[str, Any], key: str, now: float, window: int = fmt.DEFA
     return 0
 
 
+RANKED_BY_ENV = ("return", "best")
+
+
 def groups_by_env(sort_key: str, runs: list[dict[str, Any]]) -> bool:
     """Sorting by return ranks runs of one env only: returns of different envs do not compare."""
-    return sort_key in ("return", "best") and len({str(r.get("env")) for r in runs}) > 1
+    return sort_key in RANKED_BY_ENV and len({str(r.get("env")) for r in runs}) > 1
 
 
 def haystack(run: dict[str, Any]) -> tuple[str, set[str]]:

@@ -189,7 +189,7 @@ class RunsScreen(Screen):
         link = self.app.link
         counts = self._state_counts()
         active = sum(counts.get(s, 0) for s in ("running", "starting", "paused"))
-        shown = len(self.table.visible_ids)
+        shown = self.table.row_count
         parts = [f"mosaic  {self.app.home.root}", fmt.plural(len(link.runs), "run"), f"{active} active"]
         if shown != len(link.runs):
             parts.append(f"{shown} shown")

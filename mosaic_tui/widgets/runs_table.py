@@ -26,10 +26,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from mosaic_tui import fmt
-from mosaic_tui.runs_model import (CELL_PADDING, COLUMN_KEYS, COLUMNS, HIDDEN_WHEN_EMPTY, SORT_KEYS, Cell,
-                                   column_header, config_cell, config_sort_value, fit_columns, group_cells,
-                                   group_key, groups_by_env, haystack, query_words, row_cells, sort_value,
-                                   swept_keys)
+from mosaic_tui.runs_model import (CELL_PADDING, COLUMN_KEYS, COLUMNS, HIDDEN_WHEN_EMPTY, RANKED_BY_ENV,
+                                   SORT_KEYS, Cell, column_header, config_cell, config_sort_value, fit_columns,
+                                   group_cells, group_key, groups_by_env, haystack, query_words, row_cells,
+                                   sort_value, swept_keys)
 from mosaic_tui.query import QueryError, TableFilter, key_reader, tag_leaf, word_leaf
 
 class RunsTable(ScrollView, can_focus=True):
@@ -317,6 +317,8 @@ class RunsTable(ScrollView, can_focus=True):
     @property
     def grouped_by_env(self) -> bool:
         """True when the rows are grouped by env because the sort is by return."""
+        if self.sort_key not in RANKED_BY_ENV:      # no list of ten thousand rows made at each key typed
+            return False
         return groups_by_env(self.sort_key, [self._runs[r] for r in self._order if r in self._runs])
 
     def _hay_of(self, run: dict[str, Any]) -> tuple[str, set[str]]:
