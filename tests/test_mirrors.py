@@ -154,7 +154,7 @@ def test_the_mirror_targets_are_one_list_for_the_config_the_cli_and_the_form():
 
     from mosaic_tui.cli import CLIError
     from mosaic_tui.cli.submit import _mirror_targets
-    from mosaic_tui.screens.new_run import MIRROR_CHOICES
+    from mosaic_tui.new_run_model import MIRROR_CHOICES
     from workers.sdk.config import RunConfig
     annotation = RunConfig.model_fields["mirror"].annotation
     literal = next(a for a in typing.get_args(annotation) if a is not type(None))

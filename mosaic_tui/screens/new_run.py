@@ -7,9 +7,6 @@ screen filled from an existing run's config.
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
-import os
 import shlex
 from typing import Any
 
@@ -26,188 +23,13 @@ from mosaic_tui import fmt
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.screens.env_picker import EnvPickerScreen
 from mosaic_tui.widgets.key_bar import KeyBar
-from mosaic_tui.widgets.schema_form import SchemaField, fits, types_of, value_text
-from workers.sdk.config import NAME_RE, ConfigError, parse_run_config, read_text_file
-
-def _field_spec(model, name: str, description: str | None = None) -> dict[str, Any]:
-    """A RunConfig field's JSON schema as a form field takes it (pydantic's anyOf for
-    optional values folded into a type list), so the form checks what the daemon checks."""
-    spec = dict(model.model_json_schema()["properties"][name])
-    options = spec.pop("anyOf", None)
-    if options:
-        types: list[str] = []
-        for option in options:
-            types.append(option["type"])
-            spec.update({k: v for k, v in option.items() if k != "type"})
-        spec["type"] = types
-    spec.pop("title", None)
-    if description:
-        spec["description"] = description
-    return spec
-
-
-def common_specs() -> dict[str, dict[str, Any]]:
-    from workers.sdk.config import FramesConfig, LimitsConfig, RunConfig
-    return {
-        "worker": {"type": "string", "enum": [], "description": "the training backend"},
-        "algo": {"type": "string", "enum": [], "description": "the algorithm"},
-        "env": {"type": "string", "description": "the environment id"},
-        "name": {"type": ["string", "null"], "pattern": NAME_RE.pattern,
-                 "description": "unique run name (empty: <algo>-<env>-N)"},
-        "steps": _field_spec(RunConfig, "steps", "total environment steps (empty: the algorithm's default)"),
-        # empty (or "random"): the daemon draws the seed and records it in the run (seed_drawn)
-        "seed": {**_field_spec(RunConfig, "seed", "the run's seed; empty or random: drawn at submit, recorded"),
-                 "type": ["integer", "null"], "x-null-words": ["random"], "x-empty": "random"},
-        "device": {"type": "string", "enum": ["cpu", "auto", "cuda", "cuda:0", "cuda:1"], "default": "cpu",
-                   "description": "where the model trains"},
-        "mode": _field_spec(RunConfig, "mode", "train, or play a checkpoint without training"),
-        "checkpoint": _field_spec(RunConfig, "checkpoint",
-                                  "eval: a file, or run:NAME for that run's latest checkpoint"),
-        "eval_episodes": _field_spec(RunConfig, "eval_episodes", "eval: episodes to play"),
-        "frames": _field_spec(FramesConfig, "enabled", "publish live frames (the Frames tab, `mosaic watch`)"),
-        "fps": _field_spec(FramesConfig, "fps", "frames a second, at most"),
-        "record": {"type": ["integer", "null"], "minimum": 1,
-                   "description": "record this many finished episodes as an offline dataset in the run's "
-                                  "directory (dataset.hdf5, Tianshou's replay-buffer format; empty: none)"},
-        "dataset": {"type": "string", "enum": [], "description": "an offline algorithm's data: a run that "
-                                                                 "recorded a dataset on this env"},
-        "wall_seconds": _field_spec(LimitsConfig, "wall_seconds", "stop the run after this many seconds"),
-        "max_steps": _field_spec(LimitsConfig, "max_steps", "stop the run once it reports this step"),
-        "memory_mb": _field_spec(LimitsConfig, "memory_mb", "memory limit of the worker, in MB"),
-        "mirror": {"type": "string", "enum": list(MIRROR_CHOICES), "default": "settings",
-                   "description": "mirror the run live to W&B and/or MLflow (docs/mirrors.md); settings: as "
-                                  "the home's settings.json says"},
-    }
-
-
-# the Mirror field's choices: the run config's ``mirror`` each stands for (None: the home's settings)
-MIRROR_CHOICES: dict[str, list[str] | None] = {
-    "settings": None, "none": [], **{target: [target] for target in P.MIRROR_TARGETS},
-    "+".join(P.MIRROR_TARGETS): list(P.MIRROR_TARGETS)}
-
-
-def file_text(spec: dict[str, Any], value: Any) -> Any:
-    """A param whose schema says ``x-text-file`` takes a file's text: a one-line value naming a file
-    here (a path, ~ expanded) is replaced by what the file holds, read on this machine, as the
-    CLI's --xuance-config reads it (the daemon may be on another: mosaic --ssh)."""
-    if not spec.get("x-text-file") or not isinstance(value, str) or "\n" in value or not value.strip():
-        return value
-    path = os.path.expanduser(value.strip())
-    if path.startswith("{") or not (os.path.isfile(path) or path.endswith((".yaml", ".yml", ".json"))):
-        return value      # one line of YAML, e.g. {learning_rate: 0.001}
-    return read_text_file(path)
-
-
-def mirror_choice(mirror: list[str] | None) -> str:
-    """The Mirror field's choice for a run config's ``mirror`` (a clone shows its run's)."""
-    for choice, targets in MIRROR_CHOICES.items():
-        if targets == mirror or (targets is not None and mirror is not None and set(targets) == set(mirror)):
-            return choice
-    return "settings"
-
-
-# The Placement section: where the run runs (workers/sdk/config.py's PlacementConfig, docs/cluster.md).
-# Its fields are the model's; a backend shows those the model takes for it, and the model checks them.
-_PROBES = {"integer": 1, "number": 1, "boolean": True, "string": "1", "array": ["-"], "object": {}}
-
-
-@functools.cache
-def placement_fields() -> dict[str, list[str]]:
-    """Backend -> the fields that apply to it, in the model's order: those the model takes a value
-    of for that backend (it refuses partition for ray, cpus for local)."""
-    from pydantic import ValidationError
-
-    from workers.sdk.config import PlacementConfig
-    schema = PlacementConfig.model_json_schema()
-    backends = schema["properties"]["backend"]["enum"]
-    out: dict[str, list[str]] = {backend: [] for backend in backends}
-    for name in list(schema["properties"])[1:]:
-        types = [t for t in types_of(_field_spec(PlacementConfig, name)) if t != "null"]
-        probe = _PROBES.get(types[0] if types else "string", "1")
-        for backend in backends:
-            try:
-                PlacementConfig.model_validate({"backend": backend, name: probe})
-            except ValidationError:
-                continue
-            out[backend].append(name)
-    return out
-
-
-def placement_names() -> list[str]:
-    """backend, then every other field of the model, in its order."""
-    from workers.sdk.config import PlacementConfig
-    return list(PlacementConfig.model_json_schema()["properties"])
-
-
-def placement_specs() -> dict[str, dict[str, Any]]:
-    from workers.sdk.config import PlacementConfig
-    specs = {name: _field_spec(PlacementConfig, name) for name in placement_names()}
-    specs["backend"]["description"] = "here, or a job of a cluster's scheduler (Slurm, Ray)"
-    # typed as a shell splits it, not as a JSON array
-    specs["extra_args"] = {"type": "string", "description": "more sbatch arguments, as a shell splits them: "
-                                                            "--qos=high --exclusive"}
-    specs["runtime_env"]["description"] = "Ray's runtime_env for the job, as JSON: {\"pip\": [\"gymnasium\"]}"
-    return specs
-
-
-def placement_text(name: str, value: Any) -> Any:
-    """A placement value as its field shows it (extra_args: a shell line)."""
-    if name == "extra_args":
-        return shlex.join(value) if isinstance(value, list) else value
-    return value
-
-
-def check_placement(placement: dict[str, Any]) -> dict[str, Any]:
-    """The placement as the model gives it (mem in upper case, what is left out left out), or the
-    ConfigError the daemon and the CLI would raise for it (field "placement.mem")."""
-    config = parse_run_config({"worker": "-", "algo": "-", "env": "-", "placement": placement})
-    dumped = config.placement.model_dump(exclude_defaults=True)
-    return {"backend": config.placement.backend, **dumped}
-
-
-def home_placement(home) -> dict[str, Any] | None:
-    """The home's default placement (settings.json's "placement", which the daemon fills a run's
-    left-out placement from), when this app's daemon is the home's own; None if none or not known."""
-    if home is None or not getattr(home, "own_daemon", False):
-        return None
-    try:
-        with open(home.settings_file) as f:
-            placement = json.load(f).get("placement")
-        return check_placement(placement) if isinstance(placement, dict) else None
-    except (OSError, ValueError, AttributeError):   # no file, not JSON, a wrong value: the daemon says so
-        return None
-
-
-NO_DATASET = "(none recorded)"
-FIRST_WORKER = "cleanrl"   # the worker a new run starts on, when installed and not a clone
-
-# the form's sections and their fields, in order
-SECTIONS = [
-    ("Run", ["worker", "algo", "env", "name", "steps", "seed", "device"]),
-    ("Mode", ["mode", "checkpoint", "eval_episodes"]),
-    ("Frames", ["frames", "fps"]),
-    ("Data", ["record", "dataset"]),
-    ("Limits", ["wall_seconds", "max_steps", "memory_mb"]),
-    ("Mirror", ["mirror"]),
-]
-COMMON_FIELDS = [name for _, names in SECTIONS for name in names]
-
-
-def envs_for(caps: dict[str, Any], algo: str | None) -> list[str]:
-    """The environments a worker offers for an algorithm (a list, or a dict by algorithm)."""
-    envs = caps.get("envs") or []
-    if isinstance(envs, dict):
-        return list(envs.get(algo) or [])
-    return list(envs)
-
-
-def default_env(envs: list[str], caps: dict[str, Any]) -> str:
-    if "CartPole-v1" in envs:
-        return "CartPole-v1"
-    if envs:
-        return envs[0]
-    families = caps.get("env_families") or []
-    return families[0] if families == ["none"] else ""
+from mosaic_tui.new_run_model import (COMMON_FIELDS, NO_DATASET, SECTIONS, algo_choice, check_placement, common_specs,
+                                      env_after, envs_for, file_text, first_worker, frames_extra, home_placement,
+                                      initial_values, kept_from, offered_workers, param_value, placement_fields,
+                                      placement_names, placement_specs, placement_text, refusal_text, refused_field,
+                                      remember_typed, run_config, shown_fields, status_line)
+from mosaic_tui.widgets.schema_form import SchemaField
+from workers.sdk.config import ConfigError
 
 
 class NewRunScreen(Screen):
@@ -260,18 +82,8 @@ class NewRunScreen(Screen):
         super().__init__()
         self.clone = clone
         cfg = (clone or {}).get("config") or {}
-        frames = cfg.get("frames") or {}
-        limits = cfg.get("limits") or {}
-        # a clone copies the whole config but the name (names are unique)
-        self.initial: dict[str, Any] = {
-            **{k: cfg.get(k) for k in ("worker", "algo", "env", "steps", "seed", "device", "mode", "checkpoint",
-                                       "eval_episodes")},
-            "frames": frames.get("enabled"), "fps": frames.get("fps"),
-            "record": (cfg.get("record") or {}).get("episodes"), "dataset": cfg.get("dataset"),
-            **{k: limits.get(k) for k in ("wall_seconds", "max_steps", "memory_mb")},
-            "mirror": mirror_choice(cfg.get("mirror")),
-        }
-        self.frames_extra = {k: v for k, v in frames.items() if k not in ("enabled", "fps")}
+        self.initial: dict[str, Any] = initial_values(cfg)
+        self.frames_extra = frames_extra(cfg)
         self.clone_params: dict[str, Any] | None = dict(cfg.get("params") or {}) if clone else None
         # a clone's placement; a new run's comes from the home's default when the form is built
         self.clone_placement: dict[str, Any] | None = cfg.get("placement") if clone else None
@@ -450,16 +262,12 @@ class NewRunScreen(Screen):
                 self._set_status(f"cannot list workers: {exc}", False)
                 return
             self.app.workers_cache = workers
-        # a test worker is offered when asked for, or when the run being cloned is one of its
-        self.worker_list = [w for w in workers if w.get("available") and (w.get("capabilities") or {}).get("algorithms")
-                            and (self.app.all_workers or not w.get("hidden") or w["name"] == self.initial.get("worker"))]
+        self.worker_list = offered_workers(workers, self.app.all_workers, self.initial.get("worker"))
         if not self.worker_list:
             self._set_status("no worker is available; see `mosaic workers`", False)
             return
         names = [w["name"] for w in self.worker_list]
-        # a clone's worker, else CleanRL (single-file RL, the usual first run), else the first
-        worker = next(w for w in (self.initial.get("worker"), FIRST_WORKER, names[0]) if w in names)
-        self.field("worker").set_choices(names, worker)
+        self.field("worker").set_choices(names, first_worker(names, self.initial.get("worker")))
         self.sync()
 
     def worker_info(self, name: str | None) -> dict[str, Any]:
@@ -557,17 +365,10 @@ class NewRunScreen(Screen):
             return
         worker = self.common_value("worker")
         caps = self.worker_info(worker).get("capabilities") or {}
-        algos = list(caps.get("algorithms") or [])
-        algo_field = self.field("algo")
         algo = self.common_value("algo")
         if self._caps_key is None or self._caps_key[0] != worker:
-            wanted = algo
-            if self._caps_key is None and self.initial.get("algo"):
-                wanted = self.initial["algo"]
-                if wanted not in algos and caps.get("user_scripts"):
-                    algos.append(wanted)   # a clone of a run of a user's own script
-            algo = wanted if wanted in algos else (algos[0] if algos else "")
-            algo_field.set_choices(algos, algo)
+            algos, algo = algo_choice(caps, algo, self.initial.get("algo") if self._caps_key is None else None)
+            self.field("algo").set_choices(algos, algo)
         if (worker, algo) != self._caps_key:
             first = self._caps_key is None
             self._caps_key = (worker, algo)
@@ -576,20 +377,14 @@ class NewRunScreen(Screen):
             env_field.suggestions = envs
             if env_field.ready:
                 env_field.editor.suggester = SuggestFromList(envs, case_sensitive=False) if envs else None
-            env = self.common_value("env")
-            if first and self.initial.get("env"):
-                pass   # a clone keeps its env
-            elif not env or (envs and env not in envs):
-                env_field.set_value(default_env(envs, caps))
-            for name in ("frames", "fps"):
-                self.field(name).display = bool(caps.get("frames"))
-            for name in ("mode", "checkpoint", "eval_episodes"):
-                self.field(name).display = bool(caps.get("checkpoints"))
-            # an algorithm that learns from a dataset chooses one; the others may record one
-            offline = algo in (caps.get("offline_algorithms") or [])
-            self.field("record").display = bool(caps.get("record")) and not offline
-            self.field("dataset").display = offline
-            self.query_one("#section-data").display = self.field("record").display or offline
+            # a clone keeps its env; else the env follows to one the algorithm offers
+            env = None if first and self.initial.get("env") else env_after(envs, caps, self.common_value("env"))
+            if env is not None:
+                env_field.set_value(env)
+            shown = shown_fields(caps, algo)
+            for name, display in shown.items():
+                self.field(name).display = display
+            self.query_one("#section-data").display = shown["record"] or shown["dataset"]
         key = self.chosen_key()
         if key != self._schema_key and self.field("dataset").display and key[2]:
             self.load_datasets(key[2])
@@ -646,13 +441,7 @@ class NewRunScreen(Screen):
         self.clone_params = None
         fields = []
         for i, (name, spec) in enumerate(props.items()):
-            value, note = None, None
-            if clone is not None:
-                value = clone.get(name)
-            elif name in self.typed:
-                kept, where = self.typed[name]
-                if fits(spec, kept):
-                    value, note = kept, f"kept from {where} (default {value_text(spec.get('default')) or 'none'})"
+            value, note = param_value(name, spec, clone, self.typed)
             field = SchemaField(name, spec, value, required=name in required, field_id=f"p-{i}", note=note)
             if note:
                 self.carried.append(name)
@@ -672,12 +461,8 @@ class NewRunScreen(Screen):
         if self.shown_key is None:
             return
         worker, algo, _ = self.shown_key
-        where = algo if worker == self._schema_key[0] else f"{worker} {algo}"
-        for f in self.param_fields():
-            if f.is_default():
-                self.typed.pop(f.field_name, None)
-            else:
-                self.typed[f.field_name] = (f.raw(), where)
+        self.typed = remember_typed(self.typed, [(f.field_name, f.raw(), f.is_default()) for f in self.param_fields()],
+                                    kept_from((worker, algo), self._schema_key[0]))
 
     # -- validation and submit ---------------------------------------------------
     def collect(self) -> tuple[dict[str, Any] | None, list[str]]:
@@ -698,28 +483,6 @@ class NewRunScreen(Screen):
         errors += self._params_problem()
         if errors:
             return None, errors
-        config = {k: values[k] for k in ("worker", "algo", "env", "name", "steps", "seed", "device")
-                  if values.get(k) is not None}
-        if self.field("seed").display and values.get("seed") is None:
-            config["seed"] = None       # a random seed, drawn by the daemon
-        config["mode"] = values.get("mode") or "train"
-        if values.get("checkpoint"):
-            config["checkpoint"] = values["checkpoint"]
-        if config["mode"] == "eval":
-            config["eval_episodes"] = values["eval_episodes"]
-        if values.get("record"):
-            config["record"] = {"episodes": values["record"]}
-        if values.get("dataset") not in (None, "", NO_DATASET):
-            config["dataset"] = values["dataset"]
-        if values.get("frames"):
-            config["frames"] = {**self.frames_extra, "enabled": True, "fps": values["fps"]}
-        limits = {k: values[k] for k in ("wall_seconds", "max_steps", "memory_mb") if values.get(k) is not None}
-        if limits:
-            config["limits"] = limits
-        if MIRROR_CHOICES.get(values.get("mirror")) is not None:
-            config["mirror"] = MIRROR_CHOICES[values["mirror"]]
-        if placement is not None:
-            config["placement"] = placement
         params = {}
         for f in self.param_fields():
             if not f.validate():
@@ -729,8 +492,9 @@ class NewRunScreen(Screen):
                     params[f.field_name] = file_text(f.spec, f.value())
                 except ConfigError as exc:
                     errors.append(f"{f.field_name}: {exc.message}")
-        config["params"] = params
-        return (None if errors else config), errors
+        if errors:
+            return None, errors
+        return run_config(values, self.field("seed").display, self.frames_extra, placement, params), []
 
     def _params_problem(self) -> list[str]:
         if not self.worker_list:
@@ -762,16 +526,7 @@ class NewRunScreen(Screen):
         if self._status is None or not self.is_attached:
             return  # leaving: nothing to show
         errors = [f"{f.field_name}: {f.error}" for f in self.all_fields() if f.error] + self._params_problem()
-        if errors:
-            count = len(errors)
-            self._set_status(f"{count} {'field' if count == 1 else 'fields'} to fix: {errors[0]}", True)
-        else:
-            text = "ready: ctrl+s submits"
-            if self.carried:
-                n = len(self.carried)
-                where = self.typed[self.carried[0]][1]
-                text += f" · {n} {'value' if n == 1 else 'values'} kept from {where}: {', '.join(self.carried)}"
-            self._set_status(text, False)
+        self._set_status(*status_line(errors, self.carried, self.typed))
         if self._submit is not None:
             self._submit.disabled = bool(errors) or self.submitting
 
@@ -838,18 +593,13 @@ class NewRunScreen(Screen):
 
     def show_daemon_error(self, field: str, message: str) -> None:
         """The daemon refused the config: show its message under the field it names."""
-        top, _, rest = field.partition(".")
+        where = refused_field(field)
         target = None
-        if top == "params" and rest:
-            target = next((f for f in self.param_fields() if f.field_name == rest), None)
-        elif top:
-            # frames.enabled is the "frames" field, frames.fps "fps", limits.X "X"
-            name = {"frames.enabled": "frames"}.get(field, rest if top in ("frames", "limits") else top)
-            if top == "placement":   # placement.mem is the Placement section's mem; placement alone its backend
-                name = f"placement-{rest or 'backend'}"
-            target = next((f for f in self.query(SchemaField) if f.id == f"f-{name}"), None)
-        text = message.split(": ", 1)[1] if message.startswith(f"{field}: ") else message
+        if where is not None and where[0] == "param":
+            target = next((f for f in self.param_fields() if f.field_name == where[1]), None)
+        elif where is not None:
+            target = next((f for f in self.query(SchemaField) if f.id == where[1]), None)
         if target is not None:
-            target.refuse(text)
+            target.refuse(refusal_text(field, message))
             target.scroll_visible()
         self.notify(f"the daemon refused the run: {message}", severity="error")
