@@ -10,7 +10,7 @@ import pytest
 
 from daemon.home import Home
 from workers.fastlane import layout as fastlane_layout
-from tests.helpers import Mosaic, _stop_everything
+from tests.helpers import Mosaic, _stop_everything, start_daemon, stop_daemon
 
 # `make test-fast`: the unit layer and the quick integration tests, and their markers (tests/fast.py)
 pytest_plugins = ["tests.fast"]
@@ -46,11 +46,11 @@ def tictactoe_checkpoint(daemon, mosaic) -> str:
 
 
 @pytest.fixture
-def daemon(home, mosaic):
-    """A running daemon for the test's home."""
-    mosaic.run("daemon", "start", check=True)
+def daemon(home):
+    """A running daemon for the test's home (started and stopped as the CLI does, from this process)."""
+    start_daemon(home)
     yield home
-    mosaic.run("daemon", "stop")
+    stop_daemon(home)
 
 
 # -- docs/reliability.md ---------------------------------------------------

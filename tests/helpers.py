@@ -74,6 +74,40 @@ class Mosaic:
         return json.loads(self.run("show", run, "--json", check=True).stdout)
 
 
+def start_daemon(home: Home) -> int:
+    """What `mosaic daemon start` does (mosaic_tui.client.start_daemon: a detached daemon in a
+    session of its own, answering), from this process: no interpreter and CLI imports per test, about
+    a second of two busy cores. The daemon is this process's child here: a thread reaps it when it
+    ends, so no zombie of it is left to look alive. Returns its pid."""
+    import threading
+
+    from mosaic_tui.client import start_daemon as start
+    pid = start(home)["pid"]
+
+    def reap():
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:   # not this process's child (another start won), or reaped already
+            pass
+    threading.Thread(target=reap, daemon=True).start()
+    return pid
+
+
+def stop_daemon(home: Home, timeout: float = 15.0) -> None:
+    """What `mosaic daemon stop` does, from this process: shutdown asked, then its end awaited."""
+    from mosaic_tui.client import Client, DaemonUnavailable
+    try:
+        client = Client(home, timeout=5)
+    except DaemonUnavailable:
+        return
+    with client:
+        pid = client.info["pid"]
+        client.call(P.SHUTDOWN)
+    deadline = time.monotonic() + timeout
+    while proctree.is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def worker_scalar(event: dict) -> bool:
     """A scalar the worker wrote: the daemon's own system/* samples share the stream, more of
     them the slower the machine, so counts of lines a worker wrote must leave them out."""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import start_daemon, stop_daemon
 from tests.plugins.base import ClusterError, LocalCluster, free_ports
 
 MARKER = "MOSAIC_RAY_CLUSTER"    # in the environment of every process of a cluster: its temp root
@@ -233,7 +234,7 @@ def ray_cluster():
 
 
 @pytest.fixture
-def ray_daemon(ray_cluster, home, mosaic, monkeypatch):
+def ray_daemon(ray_cluster, home, monkeypatch):
     """A daemon of the test's home whose Ray placements go to the session's cluster (RAY_ADDRESS,
     its token file), polling it every 0.5 s; yields the cluster."""
     monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
@@ -241,7 +242,7 @@ def ray_daemon(ray_cluster, home, mosaic, monkeypatch):
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     home.root.mkdir(parents=True, exist_ok=True)
     (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
-    mosaic.run("daemon", "start", check=True)
+    start_daemon(home)
     yield ray_cluster
-    mosaic.run("daemon", "stop")
+    stop_daemon(home)
 

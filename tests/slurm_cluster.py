@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import start_daemon, stop_daemon
 from tests.plugins.base import ClusterError, LocalCluster, free_port, tail
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -336,13 +337,13 @@ def slurm_cluster():
 
 
 @pytest.fixture
-def slurm_daemon(slurm_cluster, home, mosaic, monkeypatch):
+def slurm_daemon(slurm_cluster, home, monkeypatch):
     """A daemon of the test's home whose Slurm commands talk to the session's cluster (SLURM_CONF),
     polling it every 0.5 s; yields the cluster."""
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     monkeypatch.setenv(MARKER, slurm_cluster.env[MARKER])   # the cluster's stop finds what it ran
     home.root.mkdir(parents=True, exist_ok=True)
     (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5}))
-    mosaic.run("daemon", "start", check=True)
+    start_daemon(home)
     yield slurm_cluster
-    mosaic.run("daemon", "stop")
+    stop_daemon(home)
