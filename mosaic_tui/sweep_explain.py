@@ -85,17 +85,30 @@ def make_evaluator(name: str, seed: int = 0):
     raise ExplainError(f"--evaluator {name}: one of {', '.join(EVALUATORS)}")
 
 
+def distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each param's Optuna distribution, as the daemon asks its trials with (``SweepController``'s
+    own, in daemon/sweeps.py: the app reaches no daemon internals, a unit test keeps the two equal)."""
+    import optuna.distributions as D
+    out = {}
+    for name, ps in space.items():
+        if ps["kind"] in ("grid", "categorical"):
+            out[name] = D.CategoricalDistribution(ps["values"])
+        elif ps["kind"] == "int":
+            out[name] = D.IntDistribution(int(ps["low"]), int(ps["high"]), log=ps["log"])
+        else:
+            out[name] = D.FloatDistribution(ps["low"], ps["high"], log=ps["kind"] == "loguniform")
+    return out
+
+
 def study_of(sweep: dict[str, Any]):
     """An in-memory Optuna study holding the sweep's finished trials: their params in the
-    distributions the daemon asked with (daemon/sweeps.py), the values Optuna was told."""
+    distributions the daemon asked with, the values Optuna was told."""
     import optuna
-
-    from daemon.sweeps import SweepController
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    distributions = SweepController.distributions(sweep["spec"]["params"])
+    space = distributions(sweep["spec"]["params"])
     study = optuna.create_study(direction=sweep["spec"]["objective"]["direction"])
     for t in finished_trials(sweep):
-        dists = {name: distributions[name] for name in t["params"] if name in distributions}
+        dists = {name: space[name] for name in t["params"] if name in space}
         study.add_trial(optuna.trial.create_trial(params={n: t["params"][n] for n in dists},
                                                   distributions=dists, value=float(t["value"])))
     return study
@@ -116,7 +129,8 @@ def importances(sweep: dict[str, Any], evaluator: str = DEFAULT_EVALUATOR, seed:
         raise ExplainError(f"{EVALUATOR_TITLES[evaluator]} needs scikit-learn: pip install scikit-learn "
                            f"({exc.name or exc})") from None
     except (ValueError, RuntimeError) as exc:   # e.g. trials whose params never differ
-        raise ExplainError(f"{EVALUATOR_TITLES[evaluator]} cannot rank this sweep's params: {exc}") from None
+        reason = " ".join(str(exc).split())
+        raise ExplainError(f"{EVALUATOR_TITLES[evaluator]} cannot rank this sweep's params: {reason}") from None
     return {name: float(value) for name, value in result.items()}
 
 

@@ -205,11 +205,14 @@ class SweepScreen(Screen):
             result, note = X.importances(sweep, key[0]), ""
         except X.ExplainError as exc:
             result, note = None, str(exc)
-        self.app.call_from_thread(self._importances_done, key, result, note)
+        try:
+            self.app.call_from_thread(self._importances_done, key, result, note)
+        except RuntimeError:   # the app ended while Optuna worked: nobody to tell
+            pass
 
     def _importances_done(self, key: tuple, result: dict[str, float] | None, note: str) -> None:
-        if key != self._explained or self.sweep is None:
-            return   # the sweep moved on meanwhile: a newer computation is under way
+        if key != self._explained or self.sweep is None or not self.is_attached:
+            return   # the sweep moved on meanwhile (a newer computation is under way), or the screen closed
         self.importances = result
         self.importance_note = note
         self._show_why(self.sweep)

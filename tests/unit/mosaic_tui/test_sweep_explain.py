@@ -55,6 +55,13 @@ def test_importances_equal_optunas_own_call_on_the_study(name, evaluator):
     assert list(ours)[0] == "lr"
 
 
+def test_the_distributions_are_the_ones_the_daemon_asks_with():
+    from daemon.sweeps import SweepController
+    space = {**SPACE, "steps": {"kind": "int", "low": 64, "high": 512, "log": True},
+             "gamma": {"kind": "grid", "values": [0.98, 0.99]}, "ent": {"kind": "uniform", "low": 0, "high": 0.1}}
+    assert X.distributions(space) == SweepController.distributions(space)
+
+
 def test_best_trials_follow_the_direction_and_carry_the_config_they_trained_with():
     _, sweep = _study_and_sweep("minimize")
     best = X.best_trials(sweep, 2)
