@@ -10,7 +10,7 @@ the daemon.
 
 B (XuanCe alone): a fresh Python process calls ``xuance.get_runner(...)`` and
 ``runner.run(mode="train")`` with the same arguments -- the very Namespace
-the worker builds (``runtime.parser_args``) -- and the same process
+the worker builds (``run_setup.parser_args``) -- and the same process
 environment (one torch thread, the pettingzoo.mpe alias without which XuanCe
 cannot create MPE scenarios here). Time: the process's wall time.
 
@@ -65,13 +65,13 @@ def run_config(steps: int) -> dict:
 # -- B: XuanCe alone ---------------------------------------------------------------
 def direct_main(config_path: str) -> None:
     """The B side, in its own process: XuanCe's runner with the worker's arguments."""
-    from workers.xuance_worker import WORKER, catalog, runtime
+    from workers.xuance_worker import WORKER, catalog, run_setup
 
     config = WORKER.validate(json.loads(Path(config_path).read_text()))
-    runtime.prepare_process(config["params"]["torch_threads"])  # the same process environment
-    runtime.set_torch_threads(config["params"]["torch_threads"])
+    run_setup.prepare_process(config["params"]["torch_threads"])  # the same process environment
+    run_setup.set_torch_threads(config["params"]["torch_threads"])
     family, env_id = catalog.resolve_env(config["env"])
-    args = runtime.parser_args(config, family, env_id, config["params"], config["steps"])
+    args = run_setup.parser_args(config, family, env_id, config["params"], config["steps"])
 
     import xuance
     runner = xuance.get_runner(algo=config["algo"], env=family, env_id=env_id, parser_args=args)

@@ -36,24 +36,15 @@ def test_workers_command_lists_capabilities(daemon, mosaic):
 
 def test_no_worker_module_imports_a_module_that_imports_it_back():
     """Circles (CleanRL's cli and evaluate imported each other) make the import order matter;
-    lazy imports inside functions count too, but for one: runtime.evaluate's hand-over to its own
-    evaluate.run (tests/test_worker_guard.py's file roles), which runs only when a run is served,
-    after both modules are whole."""
+    lazy imports inside functions count too (runtime.evaluate's hand-over to evaluate.run is one:
+    evaluate.py takes what it shares with training from a setup module, never from runtime.py)."""
     import ast
     graph: dict[str, set[str]] = {}
     for path in (ROOT / "workers").rglob("*.py"):
         module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         names: set[str] = set()
         tree = ast.parse(path.read_text())
-        hand_over = set()
-        if path.name == "runtime.py":
-            for function in tree.body:
-                if isinstance(function, ast.FunctionDef) and function.name == "evaluate":
-                    hand_over = {id(node) for node in ast.walk(function)}
         for node in ast.walk(tree):
-            if id(node) in hand_over and isinstance(node, ast.ImportFrom) and \
-                    [a.name for a in node.names] == ["evaluate"] and node.module == module.rsplit(".", 1)[0]:
-                continue
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("workers"):
                 names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
             elif isinstance(node, ast.Import):

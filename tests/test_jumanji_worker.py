@@ -116,7 +116,7 @@ def test_envs_and_schemas_come_from_jumanjis_configs():
 def test_steps_are_trained_as_asked_not_a_whole_default_epoch():
     """20,000 steps with the default config trained one epoch of 500 x 20 x 128 = 1,280,000 (64 times
     what was asked): the updates per epoch are fitted to the steps, to one update's 2,560 steps."""
-    from workers.jumanji_worker.runtime import total_steps
+    from workers.jumanji_worker.run_setup import total_steps
     for steps, epochs, updates in ((20_000, 1, 8), (2_000_000, 2, 391), (1_280_000, 1, 500)):
         config = WORKER.validate({"worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "steps": steps})
         assert (config["params"]["training.num_epochs"], config["params"]["training.num_learner_steps_per_epoch"]) \

@@ -48,6 +48,17 @@ def test_every_worker_has_a_thin_cli_that_hands_over_to_the_shared_guard(name):
         assert 'run_failed(f"{type(exc).__name__}' not in text, module
 
 
+def _imported(path: Path) -> set[str]:
+    """The modules a file imports, at its top or inside functions (``from a import b``: a and a.b)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return names
+
+
 def _worker_modules(name: str) -> list[Path]:
     return sorted(p for p in (ROOT / "workers" / f"{name}_worker").rglob("*.py") if "sitedir" not in p.parts)
 
@@ -55,14 +66,17 @@ def _worker_modules(name: str) -> list[Path]:
 @pytest.mark.parametrize("name", BUNDLED)
 def test_every_worker_keeps_its_file_roles(name):
     """catalog.py holds the worker's algorithms, envs and params; runtime.py the entry points; an eval mode lives in evaluate.py (``run``), which
-    runtime.evaluate hands over to; the run's library is named by the SDK's one ``upstream()``;
-    a series of episodes stops and continues with the SDK's ``EpisodeSeries``."""
+    runtime.evaluate hands over to and which never imports runtime.py back; the run's library is named by the SDK's one ``upstream()``;
+    training that stops and continues keeps how in resume.py; a series of episodes stops and continues with the SDK's ``EpisodeSeries``."""
     folder = ROOT / "workers" / f"{name}_worker"
     assert (folder / "catalog.py").is_file(), f"{name}_worker has no catalog.py (its algorithms, envs, params as data)"
     tree = ast.parse((folder / "runtime.py").read_text())
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     if "evaluate" in functions:
         assert "run" in _functions(folder / "evaluate.py"), f"{name}_worker/evaluate.py has no run()"
+        # what eval shares with training lives in a setup module both import (CleanRL's run_setup.py)
+        assert f"workers.{name}_worker.runtime" not in _imported(folder / "evaluate.py"), \
+            f"{name}_worker/evaluate.py imports runtime.py; what both modes need belongs in a setup module"
         body = [n for n in functions["evaluate"].body
                 if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]   # its docstring
         text = ast.unparse(functions["evaluate"])
@@ -88,6 +102,8 @@ def test_every_worker_keeps_its_file_roles(name):
                     f"{where}:{node.lineno}: run_started's upstream is not workers.sdk.packages.upstream(...)"
     assert started, f"{name}_worker never says run_started"
     capabilities = __import__(f"workers.{name}_worker", fromlist=["WORKER"]).WORKER.capabilities()
+    if capabilities.get("stop") and capabilities.get("checkpoints"):   # training that stops and continues
+        assert (folder / "resume.py").is_file(), f"{name}_worker stops and continues without a resume.py"
     if capabilities.get("stop") is True and not capabilities.get("checkpoints"):   # a series of episodes
         assert any("EpisodeSeries(" in module.read_text() for module in _worker_modules(name)), \
             f"{name}_worker stops a series of episodes without workers.sdk.series.EpisodeSeries"

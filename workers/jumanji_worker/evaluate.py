@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# runtime first: it sets what jax reads at import
-from workers.jumanji_worker.runtime import renderer, trainer_module
+# first: it sets what jax reads at import
+from workers.jumanji_worker.run_setup import renderer, trainer_module
 from workers.sdk.frames import env_frames
 from workers.sdk.packages import upstream
 from workers.sdk.telemetry import Emitter

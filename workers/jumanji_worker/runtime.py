@@ -9,9 +9,8 @@ function compiled ahead of time under a "compiling" phase (the app shows it
 instead of a silent stall), then per unit (epoch or chunk) the evaluation the
 trainer runs first, the unit, its scalars, an episode record, a frame of the
 first training env and the checkpoints on their schedule. A stop (mosaic stop)
-is taken between two units: the whole training state saved as ``stop_<unit>``,
-then ``Stopped``; ``continue_from`` (mosaic continue) loads it and the same run
-goes on from that unit. Eval mode plays a checkpoint's policy one env at a
+is taken between two units and ``continue_from`` (mosaic continue) goes on from
+the unit it saved (resume.py). Eval mode plays a checkpoint's policy one env at a
 time, with frames.
 
 Everything runs in this one process (JAX steps the envs in jitted, vmapped
@@ -21,38 +20,18 @@ between (or inside) units.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-# Before jax is imported: matplotlib viewers draw off-screen; XLA on CPU is told to
-# keep to one device (pmap over one device is what jumanji's train.py does on a laptop).
-os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
-from workers.sdk import registration  # noqa: E402
-from workers.sdk.frames import env_frames  # noqa: E402
-from workers.sdk.packages import upstream  # noqa: E402
-from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule, periodic_checkpoint_saved  # noqa: E402
-from workers.sdk.stop import SIGNALS, Stopped  # noqa: E402
-from workers.sdk.telemetry import Emitter  # noqa: E402
-
-registration.prepare_process()  # the JAX compilation cache under the home: a resumed run does not compile again
-
-
-def trainer_module(config: dict[str, Any]):
-    """The module of the run's trainer: ``ppo`` (rejax) or ``a2c`` (jumanji.training's agents)."""
-    if config["algo"] == "ppo":
-        from workers.jumanji_worker import ppo
-        return ppo
-    from workers.jumanji_worker import a2c
-    return a2c
-
-
-def total_steps(config: dict[str, Any]) -> int | None:
-    """Env steps a training run will have done at its end (None in eval mode)."""
-    return trainer_module(config).total_steps(config)
+# run_setup before anything that imports jax: it sets what jax reads at import
+from workers.jumanji_worker import resume
+from workers.jumanji_worker.run_setup import renderer, trainer_module
+from workers.sdk.frames import env_frames
+from workers.sdk.packages import upstream
+from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule, periodic_checkpoint_saved
+from workers.sdk.stop import SIGNALS
+from workers.sdk.telemetry import Emitter
 
 
 def train(config: dict[str, Any], emitter: Emitter) -> int:
@@ -62,12 +41,8 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
     emitter.phase("setup", step=0)
     setup_started = time.monotonic()
     tr = module.Trainer(config)
-    unit_name, start = module.UNIT, 0
-    # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
-    source = config.get("continue_from") or config.get("checkpoint")
-    if source:
-        start = tr.load(source)
-        sys.stderr.write(f"mosaic jumanji worker: resumed from {source} at {unit_name} {start}\n")
+    unit_name = module.UNIT
+    start = resume.restore(tr, config, unit_name)
     steps = tr.steps
     emitter.scalar("time/setup_s", time.monotonic() - setup_started, steps)
     emitter.phase("compiling", step=steps)
@@ -107,8 +82,7 @@ def train(config: dict[str, Any], emitter: Emitter) -> int:
                 schedule.saved(unit + 1)
             emitter.heartbeat(steps)
             if SIGNALS.stop_requested and unit + 1 < tr.units:
-                done = unit + 1
-                raise Stopped.after(lambda: tr.save(checkpoints / f"stop_{done:06d}", done, config), steps)
+                raise resume.stop(tr, checkpoints, unit + 1, config, steps)
         if schedule.final_due(tr.units):
             emitter.checkpoint_saved(tr.save(checkpoints / "final", tr.units, config), steps)
     finally:
@@ -123,10 +97,3 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     from workers.jumanji_worker import evaluate as evaluation
     return evaluation.run(config, emitter)
 
-
-def renderer(frames, tr):
-    """The rgb renderer of the trainer's Jumanji env when the run has frames, else None."""
-    if frames is None:
-        return None
-    from workers.sdk.jumanji_envs import rgb_render
-    return rgb_render(tr.render_env)

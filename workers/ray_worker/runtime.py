@@ -3,7 +3,7 @@
 Train: start (or join) Ray (rllib.RayRuntime), build the AlgorithmConfig
 (rllib.Setup), call ``algo.train()`` until ``steps`` env steps are sampled,
 turning each result into telemetry; checkpoints every ``checkpoint_every``
-iterations and at the end.
+iterations and at the end; stop and continue in resume.py.
 Eval: load a checkpoint's RLModules and play ``eval_episodes`` episodes
 (evaluate.py); no Ray is started.
 
@@ -22,10 +22,11 @@ import threading
 import time
 from pathlib import Path
 
+from workers.ray_worker import resume
 from workers.sdk import registration
 from workers.sdk.frames import frames_request
 from workers.sdk.rundir import CHECKPOINT_DIR, CheckpointSchedule, periodic_checkpoint_saved
-from workers.sdk.stop import SIGNALS, Stopped
+from workers.sdk.stop import SIGNALS
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
 
@@ -116,12 +117,7 @@ def train(config: dict, emitter: Emitter) -> int:
         setup = rllib.Setup(config)
         emitter.phase("build", step=0)
         algo = setup.config.build_algo()
-        # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
-        source = config.get("continue_from") or config.get("checkpoint")
-        if source:
-            source = rllib.checkpoint_root(source)
-            algo.restore_from_path(str(source))
-            sys.stderr.write(f"mosaic ray worker: resumed from {source}\n")
+        source = resume.restore(algo, config)
         league = None
         if setup.policy == "self_play":
             league = rllib.League(algo, params["league_size"], params["snapshot_every"])
@@ -164,8 +160,7 @@ def train(config: dict, emitter: Emitter) -> int:
             if done:
                 break
             if SIGNALS.stop_requested:   # mosaic stop: the algorithm's whole state, between two iterations
-                stop_path = checkpoints / f"stop_{iteration:06d}"
-                raise Stopped.after(lambda: rllib.save_checkpoint(algo, setup, stop_path, iteration, steps), steps)
+                raise resume.stop(algo, setup, checkpoints, iteration, steps)
         if schedule.final_due(iteration):
             path = rllib.save_checkpoint(algo, setup, checkpoints / "final", iteration, steps)
             emitter.checkpoint_saved(path, steps)

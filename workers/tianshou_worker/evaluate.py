@@ -11,7 +11,7 @@ from workers.sdk.packages import upstream
 from workers.sdk.registration import prepare_process
 from workers.sdk.telemetry import Emitter
 from workers.tianshou_worker import catalog
-from workers.tianshou_worker.runtime import build, make_env
+from workers.tianshou_worker.run_setup import build, make_env
 
 
 def run(config: dict[str, Any], emitter: Emitter) -> int:

@@ -38,7 +38,7 @@ from tianshou.env.worker import EnvWorker
 from workers.sdk.multigrid import ParallelMultiGrid
 from workers.sdk.packages import upstream
 from workers.sdk.worker_cli import training_begins
-from workers.tianshou_worker import algorithms, catalog
+from workers.tianshou_worker import algorithms, catalog, resume
 from workers.tianshou_worker.logger import TelemetryLogger
 
 NOOP = 0  # MultiGrid's "still": what a seat the collector did not step this round does
@@ -214,18 +214,11 @@ def build(algo: str, params: dict[str, Any], env_id: str, kind: str):
 
 
 def build_with_checkpoint(config: dict[str, Any]):
-    import sys
-
-    import torch
-
     kind = catalog.ALGORITHMS[config["algo"]]["kind"]
     algorithm, agents, teams = build(config["algo"], config["params"], config["env"], kind)
-    state = None
-    source = config.get("continue_from") or config.get("checkpoint")   # mosaic continue, or a new run's start
-    if source:
-        state = torch.load(source, map_location="cpu", weights_only=False)
+    state = resume.load_state(config)   # mosaic continue, or a new run's start
+    if state is not None:
         load_agents(algorithm, state["algorithm"])
-        sys.stderr.write(f"mosaic tianshou worker: loaded {source}\n")
     return algorithm, agents, teams, state
 
 
@@ -288,7 +281,7 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
     torch.manual_seed(config["seed"])
     algorithm, agents, teams, state = build_with_checkpoint(config)
     k = len(agents)
-    restored = (state["epoch"], state["env_step"], state["update_step"]) if state else (0, 0, 0)
+    restored = resume.restored(state)
     logger = logger_class()(emitter, k, params["checkpoint_every"], restored)
     total = int(config["steps"])
     epoch_steps = min(params["epoch_num_steps"], total)
@@ -301,7 +294,7 @@ def train(config: dict[str, Any], emitter, save_checkpoint) -> int:
                                periodic=True)
 
     logger.stop_checkpoint = lambda epoch, env_step, update_step: save_checkpoint(
-        algorithm, config, f"stop_{epoch:04d}", epoch, env_step, update_step, emitter, k)
+        algorithm, config, resume.stop_name(epoch), epoch, env_step, update_step, emitter, k)
     logger.max_epochs = epochs(total, epoch_steps)
 
     clock = Clock()

@@ -4,6 +4,7 @@ Train: build the algorithm (algorithms.build), its collectors on tianshou
 DummyVectorEnvs (or, offline, the recorded dataset as the trainer's buffer) and
 call ``algorithm.run_training`` with Tianshou's trainer params; the trainer
 logs through ``logger.TelemetryLogger``, which also saves checkpoints.
+The env and the algorithm are run_setup.py's (eval uses them too).
 Eval (evaluate.py): load a checkpoint and play ``eval_episodes`` episodes with the
 policy, with frames and, if the run records, a dataset. MultiGrid envs: multiagent.py.
 
@@ -15,46 +16,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from typing import Any, Callable
 
-from workers.sdk import minigrid, vizdoom
 from workers.sdk.dataset import Recorder, env_recorder
-from workers.sdk.envs import ATARI, MINIGRID_ENVS, VIZDOOM
 from workers.sdk.frames import EnvFrames, env_frames, publishing
 from workers.sdk.packages import upstream
-from workers.sdk.registration import prepare_process, register_family_of
+from workers.sdk.registration import prepare_process
 from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, periodic_checkpoint_saved
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
-from workers.tianshou_worker import algorithms, catalog
+from workers.tianshou_worker import algorithms, catalog, resume
 from workers.tianshou_worker.logger import TelemetryLogger
-
-
-def make_env(env_id: str, recorder: Recorder | None = None, render: bool = False, train: bool = False):
-    """The env of ``env_id``; image families preprocessed to 4 stacked grey 84x84 frames:
-    Atari by Tianshou's own ``wrap_deepmind`` (its examples/atari: no-op reset, max-and-skip 4, fire
-    reset; while training also end-of-life as episode end and rewards clipped to their sign),
-    ViZDoom by ``workers.sdk.vizdoom``; MiniGrid as its agent's flat view (``workers.sdk.minigrid``).
-    ``render()`` gives the game's rgb screen either way."""
-    import gymnasium as gym
-
-    family = register_family_of(env_id)  # Atari, ViZDoom, MultiGrid, jumanji/<Env> (Jumanji's gym wrapper)
-    render_mode = "rgb_array" if render else None
-    if family == VIZDOOM:
-        env = vizdoom.make(env_id, render_mode=render_mode)
-    elif env_id in MINIGRID_ENVS:
-        env = minigrid.make(env_id, render_mode=render_mode)
-    elif family == ATARI:
-        from tianshou.env.atari.atari_wrapper import wrap_deepmind
-
-        # ALE/*-v5 skips 4 frames itself; wrap_deepmind's MaxAndSkipEnv does the skipping (as on NoFrameskip-v4)
-        skip = {"frameskip": 1} if env_id.startswith("ALE/") else {}
-        env = wrap_deepmind(gym.make(env_id, render_mode=render_mode, **skip), episode_life=train,
-                            clip_rewards=train)
-    else:
-        env = gym.make(env_id, render_mode=render_mode)
-    return recorder.wrap(env) if recorder is not None else env
+from workers.tianshou_worker.run_setup import build, make_env
 
 
 def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames | None, index: int):
@@ -96,26 +69,6 @@ def _offline() -> list[str]:
     return [a for a, i in catalog.ALGORITHMS.items() if i["kind"] == catalog.OFFLINE]
 
 
-def build(config: dict[str, Any]):
-    """The run's algorithm, its env spaces and, for offline runs and GAIL, the dataset."""
-    import torch
-    from tianshou.data import ReplayBuffer
-
-    probe = make_env(config["env"])
-    spaces = algorithms.spaces_of(probe)
-    probe.close()
-    dataset = ReplayBuffer.load_hdf5(config["dataset"]) if config.get("dataset") else None
-    algorithm = algorithms.build(config["algo"], config["params"], spaces, dataset)
-    state = None
-    # continue_from: this same run goes on (mosaic continue); checkpoint: a new run starts from one
-    source = config.get("continue_from") or config.get("checkpoint")
-    if source:
-        state = torch.load(source, map_location="cpu", weights_only=False)
-        algorithm.load_state_dict(state["algorithm"])
-        sys.stderr.write(f"mosaic tianshou worker: loaded {source}\n")
-    return algorithm, dataset, state
-
-
 def train(config: dict[str, Any], emitter: Emitter) -> int:
     """Build the algorithm, its collectors (or, offline, the dataset as the trainer's buffer) and
     run Tianshou's trainer; a MultiGrid env: every agent its own learner (multiagent.train)."""
@@ -145,7 +98,7 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
     np.random.seed(config["seed"])
     torch.manual_seed(config["seed"])
     algorithm, dataset, state = build(config)
-    restored = (state["epoch"], state["env_step"], state["update_step"]) if state else (0, 0, 0)
+    restored = resume.restored(state)
     logger = TelemetryLogger(emitter, params["checkpoint_every"], restored, offline=kind == catalog.OFFLINE)
     total = int(config["steps"])
     epoch_steps = min(params["epoch_num_steps"], total)
@@ -159,7 +112,7 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
         return saved[-1]
 
     logger.stop_checkpoint = lambda epoch, env_step, update_step: save_checkpoint(
-        algorithm, config, f"stop_{epoch:04d}", epoch, env_step, update_step, emitter)
+        algorithm, config, resume.stop_name(epoch), epoch, env_step, update_step, emitter)
     logger.max_epochs = math.ceil(total / epoch_steps)
 
     test_collector = None

@@ -2,7 +2,7 @@
 a person in one agent's seat (``params.human_agent``), and ``Policy``: a MultiGrid checkpoint
 played greedily outside XuanCe's runner (the MOSAIC LLM worker's checkpoint seats).
 
-Heavy imports (xuance, torch) happen inside functions, after ``runtime.prepare_run``.
+Heavy imports (xuance, torch) happen inside functions, after ``run_setup.prepare_run``.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from workers.sdk.packages import upstream
 from workers.sdk.rundir import checkpoint_dir, read_checkpoint_meta
 from workers.sdk.telemetry import Emitter
 from workers.xuance_worker import agent_count_mismatch, catalog, mpe_alias, multigrid
-from workers.xuance_worker.runtime import (FINAL_MODEL, Hooks, build_runner, finish, install_hooks, parser_args,
-                                           prepare_run, process_environment, set_torch_threads)
+from workers.xuance_worker.hooks import Hooks, install_hooks
+from workers.xuance_worker.run_setup import (FINAL_MODEL, build_runner, finish, parser_args, prepare_run,
+                                             process_environment, set_torch_threads)
 
 
 def run(config: dict[str, Any], emitter: Emitter) -> int:

@@ -3,7 +3,7 @@
 Each fix is a post-import hook (workers/sdk/postimport.py): it patches one class
 right after XuanCe's module defining it has run, whoever imports it, and
 nothing is imported early. ``install()`` is called in the worker's process
-(runtime.prepare_process) and, through sitedir/sitecustomize.py, in every
+(run_setup.prepare_process) and, through sitedir/sitecustomize.py, in every
 process XuanCe spawns. Each fix does what the XuanCe code evidently means, and
 is a no-op wherever XuanCe already works.
 """

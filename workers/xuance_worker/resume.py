@@ -2,7 +2,7 @@
 so that ``mosaic continue`` goes on as if the run was never stopped (learner state, step and episode
 counters, exploration schedules, the replay buffer, RNG states, the curriculum position).
 
-torch and xuance are imported inside functions: ``runtime.prepare_process`` runs first.
+torch and xuance are imported inside functions: ``run_setup.prepare_process`` runs first.
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def parse(text: Any) -> dict[str, Any]:
 
 
 def run_values(config: RunConfig, family: str, env_id: str, template: str) -> dict[str, Any]:
-    """What the worker gives XuanCe for IDENTITY_KEYS (runtime.parser_args)."""
+    """What the worker gives XuanCe for IDENTITY_KEYS (run_setup.parser_args)."""
     return {"agent": catalog.merged_config(template).get("agent"), "env_name": catalog.ENV_NAME[family],
             "env_id": env_id, "runner": catalog.RUNNER[family]}
 
