@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import uuid
 
 import psutil
@@ -27,6 +26,16 @@ NAME = "ppo-on-slurm"
 
 def row_of(screen: str, name: str) -> str:
     return next((line for line in screen.splitlines() if name in line), "")
+
+
+def redrawn(pane: Tmux, height: int) -> str | None:
+    """The pane's screen once the app has drawn itself at a new height: its title on the first line
+    and its key bar on the last (tmux's cut or stretch of the old screen has one of them out of place)."""
+    screen = pane.screen()
+    lines = screen.splitlines()
+    if len(lines) == height and lines[0].strip().startswith("mosaic") and lines[-1].strip():
+        return screen
+    return None
 
 
 def processes_of(run_dir: str) -> list[psutil.Process]:
@@ -98,13 +107,12 @@ def test_a_run_placed_on_slurm_from_the_form_waits_trains_and_is_cancelled(slurm
         screen = pane.wait_for("1 run ", timeout=10)
         assert f"pending ({reason})" in row_of(screen, NAME) and job in row_of(screen, NAME), screen
         pane.tmux("resize-window", "-t", pane.name, "-x", "80", "-y", "24")
-        time.sleep(1.0)
-        screen = pane.screen()
+        screen = wait_for(lambda: redrawn(pane, 24), 20, 0.1, what="the app drawn again at 80x24")
         row = row_of(screen, NAME)
         assert f"pending ({reason})" in row and len(row.rstrip()) <= 80, screen
         assert all(len(line) <= 80 for line in screen.splitlines()), screen
         pane.tmux("resize-window", "-t", pane.name, "-x", "120", "-y", "40")
-        time.sleep(1.0)
+        wait_for(lambda: redrawn(pane, 40), 20, 0.1, what="the app drawn again at 120x40")
         pane.keys("Enter")                             # the run's screen again
 
         # the node is free: the run trains on it, and its plot comes
