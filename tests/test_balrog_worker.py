@@ -292,10 +292,12 @@ def per_episode(results: dict, events: list[dict]) -> list[tuple]:
 @pytest.mark.slow
 def test_episodes_in_flight_give_the_sequential_results_on_a_real_server(llama_server, tmp_path, planted_env_key):
     """Five episodes against llama.cpp's server at temperature 0, four in flight and one: the same
-    per-episode results and actions, in episode order, though the four were played interleaved."""
-    one, one_events = play_in_process(tmp_path / "one", real_server_params(llama_server, episodes=5))
+    per-episode results and actions, in episode order, though the four were played interleaved
+    (each with its own history: the second step's prompt holds the first)."""
+    one, one_events = play_in_process(tmp_path / "one", real_server_params(llama_server, episodes=5,
+                                                                           max_text_history=4))
     four, four_events = play_in_process(tmp_path / "four", real_server_params(
-        llama_server, episodes=5, episodes_in_flight=4))
+        llama_server, episodes=5, max_text_history=4, episodes_in_flight=4))
     assert per_episode(four, four_events) == per_episode(one, one_events)
     assert [e["episode"] for e in four["episodes"]] == list(range(5))
     # the episode events came in episode order too, each at the run's step when it was reported
@@ -312,10 +314,10 @@ def test_episodes_in_flight_give_the_sequential_results_on_a_real_server(llama_s
 @pytest.mark.slow
 def test_a_stop_cuts_the_episodes_in_flight_and_continue_replays_only_them(llama_server, tmp_path, planted_env_key,
                                                                           monkeypatch):
-    """Four episodes in flight on the real server; a stop once two of them began their second step:
-    those two finish, the others are cut. Continue plays the cut ones again, never a finished one:
-    every episode reported once, every call counted once."""
-    import threading
+    """Four episodes in flight on the real server; episode 0 is slow to start (the fault injected),
+    and the stop comes once a later one has finished. Episode 0 and those still in flight are cut;
+    continue plays them again and never a finished one: every episode reported once, every call
+    counted once."""
     import time
 
     from workers.balrog_worker import runtime
@@ -323,27 +325,25 @@ def test_a_stop_cuts_the_episodes_in_flight_and_continue_replays_only_them(llama
     from workers.sdk.stop import SIGNALS, Stopped
 
     monkeypatch.setattr(SIGNALS, "stop_requested", False)
-    runs: list = []
-    original = runtime.BalrogRun.__init__
+    original = runtime.BalrogRun.play_episode
+    late = [True]   # the first run only
 
-    def remember(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        runs.append(self)
-    monkeypatch.setattr(runtime.BalrogRun, "__init__", remember)
-
-    def stop_once_six_steps_began():   # the four first steps, and two episodes' second
-        while not runs or runs[0].step < 6:
-            time.sleep(0.005)
-        SIGNALS.stop_requested = True
-    threading.Thread(target=stop_once_six_steps_began, daemon=True).start()
+    def episode_zero_late(self, env, agent, episode, frames=True):
+        if episode == 0 and late[0]:
+            late[0] = False
+            while not self.unreported:     # a later episode finished, waiting to be reported after 0
+                time.sleep(0.01)
+            SIGNALS.stop_requested = True
+        return original(self, env, agent, episode, frames)
+    monkeypatch.setattr(runtime.BalrogRun, "play_episode", episode_zero_late)
     params = real_server_params(llama_server, episodes=4, episodes_in_flight=4)
     with pytest.raises(Stopped) as stopped:
         play_in_process(tmp_path, params)
     state = json.loads((tmp_path / STOP_STATE).read_text())
     finished = [e["episode"] for e in state["episodes"]]
-    assert state["in_flight"] and finished and not set(finished) & set(state["in_flight"])
+    assert 0 in state["in_flight"] and finished and not set(finished) & set(state["in_flight"])
     assert sorted(finished + state["in_flight"]) == [0, 1, 2, 3]
-    assert state["next_episode"] == min(state["in_flight"]) and stopped.value.step == state["step"]
+    assert state["next_episode"] == 0 and stopped.value.step == state["step"]
 
     SIGNALS.stop_requested = False
     results, events = play_in_process(tmp_path, params, continue_from=stopped.value.checkpoint)
