@@ -181,4 +181,5 @@ def exploit_record(generation: int, recipient: dict[str, Any], donor: dict[str, 
     return {"generation": generation, "recipient": recipient["id"], "donor": donor["id"],
             "donor_step": donor["stop_step"], "donor_checkpoint": donor["checkpoint"],
             "recipient_score": recipient["score"], "donor_score": donor["score"],
-            "params": dict(sorted(new_params.items())), "changed": changed}
+            "donor_params": dict(sorted(donor["params"].items())), "params": dict(sorted(new_params.items())),
+            "changed": changed}

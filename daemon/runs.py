@@ -907,10 +907,14 @@ class RunManager(Submission):
                 except (ProcessLookupError, PermissionError):
                     pass
 
-    def continue_run(self, run: dict[str, Any], requeued: bool = False) -> dict[str, Any]:
+    def continue_run(self, run: dict[str, Any], requeued: bool = False, point: dict[str, Any] | None = None,
+                     params: dict[str, Any] | None = None, seam_fields: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start a stopped run again as the same run (same id, name and directory) from its
         checkpoint: a ``restarted`` event marks the seam in its events, the worker goes on with
-        the step counters of the checkpoint (``continue_from`` in its config)."""
+        the step counters of the checkpoint (``continue_from`` in its config).
+
+        Population-based training (daemon/pbt.py) gives the ``point`` ({"path", "step"}: a copy of
+        another member's checkpoint), the ``params`` that change with it, and what the seam says of it."""
         run_id, name = run["id"], run["name"]
         if run["state"] not in P.CONTINUABLE_STATES:
             raise P.RPCError(P.BAD_STATE, f"run {name} is {run['state']}: only a stopped run, or one that ended "
@@ -921,7 +925,9 @@ class RunManager(Submission):
         refusal = self._stop_refusal(run)
         if refusal is not None:
             raise P.RPCError(P.BAD_STATE, refusal)
-        point, skipped = self._continue_point(run)
+        skipped: list[str] = []
+        if point is None:
+            point, skipped = self._continue_point(run)
         if point is None:
             raise P.RPCError(P.BAD_STATE, f"run {name} cannot continue: {'; '.join(skipped)}")
         for problem in skipped:
@@ -937,6 +943,8 @@ class RunManager(Submission):
                            if logged_until is not None else None)
         config = {**run["config"], "continue_from": point["path"], "logged_until": logged_until,
                   "logged_at_until": logged_at_until}
+        if params:
+            config["params"] = {**(config.get("params") or {}), **params}
         restarts = (run.get("restarts") or 0) + 1
         try:
             write_json_atomic(str(run_dir / CONFIG_FILE), config)
@@ -947,7 +955,8 @@ class RunManager(Submission):
                                            checkpoint=str(point["path"]), restarts=restarts,
                                            **({"requeued": True} if requeued else {}),
                                            **({"skipped": skipped} if skipped else {}),
-                                           **({"logged_until": logged_until} if logged_until else {})))
+                                           **({"logged_until": logged_until} if logged_until else {}),
+                                           **(seam_fields or {})))
             with open(run_dir / EVENTS_FILE, "ab") as f:   # no writer is left: the line is whole
                 f.write(seam)
         except OSError as exc:

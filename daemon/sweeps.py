@@ -57,7 +57,8 @@ DISTRIBUTIONS = ("grid", "uniform", "loguniform", "int", "categorical")
 AGGREGATIONS = ("mean", "max", "min", "last", "median")
 SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("none", "median", "successive_halving")
-SPEC_KEYS = ("name", "base", "params", "trials", "seeds", "parallel", "sampler", "objective", "pruner", "seed")
+SPEC_KEYS = ("name", "base", "params", "trials", "seeds", "parallel", "sampler", "objective", "pruner", "seed",
+             "pbt")
 OBJECTIVE_KEYS = ("tag", "last", "agg", "direction")
 PRUNER_KEYS = ("type", "startup_trials", "warmup_steps")
 PRUNED_TAG = "pruned"
@@ -130,8 +131,22 @@ def check_spec(spec: Any, runs) -> dict[str, Any]:
                 runs.validate({**base, "params": {**(base.get("params") or {}), name: value}})
             except ConfigError as exc:
                 raise _err(f"params.{name}", f"{value!r}: {exc.message}") from None
+    pbt = None
+    if "pbt" in spec:   # population-based training (daemon/pbt.py): members, not Optuna's trials
+        from daemon.pbt_decisions import check_pbt
+        for key in ("trials", "seeds", "parallel", "sampler", "pruner"):
+            if key in spec:
+                raise _err(key, "not with pbt: the population is pbt.population, each member one run")
+        if not (desc.capabilities() or {}).get("stop"):
+            raise _err("pbt", f"worker {desc.name} cannot stop and continue, which each exploit needs")
+        pbt = check_pbt(spec["pbt"], space, props)
+        if not base.get("steps"):
+            raise _err("base.steps", "the budget of each member, in env steps, is required with pbt")
     all_grid = all(ps["kind"] == "grid" for ps in space.values())
     sampler = spec.get("sampler") or ("grid" if all_grid else "tpe")
+    if pbt is not None:
+        sampler = "random"
+        spec = {**spec, "trials": pbt["population"], "parallel": pbt["population"]}
     if sampler not in SAMPLERS:
         raise _err("sampler", f"one of {', '.join(SAMPLERS)}")
     if sampler == "grid" and not all_grid:
@@ -178,9 +193,12 @@ def check_spec(spec: Any, runs) -> dict[str, Any]:
     seed = spec.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise _err("seed", "an integer (the sampler's seed)")
-    return {"name": name, "base": checked_base(base), "params": space, "trials": trials, "seeds": seeds,
-            "parallel": parallel, "sampler": sampler, "objective": objective, "pruner": pruner, "seed": seed,
-            "grid_size": grid_size}
+    checked_spec = {"name": name, "base": checked_base(base), "params": space, "trials": trials, "seeds": seeds,
+                    "parallel": parallel, "sampler": sampler, "objective": objective, "pruner": pruner, "seed": seed,
+                    "grid_size": grid_size}
+    if pbt is not None:
+        checked_spec["pbt"] = pbt
+    return checked_spec
 
 
 def checked_base(base: dict[str, Any]) -> dict[str, Any]:
@@ -275,6 +293,8 @@ class SweepController:
         self.reported: dict[tuple[str, int], int] = {}  # (sweep, trial number) -> last step reported
         self._loop = None
         self._handle = None
+        from daemon.pbt import PBTController
+        self.pbt = PBTController(home, store, runs)
 
     # -- lifecycle -------------------------------------------------------------
     def start(self, loop) -> None:
@@ -345,7 +365,8 @@ class SweepController:
         checked["name"] = name
         sweep = self.store.create_sweep({"id": sweep_id, "name": name, "spec": checked, "state": "running",
                                          "created_at": time.time()})
-        self._study(sweep)
+        if "pbt" not in checked:
+            self._study(sweep)
         self._schedule(0.0)
         return self.describe(sweep)
 
@@ -365,7 +386,10 @@ class SweepController:
             if sweep["state"] != "running":
                 continue
             try:
-                self._advance(sweep)
+                if "pbt" in sweep["spec"]:
+                    self.pbt.advance(sweep)
+                else:
+                    self._advance(sweep)
             except Exception:  # a sweep's bug costs that sweep a tick, never the daemon
                 log.exception("sweep %s", sweep["id"])
             busy = True
@@ -483,6 +507,9 @@ class SweepController:
         out["runs"] = len(runs)
         out["groups"] = len({r["trial"] for r in runs})
         if not details:
+            return out
+        if "pbt" in sweep["spec"]:
+            out.update(self.pbt.describe(sweep))
             return out
         study = self._study(sweep)
         spec = sweep["spec"]

@@ -22,6 +22,9 @@ _PARAMS: dict[str, Any] = {
                       "description": "an episode event every N steps (0: none)"},
     "return_offset": {"type": "number", "default": 0.0,
                       "description": "added to every episode return (makes runs differ: sweep tests)"},
+    "gain": {"type": "number", "default": 0.0,
+             "description": "when not 0: each episode's return is a level that climbs by gain an episode and is "
+                            "saved in a stop's checkpoint (population-based training's tests: a known score)"},
     "exit_code": {"type": "integer", "default": 0, "minimum": 0, "maximum": 255,
                   "description": "exit with this code at the end"},
     "die_by_signal": {"type": ["string", "null"], "default": None,

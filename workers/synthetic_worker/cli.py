@@ -25,9 +25,12 @@ def main() -> int:
     emitter = take_stdout()
     SIGNALS.listen_for_stop()   # mosaic stop: checkpoint at the next step, then end
     first = 1
+    level = 0.0   # with gain: the return climbs by gain each episode, carried over a stop
     if config.get("continue_from"):   # mosaic continue: the same run, on from the stop's step
         with open(config["continue_from"]) as f:
-            first = json.load(f)["step"] + 1
+            saved = json.load(f)
+        first = saved["step"] + 1
+        level = saved.get("level", 0.0)
     if p["ignore_sigterm"]:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
@@ -58,7 +61,8 @@ def main() -> int:
         if SIGNALS.stop_requested:
             def save() -> str:
                 time.sleep(p["stop_save_seconds"])
-                return write_state(STOP_CHECKPOINT.format(step=step - 1), {"step": step - 1})
+                state = {"step": step - 1, **({"level": level} if p["gain"] else {})}
+                return write_state(STOP_CHECKPOINT.format(step=step - 1), state)
             stopped = Stopped.after(save, step - 1)   # with its manifest, as every worker's stop
             emitter.run_stopped(stopped.step, stopped.checkpoint, stopped.save_s)
             emitter.close()
@@ -75,7 +79,9 @@ def main() -> int:
             n = 0 if p["still_frames"] else step
             frames[0].publish(cartpole_frame(n) if p["frame_pattern"] == "cartpole" else frames[1].frame(n))
         if p["episode_every"] and step % p["episode_every"] == 0:
-            emitter.episode(step, float(step % 500) + p["return_offset"], p["episode_every"])
+            level += p["gain"]
+            episode_return = level if p["gain"] else float(step % 500)
+            emitter.episode(step, episode_return + p["return_offset"], p["episode_every"])
         if p["garbage_every"] and step % p["garbage_every"] == 0:
             emitter.flush()
             os.write(emitter.fd, b"this is not json \xff\xfe\n")

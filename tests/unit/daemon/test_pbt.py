@@ -126,5 +126,5 @@ def test_the_exploit_record_names_donor_step_and_each_changed_value():
     record = exploit_record(3, recipient, donor, {"lr": 2.4e-3, "gamma": 0.99})
     assert record == {"generation": 3, "recipient": "r", "donor": "d", "donor_step": 2048,
                       "donor_checkpoint": "/x/stop_2048.pt", "recipient_score": 1.0, "donor_score": 5.0,
-                      "params": {"gamma": 0.99, "lr": 2.4e-3},
+                      "donor_params": {"gamma": 0.99, "lr": 2e-3}, "params": {"gamma": 0.99, "lr": 2.4e-3},
                       "changed": {"gamma": {"old": 0.9, "new": 0.99}, "lr": {"old": 1e-3, "new": 2.4e-3}}}

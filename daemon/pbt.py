@@ -1,0 +1,239 @@
+"""Population-based training: a sweep whose spec has a ``pbt:`` block (docs/sweeps.md).
+
+The population trains in generations of ``interval`` env steps. When a member passes the
+generation's boundary the controller stops it (``mosaic stop``'s machinery: a checkpoint, state
+"stopped"). Once every live member has stopped there, each is scored at the boundary (the
+objective's last values logged at steps up to it: no member judged on steps another has not
+trained), the bottom quantile copies the top (daemon/pbt_decisions.py), and every member continues
+as the same run: an exploited one from a copy of its donor's checkpoint, with perturbed values
+(its ``restarted`` event carries the exploit), the others from their own checkpoint.
+
+Crash safety: the controller's state is a JSON file beside the sweep's (``<home>/sweeps/<id>.pbt.json``)
+written atomically. The decision is written before anything acts on it, with each recipient's
+restart count at that moment; an exploit is applied only while its recipient still has that count,
+so a daemon killed anywhere in between decides nothing new and applies nothing twice. A donor is
+continued (and so may save, and prune, new checkpoints) only after every copy from it was taken.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from typing import Any
+
+from daemon import pbt_decisions as D
+from daemon import protocol as P
+from daemon.home import CHECKPOINTS_DIR, EVENTS_FILE, Home
+from daemon.ingest import read_range
+from daemon.shim import write_json_atomic
+from daemon.store import Store, StoreError
+from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
+
+log = logging.getLogger("mosaic.daemon.pbt")
+
+EXPLOIT_TAG = "pbt"   # the key of the exploit in a member's restarted event
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def objective_values(path: str, end: int, tag: str, until: int) -> list[float]:
+    """The objective's values in a member's events file, in file order, logged at steps up to ``until``."""
+    out: list[float] = []
+    offset = 0
+    while offset < end:
+        nxt, _raws, events = read_range(path, offset, end, 4 * 1024 * 1024)
+        if nxt <= offset:
+            break
+        offset = nxt
+        for ev in events:
+            step = ev.get("step")
+            if not isinstance(step, int) or step > until:
+                continue
+            if ev.get("type") == SCALAR and ev.get("tag") == tag:
+                out.append(ev.get("value"))
+            elif ev.get("type") == EPISODE and tag.startswith("episode/"):
+                out.extend(v for t, v in episode_scalars(ev) if t == tag)
+    return out
+
+
+class PBTController:
+    """Drives every PBT sweep; ``advance`` is called by SweepController's tick."""
+
+    def __init__(self, home: Home, store: Store, runs):
+        self.home = home
+        self.store = store
+        self.runs = runs
+
+    def state_path(self, sweep_id: str) -> str:
+        return str(self.home.root / "sweeps" / f"{sweep_id}.pbt.json")
+
+    def load(self, sweep_id: str) -> dict[str, Any]:
+        return read_json(self.state_path(sweep_id)) or {"generation": 0, "decided": None, "exploits": [],
+                                                        "lineage": []}
+
+    def save(self, sweep_id: str, state: dict[str, Any]) -> None:
+        os.makedirs(os.path.dirname(self.state_path(sweep_id)), exist_ok=True)
+        write_json_atomic(self.state_path(sweep_id), state)
+
+    # -- the tick --------------------------------------------------------------
+    def advance(self, sweep: dict[str, Any]) -> None:
+        spec, pbt = sweep["spec"], sweep["spec"]["pbt"]
+        state = self.load(sweep["id"])
+        members = {r["trial"]: r for r in self.store.sweep_runs(sweep["id"])}
+        for index in range(pbt["population"]):
+            if index not in members:   # the store is the truth: a restart never submits a member twice
+                members[index] = self._submit_member(sweep, index)
+        total = int(spec["base"].get("steps") or 0)
+        boundary = (state["generation"] + 1) * pbt["interval"]
+        if state["decided"] == state["generation"]:
+            self._apply(sweep, state, members)
+            return
+        live = [r for r in members.values() if r is not None and not self._ended(r)]
+        if not live:
+            self.store.update_sweep(sweep["id"], state="finished", ended_at=time.time())
+            log.info("pbt sweep %s finished", sweep["name"])
+            return
+        if boundary >= total:
+            return   # the last generation runs to the end of the budget
+        for run in live:
+            if run["state"] == P.RUNNING and not run["stop_requested"] and self._step(run) >= boundary:
+                try:
+                    self.runs.stop(run)
+                except P.RPCError as exc:
+                    log.warning("pbt sweep %s: cannot stop %s: %s", sweep["name"], run["name"], exc.message)
+        if all(r["state"] == P.STOPPED for r in live):
+            self._decide(sweep, state, live, boundary)   # applied from the next tick on
+
+    @staticmethod
+    def _ended(run: dict[str, Any]) -> bool:
+        """Out of the population: finished its budget, or failed (a failure ends only that member)."""
+        return run["state"] in P.FINAL_STATES and run["state"] != P.STOPPED
+
+    def _step(self, run: dict[str, Any]) -> int:
+        return int((run.get("summary") or {}).get("steps") or 0)
+
+    def _submit_member(self, sweep: dict[str, Any], index: int) -> dict[str, Any] | None:
+        spec = sweep["spec"]
+        base = spec["base"]
+        params = D.initial_params(spec["params"], spec["seed"], index)
+        config = {**base, "params": {**(base.get("params") or {}), **params},
+                  "seed": (base.get("seed") or 0) + index, "name": f"{sweep['name']}-m{index}"}
+        try:
+            return self.runs.submit(config, sweep=sweep["id"], trial=index, checked=True)
+        except Exception as exc:   # noqa: BLE001 -- a refused member is left out; the others train
+            log.warning("pbt sweep %s member %s: %s", sweep["name"], index, exc)
+            return None
+
+    def _member(self, sweep: dict[str, Any], run: dict[str, Any], boundary: int) -> dict[str, Any]:
+        objective = sweep["spec"]["objective"]
+        values = objective_values(str(self.home.run_dir(run["id"]) / EVENTS_FILE), self.runs.ingested_offset(run),
+                                  objective["tag"], boundary)
+        from daemon.sweeps import aggregate
+        stopped = (run.get("summary") or {}).get("stopped") or {}
+        names = sweep["spec"]["params"]
+        return {"id": run["id"], "name": run["name"], "step": boundary, "stop_step": int(stopped.get("step") or 0),
+                "checkpoint": stopped.get("checkpoint"), "restarts": run.get("restarts") or 0,
+                "score": aggregate(values[-objective["last"]:], objective["agg"]),
+                "params": {n: run["config"]["params"].get(n) for n in names}}
+
+    def _decide(self, sweep: dict[str, Any], state: dict[str, Any], live: list[dict[str, Any]], boundary: int) -> None:
+        spec, pbt = sweep["spec"], sweep["spec"]["pbt"]
+        members = {m["id"]: m for m in (self._member(sweep, r, boundary) for r in live)}
+        rng = D.generation_rng(spec["seed"], state["generation"])
+        pairs = D.exploit_pairs([m for m in members.values() if m["checkpoint"]], pbt["quantile"],
+                                spec["objective"]["direction"] == "maximize", rng)
+        exploits = []
+        for recipient_id, donor_id in pairs:
+            recipient, donor = members[recipient_id], members[donor_id]
+            new = D.perturb(donor["params"], pbt["mutations"], spec["params"], rng)
+            record = D.exploit_record(state["generation"], recipient, donor, new)
+            record.update(recipient_name=recipient["name"], donor_name=donor["name"],
+                          restarts_before=recipient["restarts"], applied=False)
+            exploits.append(record)
+        # the intent, before anything acts on it
+        state.update(decided=state["generation"], exploits=exploits, boundary=boundary,
+                     scores={m["id"]: m["score"] for m in members.values()})
+        self.save(sweep["id"], state)
+        log.info("pbt sweep %s generation %s: %s exploit(s)", sweep["name"], state["generation"], len(exploits))
+
+    def _apply(self, sweep: dict[str, Any], state: dict[str, Any], members: dict[int, Any]) -> None:
+        """Each step idempotent: a copy taken once, a continue made only while the recipient still has the
+        restart count it had at the decision."""
+        for record in state["exploits"]:
+            if record["applied"]:
+                continue
+            run = self.store.get(record["recipient"])
+            if run is None or self._ended(run):
+                record["applied"] = "skipped"   # the member ended meanwhile (cancelled): nothing to apply
+            elif (run.get("restarts") or 0) > record["restarts_before"]:
+                record["applied"] = True        # continued before the daemon could write it down
+            else:
+                copy = self._take_copy(record)
+                if copy is None:
+                    record["applied"] = "skipped"
+                    log.warning("pbt sweep %s: %s's checkpoint %s is gone; %s continues from its own",
+                                sweep["name"], record["donor_name"], record["donor_checkpoint"], run["name"])
+                else:
+                    try:
+                        self.runs.continue_run(run, point={"path": copy, "step": record["donor_step"]},
+                                               params=record["params"],
+                                               seam_fields={EXPLOIT_TAG: {k: record[k] for k in (
+                                                   "generation", "donor", "donor_name", "donor_step", "changed",
+                                                   "recipient_score", "donor_score")}})
+                    except (P.RPCError, StoreError) as exc:
+                        log.warning("pbt sweep %s: %s not continued: %s", sweep["name"], run["name"], exc)
+                        return   # tried again next tick
+                    record["applied"] = True
+            state["lineage"].append({k: v for k, v in record.items() if k != "applied"})
+            self.save(sweep["id"], state)
+        # every copy taken: the others go on from their own checkpoints
+        for run in members.values():
+            if run is None:
+                continue
+            run = self.store.get(run["id"])
+            if run is not None and run["state"] == P.STOPPED:
+                try:
+                    self.runs.continue_run(run)
+                except (P.RPCError, StoreError) as exc:
+                    log.warning("pbt sweep %s: %s not continued: %s", sweep["name"], run["name"], exc)
+                    return
+        state.update(generation=state["generation"] + 1, decided=None, exploits=[])
+        self.save(sweep["id"], state)
+
+    def _take_copy(self, record: dict[str, Any]) -> str | None:
+        """The donor's checkpoint copied into the recipient's checkpoints (the copy is the recipient's from
+        then on: the donor's retention can no longer touch it). The same path on a second try."""
+        source = record["donor_checkpoint"]
+        folder = self.home.run_dir(record["recipient"]) / CHECKPOINTS_DIR
+        target = str(folder / f"pbt_g{record['generation']}_{os.path.basename(source.rstrip(os.sep))}")
+        if os.path.exists(target):
+            return target
+        if not source or not os.path.exists(source):
+            return None
+        os.makedirs(folder, exist_ok=True)
+        partial = target + ".partial"
+        if os.path.isdir(source):
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(source, partial)
+        else:
+            shutil.copyfile(source, partial)
+        os.replace(partial, target)
+        return target
+
+    # -- reading -----------------------------------------------------------------
+    def describe(self, sweep: dict[str, Any]) -> dict[str, Any]:
+        """The population: each member's state, current values and step, and the lineage (every exploit)."""
+        state = self.load(sweep["id"])
+        names = sweep["spec"]["params"]
+        members = [{"member": r["trial"], "id": r["id"], "name": r["name"], "state": r["state"],
+                    "step": self._step(r), "params": {n: r["config"]["params"].get(n) for n in names}}
+                   for r in sorted(self.store.sweep_runs(sweep["id"]), key=lambda r: r["trial"])]
+        return {"generation": state["generation"], "members": members, "lineage": state["lineage"]}
