@@ -172,13 +172,13 @@ class PBTController:
                 continue
             run = self.store.get(record["recipient"])
             if run is None or self._ended(run):
-                record["applied"] = "skipped"   # the member ended meanwhile (cancelled): nothing to apply
+                record["applied"] = "skipped: the member ended before it"   # cancelled meanwhile
             elif (run.get("restarts") or 0) > record["restarts_before"]:
                 record["applied"] = True        # continued before the daemon could write it down
             else:
                 copy = self._take_copy(record)
                 if copy is None:
-                    record["applied"] = "skipped"
+                    record["applied"] = "skipped: the donor's checkpoint was gone"
                     log.warning("pbt sweep %s: %s's checkpoint %s is gone; %s continues from its own",
                                 sweep["name"], record["donor_name"], record["donor_checkpoint"], run["name"])
                 else:
@@ -192,7 +192,8 @@ class PBTController:
                         log.warning("pbt sweep %s: %s not continued: %s", sweep["name"], run["name"], exc)
                         return   # tried again next tick
                     record["applied"] = True
-            state["lineage"].append({k: v for k, v in record.items() if k != "applied"})
+            state["lineage"].append({**{k: v for k, v in record.items() if k != "applied"},
+                                     **({} if record["applied"] is True else {"skipped": record["applied"]})})
             self.save(sweep["id"], state)
         # every copy taken: the others go on from their own checkpoints
         for run in members.values():
