@@ -117,3 +117,50 @@ def test_a_daemon_sigkill_mid_exploit_loses_no_member_and_applies_no_exploit_twi
     _check_lineage(daemon, sweep)
     first = [r for r in sweep["lineage"] if r["generation"] == 0]
     assert len(first) == len(restarted_before["exploits"]) == 1
+
+
+@pytest.mark.slow
+def test_a_real_cleanrl_member_continues_from_its_donors_weights_with_the_new_learning_rate(daemon, tmp_path):
+    """CleanRL's PPO on CartPole, a population of two: at the interval the worse copies the better.
+    The copy's networks and optimizer equal the donor's checkpoint, the recipient's config carries the
+    perturbed learning rate, and its annealed learning rate after the seam follows the new value."""
+    import torch
+
+    from workers.cleanrl_worker.resume import load_state
+
+    spec = {"name": "pbt-ppo",
+            "base": {"worker": "cleanrl", "algo": "ppo", "env": "CartPole-v1", "steps": 6144, "seed": 1,
+                     "params": {"num-steps": 128, "update-epochs": 1}},
+            "params": {"learning-rate": {"grid": [1e-5, 2.5e-3]}}, "seed": 0,
+            "objective": {"tag": "episode/return", "last": 5},
+            "pbt": {"population": 2, "interval": 2048, "quantile": 0.5,
+                    "mutations": {"learning-rate": {"factors": [0.5, 2.0]}}}}
+    with connect(daemon) as client:
+        client.call(P.SWEEP, spec=spec)
+        wait_for(lambda: client.call(P.SWEEP_GET, sweep="pbt-ppo")["lineage"], 600, 0.5, "the first exploit")
+        record = client.call(P.SWEEP_GET, sweep="pbt-ppo")["lineage"][0]
+        assert "skipped" not in record
+        recipient = client.call(P.GET, run=record["recipient"])
+        copy = recipient["config"]["continue_from"]
+        # taken before the donor went on: compared now, before the donor's retention may prune its own
+        donor, taken = load_state(record["donor_checkpoint"]), load_state(copy)
+        assert donor["next"] == taken["next"] and set(donor["modules"]) == set(taken["modules"]) == {"agent"}
+        for name, weights in donor["modules"]["agent"].items():
+            assert torch.equal(weights, taken["modules"]["agent"][name]), name
+        assert donor["optimizers"]["optimizer"]["state"].keys() == taken["optimizers"]["optimizer"]["state"].keys()
+        new_lr = record["params"]["learning-rate"]
+        assert recipient["config"]["params"]["learning-rate"] == new_lr
+        assert new_lr in (record["donor_params"]["learning-rate"] * 0.5, record["donor_params"]["learning-rate"] * 2.0)
+        sweep = _finished(client, "pbt-ppo", 600)
+    assert all(m["state"] == P.SUCCEEDED for m in sweep["members"])
+    events = _events(daemon, record["recipient"])
+    seam = next(i for i, e in enumerate(events) if e["type"] == "restarted" and "pbt" in e)
+    assert events[seam]["checkpoint"] == copy and events[seam]["pbt"]["donor"] == record["donor"]
+    rates = [e for e in events[seam:] if e["type"] == "scalar" and e["tag"] == "charts/learning_rate"]
+    # PPO anneals from args.learning_rate: lr = (1 - (update - 1) / updates) * learning-rate
+    updates = 6144 // 512
+    first = rates[0]
+    frac = 1.0 - (first["step"] // 512 - 1) / updates
+    assert first["value"] == pytest.approx(frac * new_lr, rel=1e-3), (first, new_lr)
+    stderr = (daemon.run_dir(record["recipient"]) / "stderr.log").read_text()
+    assert f"resumed from {copy}" in stderr
