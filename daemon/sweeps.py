@@ -508,11 +508,24 @@ class SweepController:
         out["groups"] = len({r["trial"] for r in runs})
         if not details:
             return out
-        if "pbt" in sweep["spec"]:
+        spec = sweep["spec"]
+        if "pbt" in spec:
+            # the members as one-run trials (what the sweep views and exports read), and the lineage
             out.update(self.pbt.describe(sweep))
+            trials = []
+            for member, run in zip(out["members"], sorted(runs, key=lambda r: r["trial"])):
+                value = self.run_objective(run, spec)
+                trials.append({"trial": member["member"], "state": run["state"], "params": member["params"],
+                               "value": value, "refused": None, "mean": value, "std": 0.0 if value is not None else None,
+                               "min": value, "max": value,
+                               "runs": [{"id": run["id"], "name": run["name"], "state": run["state"],
+                                         "seed": run["config"].get("seed"), "tags": run.get("tags") or [],
+                                         "note": run.get("note") or "", "objective": value}]})
+            sign = -1 if spec["objective"]["direction"] == "maximize" else 1
+            trials.sort(key=lambda t: (t["mean"] is None, sign * (t["mean"] or 0.0)))
+            out.update(trials=trials, importances={})
             return out
         study = self._study(sweep)
-        spec = sweep["spec"]
         by_trial: dict[int, list[dict[str, Any]]] = {}
         for run in runs:
             by_trial.setdefault(run["trial"], []).append(run)

@@ -50,11 +50,14 @@ def _check_lineage(home, sweep: dict) -> None:
         assert seams[0]["checkpoint"].endswith(os.path.basename(record["donor_checkpoint"]))
 
 
-def test_pbt_with_the_synthetic_worker_converges_on_the_good_gain(daemon, tmp_path):
+def test_pbt_with_the_synthetic_worker_converges_on_the_good_gain(daemon, mosaic, tmp_path):
     initial = [initial_params(SPACE, 5, i)["gain"] for i in range(4)]
+    (tmp_path / "pbt.json").write_text(json.dumps(SPEC))
+    proc = mosaic.run("sweep", str(tmp_path / "pbt.json"), "--wait", "--timeout", "240")
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "sweep pbt-gain finished: 4 runs in 4 trials", \
+        proc.stdout + proc.stderr
     with connect(daemon) as client:
-        client.call(P.SWEEP, spec=SPEC)
-        sweep = _finished(client, "pbt-gain", 240)
+        sweep = client.call(P.SWEEP_GET, sweep="pbt-gain")
     members = sweep["members"]
     assert len(members) == 4 and all(m["state"] == P.SUCCEEDED for m in members)
     assert sweep["generation"] == 3   # boundaries 600, 1200, 1800; the last generation runs to 2400
@@ -70,6 +73,11 @@ def test_pbt_with_the_synthetic_worker_converges_on_the_good_gain(daemon, tmp_pa
     for record in sweep["lineage"]:   # the donor's value times a factor, within the range
         donor_gain = record["donor_params"]["gain"]
         assert any(record["params"]["gain"] == pytest.approx(max(-1.0, min(1.0, donor_gain * f))) for f in (0.8, 1.2))
+    # the members ranked as one-run trials, then each exploit in a line
+    shown = mosaic.run("sweeps", "pbt-gain", check=True).stdout.splitlines()
+    exploits = [line for line in shown if line.startswith("generation ")]
+    assert len(exploits) == len(sweep["lineage"]) and " copied pbt-gain-m" in exploits[0] and "gain " in exploits[0]
+    assert len(sweep["trials"]) == 4 and all(len(t["runs"]) == 1 for t in sweep["trials"])
     # an exploited member's config carries the new value, and it continued from the donor's step
     last = sweep["lineage"][-1]
     recipient = client_get(daemon, last["recipient"])

@@ -93,6 +93,11 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     for t in sweep["trials"]:
         if t.get("refused"):
             print(f"trial {t['trial']} refused at submit: {t['refused']}")
+    for record in sweep.get("lineage", []):   # population-based training: each exploit (daemon/pbt.py)
+        changed = ", ".join(f"{k} {num(v['old'])} -> {num(v['new'])}" for k, v in record["changed"].items())
+        print(f"generation {record['generation']}: {record['recipient_name']} ({num(record['recipient_score'])}) "
+              f"copied {record['donor_name']} ({num(record['donor_score'])}) at step {record['donor_step']}"
+              + (f": {changed}" if changed else "") + (f" [{record['skipped']}]" if record.get("skipped") else ""))
     return 0
 
 
