@@ -18,6 +18,7 @@ A sweep spec (YAML or JSON, `mosaic sweep SPEC.yaml`; docs/sweeps.md is the user
     sampler: tpe                        # grid | random | tpe (default: grid when every param is a grid/list)
     objective: {tag: episode/return, last: 20, agg: mean, direction: maximize}
     pruner: {type: median, startup_trials: 2, warmup_steps: 0}   # or successive_halving, or none
+    pbt: {population: 4, interval: 10000, ...}   # population-based training instead (daemon/pbt.py)
 
 The study lives in SQLite under the home (``<home>/sweeps/<id>.db``, Optuna's own
 RDB storage), the sweep row and its runs (``sweep``, ``trial`` columns) in the
