@@ -96,7 +96,8 @@ class PBTController:
         if state["decided"] == state["generation"]:
             self._apply(sweep, state, members)
             return
-        live = [r for r in members.values() if r is not None and not self._ended(r)]
+        live = [r for r in members.values() if r is not None and not self._ended(r)
+                and r["id"] not in state.get("left", {})]
         if not live:
             self.store.update_sweep(sweep["id"], state="finished", ended_at=time.time())
             log.info("pbt sweep %s finished", sweep["name"])
@@ -200,12 +201,18 @@ class PBTController:
             if run is None:
                 continue
             run = self.store.get(run["id"])
-            if run is not None and run["state"] == P.STOPPED:
+            if run is not None and run["state"] == P.STOPPED and run["id"] not in state.get("left", {}):
                 try:
                     self.runs.continue_run(run)
-                except (P.RPCError, StoreError) as exc:
+                except StoreError as exc:   # the home's trouble (a full disk): tried again next tick
                     log.warning("pbt sweep %s: %s not continued: %s", sweep["name"], run["name"], exc)
                     return
+                except P.RPCError as exc:   # this member cannot go on (its checkpoint torn): it alone leaves
+                    reason = f"left PBT sweep {sweep['name']}: {exc.message}"
+                    log.warning("pbt sweep %s: %s", sweep["name"], reason)
+                    state.setdefault("left", {})[run["id"]] = reason
+                    self.save(sweep["id"], state)
+                    self.runs.update_record(run["id"], reason=reason)
         state.update(generation=state["generation"] + 1, decided=None, exploits=[])
         self.save(sweep["id"], state)
 

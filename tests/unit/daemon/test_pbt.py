@@ -17,8 +17,14 @@ class ContinueRecorder:
     def __init__(self, store: Store):
         self.store = store
         self.continued: list[tuple[str, dict | None, dict | None]] = []
+        self.refuse: dict[str, str] = {}   # run id -> why its continue fails
+
+    def update_record(self, run_id, **fields):
+        return self.store.update_run(run_id, **fields)
 
     def continue_run(self, run, requeued=False, point=None, params=None, seam_fields=None):
+        if run["id"] in self.refuse:
+            raise P.RPCError(P.BAD_STATE, f"run {run['name']} cannot continue: {self.refuse[run['id']]}")
         self.continued.append((run["id"], point, params))
         return self.store.update_run(run["id"], state=P.QUEUED, restarts=(run.get("restarts") or 0) + 1)
 
@@ -82,3 +88,14 @@ def test_a_donor_checkpoint_gone_before_the_copy_leaves_the_recipient_on_its_own
     pbt._apply(sweep, pbt.load("S1"), members(store))
     assert [(c[0], c[1]) for c in runs.continued] == [("R", None), ("D", None)]
     assert pbt.load("S1")["lineage"][0]["skipped"] == "skipped: the donor's checkpoint was gone"
+
+
+def test_a_member_that_cannot_continue_leaves_alone_and_the_others_go_on(tmp_path):
+    home, store, sweep, runs, pbt, donor_ckpt = setup(tmp_path)
+    runs.refuse["D"] = "its checkpoint is torn"
+    pbt._apply(sweep, pbt.load("S1"), members(store))
+    assert [c[0] for c in runs.continued] == ["R"]
+    state = pbt.load("S1")
+    assert state["generation"] == 1 and state["left"] == {"D": "left PBT sweep pop: run pop-m1 cannot continue: "
+                                                                "its checkpoint is torn"}
+    assert store.get("D")["reason"] == state["left"]["D"]
