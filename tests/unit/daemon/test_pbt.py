@@ -5,6 +5,7 @@ before it wrote that down."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from daemon import protocol as P
@@ -18,6 +19,7 @@ class ContinueRecorder:
         self.store = store
         self.continued: list[tuple[str, dict | None, dict | None]] = []
         self.refuse: dict[str, str] = {}   # run id -> why its continue fails
+        self.prune_on_continue: dict[str, list[str]] = {}   # run id -> checkpoints its retention deletes
 
     def update_record(self, run_id, **fields):
         return self.store.update_run(run_id, **fields)
@@ -26,6 +28,8 @@ class ContinueRecorder:
         if run["id"] in self.refuse:
             raise P.RPCError(P.BAD_STATE, f"run {run['name']} cannot continue: {self.refuse[run['id']]}")
         self.continued.append((run["id"], point, params))
+        for path in self.prune_on_continue.get(run["id"], []):   # the donor's retention, once it trains on
+            os.unlink(path)
         return self.store.update_run(run["id"], state=P.QUEUED, restarts=(run.get("restarts") or 0) + 1)
 
 
@@ -58,8 +62,12 @@ def members(store):
 
 
 def test_an_exploit_is_applied_from_a_copy_of_the_donors_checkpoint_then_the_rest_continue(tmp_path):
+    """The donor's checkpoint is pinned until the copy is taken: the donor goes on (and its retention
+    deletes that checkpoint) only after it."""
     home, store, sweep, runs, pbt, donor_ckpt = setup(tmp_path)
+    runs.prune_on_continue["D"] = [str(donor_ckpt)]
     pbt._apply(sweep, pbt.load("S1"), members(store))
+    assert not donor_ckpt.exists()
     (rid, point, params), (other, own, none) = runs.continued
     assert rid == "R" and params == {"gain": 0.12} and point["step"] == 700
     assert point["path"] == str(home.run_dir("R") / "checkpoints" / "pbt_g0_stop_700.json")
