@@ -211,6 +211,40 @@ class DelayProxy:
         self.httpd.server_close()
 
 
+PROXY = r"""
+import sys, threading
+from bench.bench_llm import DelayProxy
+with DelayProxy(sys.argv[1]) as proxy:
+    print(proxy.base_url, flush=True)
+    threading.Event().wait()
+"""
+
+
+class Served:
+    """A command that serves HTTP and prints its base URL first (a proxy, the fault server), in a
+    process of its own: its threads do not share the worker's interpreter lock."""
+
+    def __init__(self, command: list[str]):
+        import subprocess
+
+        from bench.common import ROOT
+
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.base_url = self.proc.stdout.readline().strip()
+
+    def __enter__(self) -> "Served":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def proxied(upstream: str) -> Served:
+    return Served([sys.executable, "-c", PROXY, upstream])
+
+
 def server_side(base_url: str, model: str, in_flight: int, constrain: str) -> dict:
     """A balrog naive run on BabyAI in this process against ``base_url``: env steps/s, tokens per
     env step and each episode's result (what must not depend on the episodes in flight)."""
@@ -248,16 +282,15 @@ def server() -> list[dict]:
     """BabyAI naive against llama-cpp-python's own server on the local Gemma 3 270M, behind a proxy
     adding 200 ms a call: 16 episodes in flight against 1, one after the other (1, 16). The same
     through the same proxy to tests/llm_fault_server.py, which answers at once: the worker's own
-    ceiling when the server is no bound."""
+    ceiling when the server is no bound. The proxy and the fault server run in processes of their own."""
     from tests.llama_server import MODEL_ALIAS, LlamaServer
-    from tests.llm_fault_server import FaultServer
 
     os.environ.setdefault("MOSAIC_BENCH_KEY", "no-key")
     load0 = os.getloadavg()[0]
-    with LlamaServer(n_ctx=4096, n_threads=THREADS) as llama, DelayProxy(llama.base_url) as proxy:
+    with LlamaServer(n_ctx=4096, n_threads=THREADS) as llama, proxied(llama.base_url) as proxy:
         one = server_side(proxy.base_url, MODEL_ALIAS, 1, "grammar")
         many = server_side(proxy.base_url, MODEL_ALIAS, SERVER_IN_FLIGHT, "grammar")
-    with FaultServer() as fault, DelayProxy(fault.base_url) as proxy:
+    with Served([sys.executable, "-m", "tests.llm_fault_server"]) as fault, proxied(fault.base_url) as proxy:
         echo_one = server_side(proxy.base_url, "fault-model", 1, "none")
         echo_many = server_side(proxy.base_url, "fault-model", SERVER_IN_FLIGHT, "none")
     same = many["episodes"] == one["episodes"]
@@ -274,8 +307,8 @@ def server() -> list[dict]:
                f"tokens per env step: prompt {many['prompt_per_step']:.0f}, "
                f"completion {many['completion_per_step']:.1f}; per-episode results the same: {same}"),
         figure(f"env steps/s, {SERVER_IN_FLIGHT} in flight / 1 (llama.cpp server)", ratio, "ratio", ">= 10",
-               f"the server answers one call at a time: bound (0.2 + model s) / model s, model "
-               f"{model_s:.2f} s a call; {load}", ratio >= 10 and same),
+               f"llama-cpp-python's server answers one call at a time; model {model_s:.2f} s a call with 1 "
+               f"in flight; {load}", ratio >= 10 and same),
         figure(f"env steps/s, {SERVER_IN_FLIGHT} in flight / 1 (an endpoint that answers at once)", echo_ratio,
                "ratio", "", f"{echo_one['steps_per_s']:.2f} -> {echo_many['steps_per_s']:.2f} steps/s; the worker's "
                f"ceiling; same results: {echo_many['episodes'] == echo_one['episodes']}"),
