@@ -238,11 +238,17 @@ def test_the_sweep_spec_page_names_every_key_and_choice_and_its_example_is_a_val
     for group in (sweeps.SPEC_KEYS, sweeps.OBJECTIVE_KEYS, sweeps.PRUNER_KEYS, sweeps.DISTRIBUTIONS,
                   sweeps.SAMPLERS, sweeps.AGGREGATIONS, sweeps.PRUNERS):
         assert [k for k in group if k not in named] == [], group
-    example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", page, re.S).group(1))
-    assert set(example) == set(sweeps.SPEC_KEYS)
+    examples = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", page, re.S)]
+    example = examples[0]
+    assert set(example) == set(sweeps.SPEC_KEYS) - {"pbt"}   # pbt: its own example, checked below
     assert set(example["objective"]) == set(sweeps.OBJECTIVE_KEYS) and set(example["pruner"]) == set(sweeps.PRUNER_KEYS)
     for name, space in example["params"].items():
         sweeps.normalise_param(name, space)
+    from daemon.pbt_decisions import PBT_KEYS, check_pbt
+    pbt = next(e for e in examples if "pbt" in e)
+    assert set(pbt["pbt"]) == set(PBT_KEYS) and set(pbt) <= set(sweeps.SPEC_KEYS)
+    check_pbt(pbt["pbt"], {n: sweeps.normalise_param(n, s) for n, s in pbt["params"].items()},
+              {n: {"type": "number"} for n in pbt["params"]})
     for wrong, field in (({"objective": {"metric": "x"}}, "sweep.objective.metric"),
                          ({"pruner": {"type": "median", "patience": 2}}, "sweep.pruner.patience")):
         with pytest.raises(ConfigError) as err:
