@@ -28,6 +28,7 @@ from daemon.home import CHECKPOINTS_DIR, EVENTS_FILE, Home
 from daemon.ingest import read_range
 from daemon.shim import write_json_atomic
 from daemon.store import Store, StoreError
+from workers.sdk.config import ConfigError
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon.pbt")
@@ -89,8 +90,12 @@ class PBTController:
         state = self.load(sweep["id"])
         members = {r["trial"]: r for r in self.store.sweep_runs(sweep["id"])}
         for index in range(pbt["population"]):
-            if index not in members:   # the store is the truth: a restart never submits a member twice
-                members[index] = self._submit_member(sweep, index)
+            # the store is the truth: a restart never submits a member twice
+            if index not in members and str(index) not in state.get("refused", {}):
+                members[index], refusal = self._submit_member(sweep, index)
+                if refusal is not None:   # its drawn values refused together: one try, the reason kept
+                    state.setdefault("refused", {})[str(index)] = refusal
+                    self.save(sweep["id"], state)
         total = int(spec["base"].get("steps") or 0)
         boundary = (state["generation"] + 1) * pbt["interval"]
         if state["decided"] == state["generation"]:
@@ -121,17 +126,17 @@ class PBTController:
     def _step(self, run: dict[str, Any]) -> int:
         return int((run.get("summary") or {}).get("steps") or 0)
 
-    def _submit_member(self, sweep: dict[str, Any], index: int) -> dict[str, Any] | None:
+    def _submit_member(self, sweep: dict[str, Any], index: int) -> tuple[dict[str, Any] | None, str | None]:
         spec = sweep["spec"]
         base = spec["base"]
         params = D.initial_params(spec["params"], spec["seed"], index)
         config = {**base, "params": {**(base.get("params") or {}), **params},
                   "seed": (base.get("seed") or 0) + index, "name": f"{sweep['name']}-m{index}"}
         try:
-            return self.runs.submit(config, sweep=sweep["id"], trial=index, checked=True)
-        except Exception as exc:   # noqa: BLE001 -- a refused member is left out; the others train
+            return self.runs.submit(config, sweep=sweep["id"], trial=index, checked=True), None
+        except ConfigError as exc:   # a refused member is left out; the others train
             log.warning("pbt sweep %s member %s: %s", sweep["name"], index, exc)
-            return None
+            return None, str(exc)
 
     def _member(self, sweep: dict[str, Any], run: dict[str, Any], boundary: int) -> dict[str, Any]:
         objective = sweep["spec"]["objective"]
@@ -244,4 +249,5 @@ class PBTController:
         members = [{"member": r["trial"], "id": r["id"], "name": r["name"], "state": r["state"],
                     "step": self._step(r), "params": {n: r["config"]["params"].get(n) for n in names}}
                    for r in sorted(self.store.sweep_runs(sweep["id"]), key=lambda r: r["trial"])]
-        return {"generation": state["generation"], "members": members, "lineage": state["lineage"]}
+        return {"generation": state["generation"], "members": members, "lineage": state["lineage"],
+                "refused": state.get("refused", {}), "left": state.get("left", {})}

@@ -107,3 +107,38 @@ def test_a_member_that_cannot_continue_leaves_alone_and_the_others_go_on(tmp_pat
     assert state["generation"] == 1 and state["left"] == {"D": "left PBT sweep pop: run pop-m1 cannot continue: "
                                                                 "its checkpoint is torn"}
     assert store.get("D")["reason"] == state["left"]["D"]
+
+
+class Submitter:
+    """Takes members as the run manager does (a queued run in the sweep), refusing member 1's values."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.asked: list[int] = []
+
+    def submit(self, config, sweep=None, trial=None, checked=False):
+        from workers.sdk.config import ConfigError
+        self.asked.append(trial)
+        if trial == 1:
+            raise ConfigError("params.gain", "refused with these values together")
+        return self.store.create_run({"id": f"M{trial}", "name": config["name"], "worker": "synthetic",
+                                      "algo": "emit", "env": "none", "config": config, "state": P.QUEUED,
+                                      "created_at": time.time(), "sweep": sweep, "trial": trial})
+
+
+def test_a_member_refused_at_submit_is_asked_once_and_the_others_train(tmp_path):
+    home = Home.resolve(tmp_path / "home")
+    home.root.mkdir(parents=True)
+    store = Store(home.db)
+    spec = {"base": {"worker": "synthetic", "algo": "emit", "env": "none", "steps": 1000, "params": {}},
+            "params": {"gain": {"kind": "uniform", "low": -1.0, "high": 1.0, "log": False}}, "seed": 0,
+            "objective": {"tag": "episode/return", "last": 3, "agg": "mean", "direction": "maximize"},
+            "pbt": {"population": 3, "interval": 100, "quantile": 0.25, "mutations": {}}}
+    sweep = store.create_sweep({"id": "S2", "name": "pop", "spec": spec, "state": "running", "created_at": time.time()})
+    runs = Submitter(store)
+    pbt = PBTController(home, store, runs)
+    for _ in range(3):
+        pbt.advance(sweep)
+    assert runs.asked == [0, 1, 2]
+    assert pbt.load("S2")["refused"] == {"1": "params.gain: refused with these values together"}
+    assert [r["name"] for r in store.sweep_runs("S2")] == ["pop-m0", "pop-m2"]
