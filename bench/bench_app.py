@@ -216,6 +216,7 @@ async def _plot_redraw(points: int, repeats: int, width: int = 58, height: int =
     import numpy as np
     from textual.app import App
     from textual.geometry import Region
+
     from mosaic_tui.series import Series
     from mosaic_tui.widgets.metric_plot import MetricPlot, PlotLine, PlotOptions
 
@@ -305,6 +306,7 @@ async def _key_latencies(home, flood_id: str, presses: int, detail_presses: int,
                          gap: float) -> tuple[list[float], list[float]]:
     """(runs table: j/k until the cursor row moved, a flooding run's detail: 1/3 until the tab changed)."""
     from textual.widgets import TabbedContent
+
     from mosaic_tui.app import MosaicApp
     from mosaic_tui.widgets.runs_table import RunsTable
 

@@ -64,8 +64,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
-from bench.common import (ROOT, alike, alike_settings, figure, kill_processes_under, median, percentile,
-                          print_table, stop_runs)
+from bench.common import (
+    ROOT,
+    alike,
+    alike_settings,
+    figure,
+    kill_processes_under,
+    median,
+    percentile,
+    print_table,
+    stop_runs,
+)
 
 CPUS = 128              # CPUs the Slurm node declares (the machine has 2)
 REPEATS = 3             # rounds of local / Slurm / Ray for the first metric

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import cpu_seconds, ROOT, figure, machine, print_table
+from bench.common import ROOT, cpu_seconds, figure, machine, print_table
 
 WIDTH, HEIGHT = 600, 400
 PANE = (80, 24)                  # cells
@@ -194,6 +194,7 @@ def reader_cost(windows: int = 120, window: float = 0.3, settle: float = 0.05) -
     cannot put them on one while the other core idles).
     """
     import signal
+
     from workers.fastlane.reader import FrameReader
     from workers.fastlane.writer import cleanup
     run_id = _run_id("cost")
@@ -404,6 +405,7 @@ def app_frames_cpu(mode: str, source: str = "cleanrl", seconds: float = 10.0) ->
     import json
     import re
     import select
+
     from bench.bench_app import PtyApp, wait_state, warm_home
     from daemon import protocol as P
     from mosaic_tui.client import Client

@@ -30,7 +30,18 @@ import os
 import subprocess
 import sys
 
-from bench.common import ROOT, alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median, print_table, run_bare
+from bench.common import (
+    ROOT,
+    alike,
+    alike_settings,
+    alternate,
+    daemon_home,
+    figure,
+    finished_run_events,
+    median,
+    print_table,
+    run_bare,
+)
 
 PAIRS = 5  # run-to-run spread here is 10-20%: five pairs, alternating A B / B A
 EPOCHS = 6

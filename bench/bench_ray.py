@@ -24,7 +24,17 @@ import sys
 import tempfile
 import time
 
-from bench.common import alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median, print_table, run_bare
+from bench.common import (
+    alike,
+    alike_settings,
+    alternate,
+    daemon_home,
+    figure,
+    finished_run_events,
+    median,
+    print_table,
+    run_bare,
+)
 
 PAIRS = 4
 ITERATIONS = 6

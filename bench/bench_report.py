@@ -155,8 +155,8 @@ def query_typing(counts: list[int], repeats: int = 1) -> list[dict]:
 
 async def _group_view(home) -> tuple[float, float]:
     from bench.bench_app import COLS, ROWS
-    from mosaic_tui.app import MosaicApp
     from bench.bench_scale import runs_listed
+    from mosaic_tui.app import MosaicApp
     from mosaic_tui.screens.report import for_runs
     app = MosaicApp(home, restore=False, remember=False, cursor_blink=False)
     async with app.run_test(size=(COLS, ROWS)) as pilot:
@@ -216,8 +216,8 @@ def figure_export(repeats: int = 3) -> list[dict]:
         rows.append(figure(f"mosaic report --figure intervals --out f.pdf, {n} runs", round(wall, 2), "s", "<= 3",
                            f"median of {repeats} ({', '.join(f'{t:.2f}' for t in times)}); the report and the "
                            f"figure; load avg {os.getloadavg()[0]:.1f}", wall <= 3))
-        from mosaic_tui.client import Client
         from daemon import protocol as P
+        from mosaic_tui.client import Client
         with Client(home, timeout=30) as c:
             runs = c.call(P.LIST, states=None)["runs"]
         report = R.build_report(runs, R.Options(by=["learning-rate"], normalize="minmax", reps=1_000))

@@ -83,6 +83,7 @@ def _sweep_runs(trials: int = 40, seeds: int = 5) -> list[dict]:
 
 async def _folded_table(presses: int) -> tuple[float, float, int]:
     import tempfile
+
     from daemon.home import Home
     from mosaic_tui.app import MosaicApp
     home = Home.resolve(tempfile.mkdtemp(prefix="mb-", dir="/tmp"))

@@ -153,6 +153,7 @@ def emitter_cost(lines: int = 300_000) -> tuple[float, float]:
     """CPU microseconds per scalar in a worker: the SDK's Emitter.scalar (writing to /dev/null),
     and orjson encoding the same event alone."""
     import orjson
+
     from workers.sdk.telemetry import Emitter
     fd = os.open(os.devnull, os.O_WRONLY)
     emitter = Emitter(fd)

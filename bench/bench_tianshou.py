@@ -24,8 +24,18 @@ from __future__ import annotations
 import json
 import sys
 
-from bench.common import (alike, alike_settings, alternate, daemon_home, figure, finished_run_events, median, percentile,
-                          print_table, run_bare)
+from bench.common import (
+    alike,
+    alike_settings,
+    alternate,
+    daemon_home,
+    figure,
+    finished_run_events,
+    median,
+    percentile,
+    print_table,
+    run_bare,
+)
 
 # run-to-run spread here is 10-20% on either side (the same process twice: 897 and 1099 env
 # steps/s; by CPU time too: 2,327 to 2,559 steps per CPU-s for the same work, 2026-11-25):

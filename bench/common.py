@@ -93,6 +93,7 @@ def daemon_home(max_runs: int = 64, settings: dict | None = None) -> Iterator[An
     """A fresh home with a running daemon (with these settings.json values);
     everything is stopped afterwards."""
     import json
+
     from daemon.home import Home
     from mosaic_tui.client import start_daemon
     path = tempfile.mkdtemp(prefix="mb-", dir="/tmp")
@@ -156,6 +157,7 @@ def finished_run_events(client, home, config: dict) -> list[dict]:
     """Submit a run, wait for it to end, and return its events (RuntimeError if it did not succeed):
     the managed side of the workers' managed/bare benches."""
     import json
+
     from daemon import protocol as P
     run = client.call(P.SUBMIT, config=config)
     while run["state"] not in P.FINAL_STATES:

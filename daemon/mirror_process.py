@@ -42,8 +42,7 @@ from daemon.analytics import update_analytics
 from daemon.home import CONFIG_FILE, EVENTS_FILE, Home
 from daemon.ingest import split_events
 from daemon.mirror import LOCK_FILE, STATE_FILE, TARGETS, home_settings, mirror_root, run_targets
-from daemon.mirror_targets import (RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, MlflowTarget, Target,
-                                   WandbTarget)
+from daemon.mirror_targets import RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, MlflowTarget, Target, WandbTarget
 from daemon.shim import write_json_atomic
 from daemon.store import read_run
 from workers.sdk import telemetry as tm

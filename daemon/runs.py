@@ -26,29 +26,32 @@ import sys
 import time
 from typing import Any, Callable
 
-from daemon import analytics, mirror, proctree
-from daemon.exits import CRASH_DUMP_LINES, STDERR_TAIL_LINES, STOP_OVERDUE, classify_exit
+from daemon import analytics, frame_spill, mirror, proctree
 from daemon import protocol as P
-from daemon.home import (CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE,
-                         SUPERVISOR_FILE, Home)
+from daemon.exits import CRASH_DUMP_LINES, STDERR_TAIL_LINES, STOP_OVERDUE, classify_exit
+from daemon.home import CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE, SUPERVISOR_FILE, Home
 from daemon.ingest import RunTail, points_at_step
-from daemon import frame_spill
-from daemon.placement import PlacementError
+from daemon.inotify import Inotify
+from daemon.placement import PlacementError, ray_relay
 from daemon.placement import backend_for as placement_backend
-from daemon.placement import ray_relay
 from daemon.placement.jobs import CLUSTER_GONE_SECONDS, ClusterRuns
 from daemon.record import Job, job_of, placement_of, resources_of
-from daemon.inotify import Inotify
 from daemon.resources import ResourceSampler
 from daemon.shim import understands, write_json_atomic
 from daemon.stalls import STALLS
-from daemon.submission import Submission, on_cluster
 from daemon.store import Store, StoreError
+from daemon.submission import Submission, on_cluster
 from workers.fastlane import layout as fastlane_layout
-from workers.sdk.descriptor import WorkerDescriptor
 from workers.sdk import telemetry as tm
-from workers.sdk.rundir import (CHECKPOINT_MINUTES_DEFAULT, CHECKPOINT_MINUTES_ENV, KEEP_CHECKPOINTS_DEFAULT,
-                                KEEP_CHECKPOINTS_ENV, MANIFEST_SUFFIX, check_manifest)
+from workers.sdk.descriptor import WorkerDescriptor
+from workers.sdk.rundir import (
+    CHECKPOINT_MINUTES_DEFAULT,
+    CHECKPOINT_MINUTES_ENV,
+    KEEP_CHECKPOINTS_DEFAULT,
+    KEEP_CHECKPOINTS_ENV,
+    MANIFEST_SUFFIX,
+    check_manifest,
+)
 from workers.sdk.stop import STOP_SIGNAL
 from workers.sdk.telemetry import EPISODE_LENGTH_TAG, EPISODE_RETURN_TAG
 

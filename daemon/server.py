@@ -15,11 +15,11 @@ from typing import Any
 
 from daemon import discovery
 from daemon import protocol as P
+from daemon.delivery import BACKLOG_CHUNK, Client, Delivery
+from daemon.frame_spill import SpilledRelay
 from daemon.home import EVENTS_FILE, STDERR_FILE, STDOUT_FILE, Home
 from daemon.ingest import read_range, read_verbatim_range
-from daemon.frame_spill import SpilledRelay
 from daemon.runs import CLUSTER_GONE_SECONDS, RunManager, on_cluster
-from daemon.delivery import BACKLOG_CHUNK, Client, Delivery
 from daemon.seats import Seats
 from daemon.stalls import STALLS
 from daemon.store import Store, StoreError

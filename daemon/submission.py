@@ -17,9 +17,8 @@ from typing import Any, Callable
 from daemon import protocol as P
 from daemon.discovery import resolve_worker
 from daemon.home import CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, TENSORBOARD_DIR, Home
-from daemon.placement import PlacementError
+from daemon.placement import PlacementError, ray_relay
 from daemon.placement import backend_for as placement_backend
-from daemon.placement import ray_relay
 from daemon.record import RunRecord, backend_of
 from daemon.store import Store, StoreError, new_ulid
 from workers.sdk.config import ConfigError, draw_seed

@@ -33,7 +33,8 @@ def package_version() -> str:
     except OSError:
         pass
     try:
-        from importlib.metadata import PackageNotFoundError, version as dist_version
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
         return dist_version("mosaic-tui")
     except (ImportError, PackageNotFoundError):
         return "unknown"

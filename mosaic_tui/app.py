@@ -542,6 +542,7 @@ def detect_graphics(args: Any = None):
     Without a terminal (tests, pipes) nothing is asked.
     """
     import sys
+
     from mosaic_tui.graphics.detect import detect, requested_mode
     mode = requested_mode(args)
     if mode in ("auto", "kitty", "sixel") and not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -9,8 +9,8 @@ import tempfile
 import pytest
 
 from daemon.home import Home
-from workers.fastlane import layout as fastlane_layout
 from tests.helpers import Mosaic, _stop_everything, start_daemon, stop_daemon
+from workers.fastlane import layout as fastlane_layout
 
 # `make test-fast`: the unit layer and the quick integration tests, and their markers (tests/fast.py)
 pytest_plugins = ["tests.fast"]

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from tests.helpers import wait_for
-from workers.sdk.config import ConfigError
-from workers.sdk.telemetry import check_event
 from workers.cleanrl_worker import WORKER, catalog
 from workers.cleanrl_worker.argparse_schema import parse_script_args
+from workers.sdk.config import ConfigError
+from workers.sdk.telemetry import check_event
 
 ALGORITHMS = ["ppo", "dqn", "c51", "ppo_continuous_action", "rpo_continuous_action",
               "sac_continuous_action", "td3_continuous_action", "ddpg_continuous_action", "dqn_atari"]

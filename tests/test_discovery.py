@@ -58,6 +58,7 @@ def test_every_bundled_worker_refuses_an_unknown_algorithm_in_one_line_naming_it
     """One message for schema() and validate() of every bundled worker (WorkerDescriptor.unknown_algo:
     the check each worker's schema() repeated); CleanRL adds that a script path is welcome."""
     import pytest
+
     from daemon import discovery
     from workers.sdk.config import ConfigError
     descriptors, _ = discovery.discover()
@@ -100,6 +101,7 @@ def test_a_checkpoint_trained_on_another_env_or_by_another_algorithm_is_refused_
     """workers.sdk.rundir.read_checkpoint_meta and check_trained_on: the eval/resume check of ray,
     tianshou and jumanji (and mosaic_llm's checkpoint seats), written once."""
     import pytest
+
     from daemon import discovery
     from workers.sdk.config import ConfigError
     from workers.sdk.rundir import read_checkpoint_meta

@@ -18,7 +18,8 @@ from daemon.protocol import decode_frame as decode
 from tests.helpers import connect, wait_state, walk_runs
 from tests.test_xuance_worker import WALK, read_events, tags_of
 from workers.sdk import envs
-from workers.xuance_worker import WORKER as XUANCE, catalog
+from workers.xuance_worker import WORKER as XUANCE
+from workers.xuance_worker import catalog
 
 SOCCER_1V1 = "MosaicMultiGrid-S-1v1-IndAgObs-v1"
 COLLECT_1V1 = "MosaicMultiGrid-C-1v1-IndAgObs-v1"

@@ -100,6 +100,7 @@ def test_resources_of_a_runs_process_tree_become_system_scalars(home, mosaic):
 
 def test_tensorboard_writes_event_files_from_the_store_and_serves_the_runs_by_name(daemon, mosaic):
     import urllib.request
+
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     first = mosaic.synthetic(30, "rate=0", "tags=1", "episode_every=10", name="tb-one")
     second = mosaic.synthetic(20, "rate=0", "tags=1", "episode_every=10", name="tb-two")

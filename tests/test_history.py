@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from daemon import protocol as P
-from daemon.history import COUNT, FINITE, HI, LAST, LO, STEP, SUM, T, HISTORY_FILE, RunHistory
+from daemon.history import COUNT, FINITE, HI, HISTORY_FILE, LAST, LO, STEP, SUM, RunHistory, T
 from tests.helpers import connect, wait_for, wait_state
 
 

@@ -155,8 +155,8 @@ def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
                                       params={**TINY, "training.num_epochs": 6, "checkpoint_every": 3},
                                       frames={"enabled": True, "fps": 30, "max_dim": 160}))
     # a frame of the training envs, drawn by Snake's viewer, while the run trains
-    from workers.fastlane.reader import FrameReader
     from workers.fastlane import layout
+    from workers.fastlane.reader import FrameReader
     # (the segment opens once the epoch function is compiled)
     wait_for(lambda: layout.run_files(snake), float(WAIT), 0.2, what="the run's FastLane segment")
     with FrameReader(snake) as reader:
@@ -355,8 +355,8 @@ def test_rllib_ppo_on_a_jumanji_env(daemon, mosaic):
 
 def test_every_view_shows_the_compiling_phase(daemon, mosaic):
     """The runs table, the run's header, `mosaic ls` and `mosaic show` say the same state."""
-    from mosaic_tui.screens.run import header_text
     from mosaic_tui.runs_model import COLUMNS, row_cells
+    from mosaic_tui.screens.run import header_text
     state = [key for key, _ in COLUMNS].index("state")
     run = {"id": "r1", "name": "snake", "worker": "jumanji", "algo": "a2c", "env": "Snake-v1", "state": "running",
            "started_at": 1.0, "summary": {"phase": "compiling", "steps": 0}}

@@ -27,8 +27,8 @@ import pytest
 from daemon.event_echo import CONFIG_ENV, NODE_RUNS_ENV
 from daemon.placement import ray_relay
 from tests.helpers import ROOT, wait_for
-from workers.synthetic_worker import SyntheticDescriptor
 from tests.test_ray_placement import WAIT, job_of, submit_config
+from workers.synthetic_worker import SyntheticDescriptor
 
 pytest_plugins = ["tests.ray_cluster"]
 pytestmark = [pytest.mark.xdist_group("ray")]

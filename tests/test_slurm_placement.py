@@ -165,7 +165,7 @@ def test_a_run_at_its_wall_time_is_stopped_requeued_and_finishes_as_one_run(slur
 
 
 def test_requeue_is_refused_for_a_run_that_cannot_stop(slurm_daemon, mosaic, tmp_path):
-    from tests.test_cleanrl_worker import USER_SCRIPT   # a CleanRL-style script whose loop mosaic cannot find
+    from tests.test_cleanrl_worker import USER_SCRIPT  # a CleanRL-style script whose loop mosaic cannot find
     script = tmp_path / "my_agent.py"
     script.write_text(USER_SCRIPT)
     proc = mosaic.run("submit", "--worker", "cleanrl", "--algo", str(script), "--env", "CartPole-v1",
@@ -352,6 +352,7 @@ def test_metrics_follow_reads_a_slurm_run_as_a_local_one(slurm_daemon, mosaic):
     the run."""
     import subprocess
     import sys
+
     from tests.helpers import ROOT
     home = mosaic.home
     run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "2000",

@@ -173,6 +173,7 @@ def test_split_events_fast_path_agrees_with_the_careful_path():
     with a bad line must be left to that path (lines that only join into valid JSON,
     blank lines, garbage, partial last lines)."""
     import random
+
     from daemon import ingest
     good = [b'{"v":1,"type":"scalar","t":1.5,"tag":"a","value":%d,"step":%d}' % (i, i) for i in range(50)]
     tricky = [b'{"v":1,"type":"scalar","t":1,"tag":"a","value":1,"step":1},{"v":1,"type":"scalar","t":1}',

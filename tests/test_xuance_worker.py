@@ -26,8 +26,8 @@ from tests.helpers import ROOT, wait_for, walk_runs, worker_scalar
 from workers.fastlane.reader import FrameReader
 from workers.fastlane.writer import cleanup as fastlane_cleanup
 from workers.sdk.config import ConfigError, check_params
-from workers.sdk.telemetry import check_event
 from workers.sdk.rundir import CHECKPOINT_META
+from workers.sdk.telemetry import check_event
 from workers.xuance_worker import WORKER, catalog
 
 CLI = [sys.executable, "-m", "workers.xuance_worker.cli", "--config", "config.json"]

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from daemon import protocol as P
 from daemon.home import EVENTS_FILE, EXIT_FILE, STDERR_FILE
-from daemon.placement import PENDING_QUEUES, JobStatus, PlacementError
+from daemon.placement import PENDING_QUEUES, JobStatus, PlacementError, ray_relay
 from daemon.placement import backend_for as placement_backend
-from daemon.placement import ray_relay
 from daemon.record import Job, placement_of, resources_of
 
 if TYPE_CHECKING:

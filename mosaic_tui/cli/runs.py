@@ -10,11 +10,37 @@ from typing import Any
 
 from daemon import protocol as P
 from mosaic_tui import fmt
-from mosaic_tui.cli import (EXIT_RUN_NOT_SUCCEEDED, EXIT_TIMEOUT, EXIT_USAGE, NUMBER, CLIError, _client, _home,
-                            _print_json, _state_line, _table, where_runs)
-from mosaic_tui.fmt import (DEFAULT_RETURN_WINDOW, MAX_RETURN_WINDOW, best_return, best_text, derived, duration,
-                            elapsed, eta, failure_reason, num, progress_text, run_label, smoothed_return,
-                            state_label, system_figures, system_text)
+from mosaic_tui.cli import (
+    EXIT_RUN_NOT_SUCCEEDED,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    NUMBER,
+    CLIError,
+    _client,
+    _home,
+    _print_json,
+    _state_line,
+    _table,
+    where_runs,
+)
+from mosaic_tui.fmt import (
+    DEFAULT_RETURN_WINDOW,
+    MAX_RETURN_WINDOW,
+    best_return,
+    best_text,
+    derived,
+    duration,
+    elapsed,
+    eta,
+    failure_reason,
+    num,
+    progress_text,
+    run_label,
+    smoothed_return,
+    state_label,
+    system_figures,
+    system_text,
+)
 
 
 def seed_text(config: dict[str, Any]) -> str | None:

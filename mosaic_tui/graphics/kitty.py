@@ -45,6 +45,7 @@ def encode(frame: np.ndarray, cols: int | None = None, rows: int | None = None,
     keys = [f"a=T,q=2,C=1,i={image_id},p={placement_id},f={fmt}"]
     if fmt == PNG:
         import io
+
         from PIL import Image
         out = io.BytesIO()
         Image.fromarray(pixels).save(out, format="PNG", compress_level=1)

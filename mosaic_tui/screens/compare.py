@@ -24,10 +24,10 @@ from textual.widgets import DataTable, Input, Static
 
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged, SeriesChanged
+from mosaic_tui.series import BANDS, group_band
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 from mosaic_tui.widgets.metric_plot import PALETTE, MetricPlot, PlotLine, PlotOptions
-from mosaic_tui.series import BANDS, group_band
 from mosaic_tui.widgets.metrics_pane import SMOOTH_STEPS, tag_order
 
 COMMON_KEYS = ("worker", "algo", "env", "steps", "seed", "device")

@@ -20,14 +20,37 @@ from textual.widgets import Button, Static
 
 from daemon import protocol as P
 from mosaic_tui import fmt
-from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
+from mosaic_tui.new_run_model import (
+    COMMON_FIELDS,
+    NO_DATASET,
+    SECTIONS,
+    algo_choice,
+    check_placement,
+    common_specs,
+    env_after,
+    envs_for,
+    file_text,
+    first_worker,
+    frames_extra,
+    home_placement,
+    initial_values,
+    kept_from,
+    offered_workers,
+    param_value,
+    placement_fields,
+    placement_names,
+    placement_specs,
+    placement_text,
+    refusal_text,
+    refused_field,
+    remember_typed,
+    run_config,
+    shown_fields,
+    status_line,
+)
 from mosaic_tui.screens.env_picker import EnvPickerScreen
+from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
-from mosaic_tui.new_run_model import (COMMON_FIELDS, NO_DATASET, SECTIONS, algo_choice, check_placement, common_specs,
-                                      env_after, envs_for, file_text, first_worker, frames_extra, home_placement,
-                                      initial_values, kept_from, offered_workers, param_value, placement_fields,
-                                      placement_names, placement_specs, placement_text, refusal_text, refused_field,
-                                      remember_typed, run_config, shown_fields, status_line)
 from mosaic_tui.widgets.schema_form import SchemaField
 from workers.sdk.config import ConfigError
 

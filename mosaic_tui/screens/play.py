@@ -603,6 +603,7 @@ class PlayPrompt(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         from textual.suggester import SuggestFromList
+
         from workers.human_worker.catalog import EXAMPLES
         with Vertical():
             yield Static("Play which env? (a human run: the env's family sets turn or real time; enter starts it)",

@@ -189,10 +189,10 @@ class RunScreen(Screen):
 
     def _focus_tab(self) -> None:
         tab = self.query_one(TabbedContent).active
+        from mosaic_tui.widgets.artifacts_view import ArtifactsView
         from mosaic_tui.widgets.config_view import ConfigView
         from mosaic_tui.widgets.log_view import LogView
         from mosaic_tui.widgets.metrics_pane import MetricsPane
-        from mosaic_tui.widgets.artifacts_view import ArtifactsView
         target = {"metrics": MetricsPane, "logs": LogView, "config": ConfigView, "artifacts": ArtifactsView}.get(tab)
         if tab == "frames":
             from mosaic_tui.widgets.frames_view import FramesView

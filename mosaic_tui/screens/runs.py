@@ -10,9 +10,9 @@ from textual.widgets import Input, Static
 
 from mosaic_tui import fmt
 from mosaic_tui.messages import ConnectionChanged, RunsChanged
+from mosaic_tui.runs_model import SORT_KEYS
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
-from mosaic_tui.runs_model import SORT_KEYS
 from mosaic_tui.widgets.runs_table import RunsTable
 
 
@@ -394,8 +394,8 @@ class RunsScreen(Screen):
     def action_play(self) -> None:
         """The highlighted run's Play screen if it is a human play still going, else a new play
         (asking which env, the highlighted run's offered)."""
-        from mosaic_tui.screens.play import is_play
         from daemon import protocol as P
+        from mosaic_tui.screens.play import is_play
         rid = self.table.current_run_id
         run = self.app.link.runs.get(rid) if rid else None
         if is_play(run) and run["state"] not in P.FINAL_STATES:

@@ -173,7 +173,7 @@ class SweepScreen(Screen):
     def show_explanation(self, sweep: dict[str, Any]) -> None:
         """The slice plots and best trials now; the importances from a thread when the finished
         trials (or the evaluator) changed: Optuna's import and its forests take a second."""
-        from mosaic_tui.widgets.slice_plot import SlicePlot   # plotext: only with the plots
+        from mosaic_tui.widgets.slice_plot import SlicePlot  # plotext: only with the plots
         finished = X.finished_trials(sweep)
         best = X.best_trials(sweep, X.DEFAULT_TOP)
         best_trial = best[0]["trial"] if best else None

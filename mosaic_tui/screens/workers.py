@@ -16,7 +16,6 @@ from daemon import protocol as P
 from mosaic_tui.widgets.banner import ConnectionBanner, TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
 
-
 # capability key -> the label it is shown under, in this order; other keys follow as they come
 CAPABILITY_LABELS = {
     "algorithms": "algorithms",

@@ -26,11 +26,29 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from mosaic_tui import fmt
-from mosaic_tui.runs_model import (CELL_PADDING, COLUMN_KEYS, COLUMNS, HIDDEN_WHEN_EMPTY, RANKED_BY_ENV,
-                                   SORT_KEYS, Cell, column_header, config_cell, config_sort_value, fit_columns,
-                                   group_cells, group_key, groups_by_env, haystack, query_words, row_cells,
-                                   sort_value, swept_keys)
 from mosaic_tui.query import QueryError, TableFilter, key_reader, tag_leaf, word_leaf
+from mosaic_tui.runs_model import (
+    CELL_PADDING,
+    COLUMN_KEYS,
+    COLUMNS,
+    HIDDEN_WHEN_EMPTY,
+    RANKED_BY_ENV,
+    SORT_KEYS,
+    Cell,
+    column_header,
+    config_cell,
+    config_sort_value,
+    fit_columns,
+    group_cells,
+    group_key,
+    groups_by_env,
+    haystack,
+    query_words,
+    row_cells,
+    sort_value,
+    swept_keys,
+)
+
 
 class RunsTable(ScrollView, can_focus=True):
     """Runs as rows (key: run id). ``set_runs`` keeps the cursor on the same run.

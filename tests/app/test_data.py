@@ -195,6 +195,7 @@ def test_smoothing_buckets_moves_as_their_points_would(weight):
     """A bucket of c points at m moves TensorBoard's average as those c points do: exactly when
     they are equal; buckets then points carry on as one series of points."""
     import numpy as np
+
     from mosaic_tui.series import Series, ema, ema_counted
     rng = np.random.default_rng(4)
     counts = rng.integers(1, 9, 300)
@@ -218,6 +219,7 @@ def test_smoothing_buckets_moves_as_their_points_would(weight):
 
 def test_buckets_draw_their_min_and_max_at_any_width():
     import numpy as np
+
     from mosaic_tui.series import Series
     s = Series()
     steps = np.arange(1, 41) * 10.0

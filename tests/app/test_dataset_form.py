@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.app.conftest import wait_until
-from tests.app.test_new_run_form import SIZE, live_app, open_form, pick, choose
+from tests.app.test_new_run_form import SIZE, choose, live_app, open_form, pick
 
 pytestmark = pytest.mark.anyio
 pytest.importorskip("tianshou")

@@ -169,6 +169,7 @@ async def open_frames(app, pilot, writer):
 
 async def test_sixel_frames_are_placed_and_fall_back_under_a_notification(home, writer):
     from textual.geometry import Region
+
     from mosaic_tui.graphics.detect import detect
     app = make_app(home, graphics=detect("sixel", fd=-1))
     async with app.run_test(size=SIZE, notifications=True) as pilot:

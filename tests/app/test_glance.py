@@ -334,6 +334,7 @@ async def test_reattach_shows_what_changed_while_away(daemon, mosaic):
 
 async def test_a_paused_runs_clock_stands_still_in_the_table_and_the_header(daemon, mosaic):
     import time
+
     from mosaic_tui import fmt
     run = mosaic.synthetic(1_000_000, "rate=1000", name="napper")
     wait_state(daemon, run, P.RUNNING)
@@ -367,6 +368,7 @@ async def test_each_daemon_has_its_own_memory_and_its_own_name_in_messages(daemo
     import json
     import shutil
     from pathlib import Path
+
     from daemon.home import Home
     from mosaic_tui.client import DaemonUnavailable, connect
     from tests.helpers import Mosaic, _stop_everything

@@ -1,12 +1,12 @@
 """The app against a real daemon: live telemetry, reconnection, submit, heavy imports."""
 from __future__ import annotations
 
-import pytest
-
 import json
 import subprocess
 import sys
 import time
+
+import pytest
 
 from daemon import protocol as P
 from tests.app.conftest import wait_until

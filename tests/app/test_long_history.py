@@ -59,6 +59,7 @@ def test_series_room_grows_by_half_not_double():
     """A series' columns (and its smoothed copy) hold at most half again their points: ten million
     points in a doubled buffer held room for up to twenty (717 MB of app for a 10M-point run)."""
     import numpy as np
+
     from mosaic_tui.series import Series
     series = Series()
     for chunk in range(200):
@@ -81,6 +82,7 @@ def _file_values(home, run_id: str, tag: str):
 
 async def test_a_long_run_opens_from_its_history_with_the_points_envelope(daemon):
     import numpy as np
+
     from bench.bench_scale import TAGS, write_long_run
     from daemon.history import MAX_BUCKETS
     from mosaic_tui.app import MosaicApp

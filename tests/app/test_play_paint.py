@@ -102,9 +102,9 @@ async def test_the_key_bar_repaints_only_when_its_keys_change():
 
 
 async def test_the_header_shows_a_new_frames_number_with_the_frame(home, writer):
-    from tests.app.test_frames import frames_run
-    from tests.app.conftest import fixed_runs
     from mosaic_tui.widgets.frames_view import FramesView
+    from tests.app.conftest import fixed_runs
+    from tests.app.test_frames import frames_run
     writer.publish(picture(1))
     app = make_app(home)
     async with app.run_test(size=SIZE) as pilot:
@@ -254,9 +254,9 @@ async def test_after_a_key_the_panel_is_painted_after_the_keys_frame(home, write
 async def test_a_new_frames_header_is_asked_to_repaint_before_its_canvas(home, writer, monkeypatch):
     """Both repaints then reach the screen together and are painted at once (asked after the
     canvas', the number came a screen update later)."""
-    from tests.app.test_frames import frames_run
-    from tests.app.conftest import fixed_runs
     from mosaic_tui.widgets.frames_view import FrameCanvas, FramesHeader, FramesView
+    from tests.app.conftest import fixed_runs
+    from tests.app.test_frames import frames_run
     asked: list[str] = []
     for cls, name in ((FrameCanvas, "canvas"), (FramesHeader, "header")):
         original = cls.refresh

@@ -153,6 +153,7 @@ async def test_returns_and_losses_first_timings_folded_pins_remembered(home):
 def test_plot_steps_grow_like_a_full_pass():
     # the app extends the x of a live series as points arrive; it must equal placing them all at once
     import numpy as np
+
     from mosaic_tui.series import Series, spread_steps
     rng = np.random.default_rng(14)
     for _ in range(200):

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.anyio
 def _classes():
     from textual.widgets import TabPane
     from textual.widgets._tabbed_content import ContentTabs
+
     from mosaic_tui.screens.run import RunScreen
     from mosaic_tui.widgets.logs_pane import LogsPane
     from mosaic_tui.widgets.metrics_pane import MetricsPane

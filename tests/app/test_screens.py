@@ -84,8 +84,9 @@ async def test_enter_opens_detail_tabs_and_escape_backs_out(home):
         await load_fixed(pilot, app)
         await pilot.press("G", "enter")
         await pilot.pause()
-        from mosaic_tui.screens.run import RunScreen
         from textual.widgets import TabbedContent
+
+        from mosaic_tui.screens.run import RunScreen
         assert isinstance(app.screen, RunScreen) and app.screen.run_id == RUN_IDS[0]
         assert RUN_IDS[0] in app.link.watched
         assert "alpha" in str(app.screen.query_one("#title").render())
@@ -277,8 +278,9 @@ async def test_reattach_reopens_the_place_left(home):
     async with app2.run_test(size=SIZE) as pilot:
         await load_fixed(pilot, app2)
         await pilot.pause(0.2)
-        from mosaic_tui.screens.run import RunScreen
         from textual.widgets import TabbedContent
+
+        from mosaic_tui.screens.run import RunScreen
         assert isinstance(app2.screen, RunScreen) and app2.screen.run_id == RUN_IDS[1]
         assert app2.screen.query_one(TabbedContent).active == "logs"
 
@@ -340,9 +342,10 @@ async def test_new_run_form_validates_inline_and_submits(home, fake_daemon):
         await load_fixed(pilot, app)
         await pilot.press("n")
         await pilot.pause(0.5)
+        from textual.widgets import Button
+
         from mosaic_tui.screens.new_run import NewRunScreen
         from mosaic_tui.widgets.schema_form import SchemaField
-        from textual.widgets import Button
         screen = app.screen
         assert isinstance(screen, NewRunScreen)
         names = [f.field_name for f in screen.query_one("#params").query(SchemaField)]
@@ -406,8 +409,9 @@ async def test_workers_screen_lists_capabilities(home, fake_daemon):
         await load_fixed(pilot, app)
         await pilot.press("w")
         await pilot.pause(0.3)
-        from mosaic_tui.screens.workers import WorkersScreen
         from textual.widgets import DataTable
+
+        from mosaic_tui.screens.workers import WorkersScreen
         assert isinstance(app.screen, WorkersScreen)
         table = app.screen.query_one(DataTable)
         assert str(table.get_row_at(0)[0]) == "synthetic"

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.xdist_group("snapshots")
 @pytest.fixture
 def home():
     import shutil
+
     from daemon.home import Home
     shutil.rmtree(SNAP_HOME, ignore_errors=True)
     h = Home.resolve(SNAP_HOME)

@@ -25,6 +25,7 @@ def test_group_band_is_the_mean_min_and_max_of_the_seeds_within_their_steps():
 
 def test_group_band_95_is_the_t_interval_of_the_seeds_mean():
     import numpy as np
+
     from mosaic_tui.series import T975, Series, group_band
     seeds = [Series() for _ in range(3)]
     for s, values in zip(seeds, ([1.0, 10.0], [2.0, 20.0], [6.0, 30.0])):
@@ -118,9 +119,11 @@ async def test_fold_a_sweeps_seeds_and_rank_its_trials(daemon, mosaic, tmp_path)
 
 async def test_new_sweep_screen_starts_from_the_highlighted_run_and_shows_a_refusal(daemon, mosaic):
     import json
+
+    from textual.widgets import Static, TextArea
+
     from mosaic_tui.app import MosaicApp
     from mosaic_tui.screens.new_sweep import NewSweepScreen
-    from textual.widgets import Static, TextArea
     base = mosaic.synthetic(5, "rate=0", "episode_every=2", name="seedling")
     app = MosaicApp(daemon, restore=False, remember=False, cursor_blink=False)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -60,6 +60,7 @@ async def test_tensorboard_from_the_palette_for_the_highlighted_run(daemon, mosa
     import os
     import signal
     import urllib.request
+
     from mosaic_tui.app import MosaicApp
     run_id = mosaic.synthetic(20, "rate=0", "tags=1", name="boarded")
     wait_state(daemon, run_id, P.SUCCEEDED)
@@ -81,7 +82,7 @@ async def test_tensorboard_from_the_palette_for_the_highlighted_run(daemon, mosa
         with urllib.request.urlopen(app.tensorboard_url + "data/runs", timeout=10) as r:
             assert [name.split("/")[0] for name in json.loads(r.read())] == ["boarded"]
     finally:
-        import psutil   # the TensorBoard it started (its own session) on that port
+        import psutil  # the TensorBoard it started (its own session) on that port
         for proc in psutil.process_iter(["cmdline"]):
             cmd = proc.info["cmdline"] or []
             if "--logdir_spec" in cmd and str(port) in cmd:

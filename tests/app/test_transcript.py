@@ -42,9 +42,10 @@ async def test_transcript_streams_searches_filters_agents_and_exports(home):
     async with app.run_test(size=SIZE) as pilot:
         app.link.load([run], rev=1)
         await pilot.pause()
+        from textual.widgets import TabbedContent
+
         from mosaic_tui.screens.run import RunScreen
         from mosaic_tui.widgets.transcript_view import TranscriptView
-        from textual.widgets import TabbedContent
         app.push_screen(RunScreen(run["id"]))
         await pilot.pause()
         await pilot.press("6")
@@ -101,8 +102,9 @@ async def test_no_transcript_tab_for_a_run_without_llm_calls(home):
     async with app.run_test(size=SIZE) as pilot:
         app.link.load([run], rev=1)
         await pilot.pause()
-        from mosaic_tui.screens.run import RunScreen
         from textual.widgets import TabbedContent
+
+        from mosaic_tui.screens.run import RunScreen
         app.push_screen(RunScreen(run["id"]))
         await pilot.pause()
         await pilot.press("6")

@@ -1,9 +1,9 @@
 """`mosaic watch`: the compact pane, on fixed data and against a real daemon."""
 from __future__ import annotations
 
-import pytest
-
 import time
+
+import pytest
 
 from daemon import protocol as P
 from tests.app.conftest import FIXED_NOW, RUN_IDS, fixed_events, fixed_runs, screen_text, wait_until

@@ -41,7 +41,7 @@ from workers.sdk.llm.usage import Budget, BudgetReached, Usage
 from workers.sdk.packages import upstream
 from workers.sdk.series import EpisodeCut, EpisodeSeries, to_play
 from workers.sdk.stop import SIGNALS
-from workers.sdk.telemetry import Emitter, LLM_STEP
+from workers.sdk.telemetry import LLM_STEP, Emitter
 
 RESULTS_FILE = "results.json"
 # an episode's LLM use in its record (Usage.metrics), also its llm/... scalars

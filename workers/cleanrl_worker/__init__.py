@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from workers.cleanrl_worker import catalog
+from workers.cleanrl_worker.argparse_schema import property_schema
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError, RunConfig, check_value
 from workers.sdk.descriptor import WorkerDescriptor, dist_version, torch_has_gpu_build
 from workers.sdk.envs import VIZDOOM, env_family, unknown_env
-from workers.cleanrl_worker import catalog
-from workers.cleanrl_worker.argparse_schema import property_schema
 
 
 class CleanRLDescriptor(WorkerDescriptor):

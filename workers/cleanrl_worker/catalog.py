@@ -10,9 +10,9 @@ import os
 import re
 from typing import Any
 
+from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
 from workers.sdk.envs import GYMNASIUM_ENVS, JUMANJI_GYM_ENVS, atari_envs
-from workers.cleanrl_worker.argparse_schema import Arg, parse_script_args
 
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
 # gym 0.23.1 + gymnasium 1.2.2), each with the action space it accepts and the

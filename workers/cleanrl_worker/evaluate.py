@@ -25,10 +25,10 @@ import random
 import sys
 from typing import Any, Callable
 
-from workers.sdk.telemetry import Emitter
 from workers.cleanrl_worker import WORKER, patches
 from workers.cleanrl_worker.run_setup import CHECKPOINT_DIR, TENSORBOARD_DIR, algo_name, frames_request
 from workers.sdk.packages import upstream
+from workers.sdk.telemetry import Emitter
 
 EPSILON = 0.05  # cleanrl_utils/evals' default for DQN and C51
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 
-from workers.sdk.frames import frames_request  # noqa: F401  (cli and evaluate import it from here)
 from workers.cleanrl_worker import catalog
-
+from workers.sdk.frames import frames_request  # noqa: F401  (cli and evaluate import it from here)
 from workers.sdk.rundir import CHECKPOINT_DIR, TENSORBOARD_DIR  # noqa: F401  (cli and evaluate import them from here)
 
 

@@ -9,8 +9,7 @@ import re
 from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT
-from workers.sdk.envs import (JUMANJI_GYM_ENVS, PACKAGE_FAMILIES, env_info, family_envs, multigrid_aliases,
-                              unknown_env)
+from workers.sdk.envs import JUMANJI_GYM_ENVS, PACKAGE_FAMILIES, env_info, family_envs, multigrid_aliases, unknown_env
 from workers.sdk.packages import package_dirs
 
 SCHEMA_VERSION = 1

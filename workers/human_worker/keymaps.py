@@ -124,7 +124,7 @@ def nethack_key(code: int) -> str:
 def nethack_action_name(action: Any) -> str:
     """An NLE action's name: BALROG's words for directions ("north", "far north", "up", "wait",
     "more"), the command's own otherwise ("kick", "loot", "esc")."""
-    from workers.sdk.llm.nethack import action_name   # light: NLE is not imported for a name
+    from workers.sdk.llm.nethack import action_name  # light: NLE is not imported for a name
 
     return action_name(action)
 

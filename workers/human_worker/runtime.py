@@ -23,8 +23,8 @@ from typing import Any
 from workers.human_worker import catalog, keymaps
 from workers.sdk import minigrid
 from workers.sdk.control import Controls
-from workers.sdk.envs import MINIGRID_ENVS
 from workers.sdk.dataset import env_recorder
+from workers.sdk.envs import MINIGRID_ENVS
 from workers.sdk.frames import env_frames
 from workers.sdk.packages import upstream
 from workers.sdk.registration import prepare_process, register_family_of

@@ -23,13 +23,12 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from torch import nn
-
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
+from torch import nn
 
 CRITIC_ID = "shared_critic"
 MASK_KEY = "action_mask"

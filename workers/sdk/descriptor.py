@@ -13,11 +13,19 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
+from workers.sdk.config import (
+    ConfigError,
+    RunConfig,
+    canonical_params,
+    check_params,
+    did_you_mean,
+    fold,
+    parse_run_config,
+)
+from workers.sdk.envs import resolve_alias
+
 # re-exported: workers import them from here
 from workers.sdk.packages import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
-from workers.sdk.config import (ConfigError, RunConfig, canonical_params, check_params, did_you_mean, fold,
-                                parse_run_config)
-from workers.sdk.envs import resolve_alias
 
 
 def check_torch_device(device: str) -> None:

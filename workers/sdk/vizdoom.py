@@ -44,8 +44,7 @@ def screen_only(env, channels_first: bool = True, size: int = SIZE, stack: int =
     """Wrap a made ViZDoom env: Dict observation -> Box (stack, size, size) or (size, size, stack)."""
     import gymnasium as gym
     import numpy as np
-    from gymnasium.wrappers import (FrameStackObservation, GrayscaleObservation, ResizeObservation,
-                                    TransformObservation)
+    from gymnasium.wrappers import FrameStackObservation, GrayscaleObservation, ResizeObservation, TransformObservation
 
     screen_space = env.observation_space["screen"]
     env = TransformObservation(env, lambda obs: obs["screen"], screen_space)

@@ -15,11 +15,31 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 import torch
-from torch.distributions import Categorical, Distribution, Independent, Normal
-
-from tianshou.algorithm import (A2C, BCQ, C51, CQL, DDPG, DQN, FQF, GAIL, IQN, NPG, PPO, QRDQN, REDQ, SAC, TD3,
-                                TRPO, DiscreteBCQ, DiscreteCQL, DiscreteCRR, DiscreteSAC, RainbowDQN, Reinforce,
-                                TD3BC)
+from tianshou.algorithm import (
+    A2C,
+    BCQ,
+    C51,
+    CQL,
+    DDPG,
+    DQN,
+    FQF,
+    GAIL,
+    IQN,
+    NPG,
+    PPO,
+    QRDQN,
+    REDQ,
+    SAC,
+    TD3,
+    TD3BC,
+    TRPO,
+    DiscreteBCQ,
+    DiscreteCQL,
+    DiscreteCRR,
+    DiscreteSAC,
+    RainbowDQN,
+    Reinforce,
+)
 from tianshou.algorithm.imitation.bcq import BCQPolicy
 from tianshou.algorithm.imitation.discrete_bcq import DiscreteBCQPolicy
 from tianshou.algorithm.imitation.imitation_base import ImitationPolicy, OfflineImitationLearning
@@ -37,10 +57,22 @@ from tianshou.algorithm.optim import AdamOptimizerFactory, RMSpropOptimizerFacto
 from tianshou.data import ReplayBuffer
 from tianshou.exploration import GaussianNoise
 from tianshou.utils.net.common import MLP, ActorCritic, EnsembleLinear, Net
-from tianshou.utils.net.continuous import (VAE, ContinuousActorDeterministic, ContinuousActorProbabilistic,
-                                           ContinuousCritic, Perturbation)
-from tianshou.utils.net.discrete import (DiscreteActor, DiscreteCritic, FractionProposalNetwork,
-                                         FullQuantileFunction, ImplicitQuantileNetwork, NoisyLinear)
+from tianshou.utils.net.continuous import (
+    VAE,
+    ContinuousActorDeterministic,
+    ContinuousActorProbabilistic,
+    ContinuousCritic,
+    Perturbation,
+)
+from tianshou.utils.net.discrete import (
+    DiscreteActor,
+    DiscreteCritic,
+    FractionProposalNetwork,
+    FullQuantileFunction,
+    ImplicitQuantileNetwork,
+    NoisyLinear,
+)
+from torch.distributions import Categorical, Distribution, Independent, Normal
 
 from workers.tianshou_worker import catalog
 
@@ -272,8 +304,14 @@ def build_image(algo: str, params: dict[str, Any], s: Spaces) -> Any:
     layer after the CNN (PPO/A2C and discrete SAC's features, IQN/FQF's quantile head: 512 there),
     ``hidden_sizes`` gives it."""
     # tianshou.env.atari imports Tianshou's high-level API (and cv2): only image runs pay for it
-    from tianshou.env.atari.atari_network import (C51Net, DQNet, QRDQNet, RainbowNet, ScaledObsInputActionReprNet,
-                                                  layer_init)
+    from tianshou.env.atari.atari_network import (
+        C51Net,
+        DQNet,
+        QRDQNet,
+        RainbowNet,
+        ScaledObsInputActionReprNet,
+        layer_init,
+    )
 
     a, p, _ = split_params(algo, params)
     c, h, w = s.obs_shape

@@ -26,8 +26,17 @@ from typing import Any
 
 from workers.sdk.config import SCHEMA_DIALECT, ConfigError
 from workers.sdk.descriptor import package_dirs
-from workers.sdk.envs import (ATARI, JUMANJI_GYM_ENVS, MINIGRID, MINIGRID_ENVS, MULTIGRID, VIZDOOM, gymnasium_envs,
-                              multigrid_envs, resolve_alias)
+from workers.sdk.envs import (
+    ATARI,
+    JUMANJI_GYM_ENVS,
+    MINIGRID,
+    MINIGRID_ENVS,
+    MULTIGRID,
+    VIZDOOM,
+    gymnasium_envs,
+    multigrid_envs,
+    resolve_alias,
+)
 
 ONLINE_OFF, ONLINE_ON, OFFLINE = "off-policy", "on-policy", "offline"
 TRAINER_PARAMS = {ONLINE_OFF: "OffPolicyTrainerParams", ONLINE_ON: "OnPolicyTrainerParams",

@@ -27,7 +27,6 @@ from workers.sdk.descriptor import WorkerDescriptor, check_torch_device, dist_ve
 from workers.sdk.rundir import read_checkpoint_meta
 from workers.xuance_worker import catalog, user_config, vizdoom
 
-
 _CURRICULUM_PHASE = {
     "type": "object",
     "properties": {

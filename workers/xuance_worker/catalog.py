@@ -15,8 +15,15 @@ from typing import Any
 
 from workers.sdk.config import ConfigError, did_you_mean
 from workers.sdk.descriptor import module_available, package_dirs  # noqa: F401  (catalog.module_available)
-from workers.sdk.envs import (JUMANJI_GYM_ENVS, MULTIGRID, aliases_among, gymnasium_envs, multigrid_envs,
-                              resolve_alias, unknown_env)
+from workers.sdk.envs import (
+    JUMANJI_GYM_ENVS,
+    MULTIGRID,
+    aliases_among,
+    gymnasium_envs,
+    multigrid_envs,
+    resolve_alias,
+    unknown_env,
+)
 
 CLASSIC_CONTROL = "classic_control"
 MPE = "mpe"

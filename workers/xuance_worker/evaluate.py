@@ -18,8 +18,15 @@ from workers.sdk.rundir import checkpoint_dir, read_checkpoint_meta
 from workers.sdk.telemetry import Emitter
 from workers.xuance_worker import agent_count_mismatch, catalog, mpe_alias, multigrid
 from workers.xuance_worker.hooks import Hooks, install_hooks
-from workers.xuance_worker.run_setup import (FINAL_MODEL, build_runner, finish, parser_args, prepare_run,
-                                             process_environment, set_torch_threads)
+from workers.xuance_worker.run_setup import (
+    FINAL_MODEL,
+    build_runner,
+    finish,
+    parser_args,
+    prepare_run,
+    process_environment,
+    set_torch_threads,
+)
 
 
 def run(config: dict[str, Any], emitter: Emitter) -> int:

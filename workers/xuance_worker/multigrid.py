@@ -12,7 +12,6 @@ grid as global state, and the teams as XuanCe's agent groups.
 """
 from __future__ import annotations
 
-
 ENV_NAME = "multigrid"
 
 
@@ -21,7 +20,7 @@ def adapter_class():
     from xuance.environment.utils.base import RawMultiAgentEnv
 
     from workers.sdk.multigrid import MultiGridView, make
-    from workers.xuance_worker.mpe_alias import env_kwargs_from_environ   # the run's env_kwargs, as MPE's
+    from workers.xuance_worker.mpe_alias import env_kwargs_from_environ  # the run's env_kwargs, as MPE's
 
     class MultiGridEnv(RawMultiAgentEnv):
         def __init__(self, config):

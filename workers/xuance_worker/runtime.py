@@ -49,10 +49,25 @@ from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
 from workers.xuance_worker import catalog, mpe_alias
 from workers.xuance_worker.hooks import Hooks, install_hooks
-from workers.xuance_worker.resume import (RESUME_STATE, is_on_policy, load_resume_state, restore_resume_state,
-                                          resume_position, save_resume_state)
-from workers.xuance_worker.run_setup import (FINAL_MODEL, PERIODIC_PREFIX, build_runner, finish, parser_args,
-                                             prepare_run, set_torch_threads, total_steps, xuance_params)
+from workers.xuance_worker.resume import (
+    RESUME_STATE,
+    is_on_policy,
+    load_resume_state,
+    restore_resume_state,
+    resume_position,
+    save_resume_state,
+)
+from workers.xuance_worker.run_setup import (
+    FINAL_MODEL,
+    PERIODIC_PREFIX,
+    build_runner,
+    finish,
+    parser_args,
+    prepare_run,
+    set_torch_threads,
+    total_steps,
+    xuance_params,
+)
 
 # in a training run's directory: the config XuanCe built and trained with (its Namespace), to read back
 PARSED_CONFIG = "xuance_args.json"

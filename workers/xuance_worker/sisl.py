@@ -32,7 +32,7 @@ def adapter_class():
     from gymnasium import spaces
     from xuance.environment.multi_agent_env.mpe import MPE_Env
 
-    from workers.xuance_worker.mpe_alias import env_kwargs_from_environ   # the run's env_kwargs, as MPE's
+    from workers.xuance_worker.mpe_alias import env_kwargs_from_environ  # the run's env_kwargs, as MPE's
 
     def flat_box(space):
         return spaces.Box(np.asarray(space.low, np.float32).reshape(-1),

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.sdk.config import ConfigError, RunConfig, check_value, did_you_mean
 import workers.xuance_worker.catalog as catalog  # the module, not the package: __init__ imports this one
+from workers.sdk.config import ConfigError, RunConfig, check_value, did_you_mean
 
 PARAM = "xuance_config"
 FIELD = f"params.{PARAM}"

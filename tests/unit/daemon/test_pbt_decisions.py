@@ -6,8 +6,15 @@ import random
 
 import pytest
 
-from daemon.pbt_decisions import (check_pbt, exploit_pairs, exploit_record, generation_rng, initial_params,
-                                  mutable_reason, perturb)
+from daemon.pbt_decisions import (
+    check_pbt,
+    exploit_pairs,
+    exploit_record,
+    generation_rng,
+    initial_params,
+    mutable_reason,
+    perturb,
+)
 from workers.sdk.config import ConfigError
 
 SPACE = {"lr": {"kind": "loguniform", "low": 1e-4, "high": 1e-2, "log": False},

@@ -7,8 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from mosaic_tui.query import (Keys, MatchCache, QueryError, TableFilter, compile_query, is_query, parse,
-                              ulid_time)
+from mosaic_tui.query import Keys, MatchCache, QueryError, TableFilter, compile_query, is_query, parse, ulid_time
 
 NOW = datetime(2026, 11, 28, 12, 0).timestamp()
 

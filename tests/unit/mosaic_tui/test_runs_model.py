@@ -3,8 +3,15 @@ they sort, and a sweep's swept params read off its runs."""
 from __future__ import annotations
 
 from mosaic_tui.query import Keys
-from mosaic_tui.runs_model import (COLUMN_KEYS, column_choices, column_order, config_cell, config_sort_value,
-                                   fit_columns, swept_keys)
+from mosaic_tui.runs_model import (
+    COLUMN_KEYS,
+    column_choices,
+    column_order,
+    config_cell,
+    config_sort_value,
+    fit_columns,
+    swept_keys,
+)
 
 
 def _run(params, **config):

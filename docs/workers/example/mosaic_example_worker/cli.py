@@ -1,8 +1,8 @@
 """The worker process: python -m mosaic_example_worker.cli --config config.json (cwd: the run directory)."""
 import sys
 
-from workers.sdk.worker_cli import serve
 from mosaic_example_worker import WORKER
+from workers.sdk.worker_cli import serve
 
 
 def main(argv=None):

@@ -3,8 +3,17 @@ from __future__ import annotations
 
 import pytest
 
-from workers.sdk.config import (ConfigError, canonical_params, check_params, check_value, coerce_text, did_you_mean,
-                                integral, must_be, param_name)
+from workers.sdk.config import (
+    ConfigError,
+    canonical_params,
+    check_params,
+    check_value,
+    coerce_text,
+    did_you_mean,
+    integral,
+    must_be,
+    param_name,
+)
 
 
 @pytest.mark.parametrize("raw, value", [("10000", 10000), ("10_000", 10000), ("1e4", 10000), ("1.0e4", 10000),
