@@ -21,11 +21,8 @@ from typing import Sequence
 import numpy as np
 
 from workers.fastlane import layout
-from workers.fastlane.layout import (
-    Fields,
-    Geometry,
-    cleanup,  # noqa: F401  (re-exported: writers and tests use it here)
-)
+from workers.fastlane.layout import Fields, Geometry
+from workers.fastlane.layout import cleanup as cleanup  # re-exported: writers and tests use it here
 
 DEFAULT_CAPACITY = 32
 # A ring never grows past this, whatever capacity was asked for: 32 slots of a
