@@ -320,6 +320,7 @@ def save(script: dict[str, Any], next_value: int, resume: Resume) -> tuple[str, 
                           for chain in running_stats(PATCHES.TRAINING_ENV)],
         "rng": _rng_states(), "action_spaces": _action_spaces(PATCHES.TRAINING_ENV),
         "trained_s": (time.time() - start_time) if isinstance(start_time, float) else None,
+        "learning_rate": getattr(args, "learning_rate", None),
     }
     folder = os.path.abspath(resume.checkpoint_dir)
     final = os.path.join(folder, f"{RESUME_PREFIX}{step}")
@@ -368,6 +369,19 @@ def load_state(path: str) -> dict[str, Any]:
     return state
 
 
+def follow_learning_rate(optimizers, saved_rate: float | None, rate: float | None) -> None:
+    """A continue with a new ``--learning-rate`` (a PBT exploit, a ``--set``): the optimizers' loaded
+    groups hold the checkpoint's rate, and a script that sets the rate only when it builds its
+    optimizer (DQN, SAC, PPO without annealing) would keep it. Each group's rate is scaled by
+    new/old, so one that was annealed stays at its point of the schedule. A checkpoint that did not
+    record its rate (older ones), or the same rate, changes nothing."""
+    if not saved_rate or rate is None or rate == saved_rate:
+        return
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * rate / saved_rate
+
+
 def restore(script: dict[str, Any], path: str, values: range) -> int:
     """Load the checkpoint at ``path`` into the script's globals; the loop's next value."""
     import numpy as np
@@ -393,6 +407,8 @@ def restore(script: dict[str, Any], path: str, values: range) -> int:
             tensor.copy_(state["tensors"][name])   # in place: the optimizer holds this tensor
     for name, optimizer in optimizers.items():
         optimizer.load_state_dict(state["optimizers"][name])
+    follow_learning_rate(optimizers.values(), state.get("learning_rate"),
+                         getattr(script.get("args"), "learning_rate", None))
     for name, value in state["numbers"].items():
         script[name] = value
     buffers = replay_buffers(script)
