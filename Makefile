@@ -28,7 +28,7 @@ test-long: $(STAMP)
 
 # docs/reliability.md from the fault-injection tests (the suite itself writes build/reliability.md)
 reliability-doc: $(STAMP)
-	MOSAIC_UPDATE_DOCS=1 $(PY) -m pytest tests/test_reliability.py tests/app/test_live.py -q
+	MOSAIC_UPDATE_DOCS=1 $(PY) -m pytest tests/daemon/test_reliability.py tests/app/test_live.py -q
 
 # the Debian packages the tests drive (tmux, xterm, kitty, sshd, ...: .ci/apt-packages.txt), with
 # apt-get, as root; `make test` only says what is missing (those tests are then skipped)

@@ -4,9 +4,9 @@ and training throughput under Slurm against the same job submitted by hand.
     python -m bench.bench_cluster [--repeats 3] [--latency-seconds 30] [--live 100] [--window 10]
                                   [--steps 20000] [--pairs 4] [--only first,latency,live,train]
 
-Against real clusters on this machine: a single-node Slurm (tests/slurm_cluster.py, its node
+Against real clusters on this machine: a single-node Slurm (tests/plugins/slurm_cluster.py, its node
 declaring CPUS CPUs, more than the machine has: SlurmdParameters=config_overrides, so that 100
-jobs run at once) and a two-node Ray (tests/ray_cluster.py: a head and a second node, the Jobs
+jobs run at once) and a two-node Ray (tests/plugins/ray_cluster.py: a head and a second node, the Jobs
 API with token authentication). The daemons run with the default ``cluster_poll_seconds`` (2 s).
 
 The home is on the same machine as the "nodes" here, so inotify would see the jobs' writes: on a
@@ -108,7 +108,7 @@ runpy.run_module("daemon", run_name="__main__", alter_sys=True)
 # -- clusters and daemons ------------------------------------------------------------------
 def cluster_env(slurm, ray=None) -> dict[str, str]:
     """What the daemon (and the CLI) need to reach the clusters."""
-    from tests.slurm_cluster import MARKER
+    from tests.plugins.slurm_cluster import MARKER
     env = {"SLURM_CONF": str(slurm.conf), MARKER: slurm.env[MARKER]}   # the cluster's stop finds its jobs
     if ray is not None:
         env.update(RAY_ADDRESS=ray.address, RAY_AUTH_TOKEN_PATH=str(ray.token_file))
@@ -504,10 +504,10 @@ def training(slurm, steps: int, pairs: int) -> list[dict]:
 # -- all ------------------------------------------------------------------------------------------
 def run(repeats: int = REPEATS, latency_seconds: float = LATENCY_SECONDS, live: int = LIVE,
         window: float = WINDOW, steps: int = STEPS, pairs: int = PAIRS, only: tuple[str, ...] = ()) -> list[dict]:
-    from tests.ray_cluster import RayCluster
-    from tests.ray_cluster import missing_reason as ray_missing
-    from tests.slurm_cluster import SlurmCluster
-    from tests.slurm_cluster import missing_reason as slurm_missing
+    from tests.plugins.ray_cluster import RayCluster
+    from tests.plugins.ray_cluster import missing_reason as ray_missing
+    from tests.plugins.slurm_cluster import SlurmCluster
+    from tests.plugins.slurm_cluster import missing_reason as slurm_missing
     parts = set(only or ("first", "latency", "live", "train"))
     reason = slurm_missing()
     if reason:

@@ -281,16 +281,16 @@ def server_side(base_url: str, model: str, in_flight: int, constrain: str) -> di
 def server() -> list[dict]:
     """BabyAI naive against llama-cpp-python's own server on the local Gemma 3 270M, behind a proxy
     adding 200 ms a call: 16 episodes in flight against 1, one after the other (1, 16). The same
-    through the same proxy to tests/llm_fault_server.py, which answers at once: the worker's own
+    through the same proxy to tests/plugins/llm_fault_server.py, which answers at once: the worker's own
     ceiling when the server is no bound. The proxy and the fault server run in processes of their own."""
-    from tests.llama_server import MODEL_ALIAS, LlamaServer
+    from tests.plugins.llama_server import MODEL_ALIAS, LlamaServer
 
     os.environ.setdefault("MOSAIC_BENCH_KEY", "no-key")
     load0 = os.getloadavg()[0]
     with LlamaServer(n_ctx=4096, n_threads=THREADS) as llama, proxied(llama.base_url) as proxy:
         one = server_side(proxy.base_url, MODEL_ALIAS, 1, "grammar")
         many = server_side(proxy.base_url, MODEL_ALIAS, SERVER_IN_FLIGHT, "grammar")
-    with Served([sys.executable, "-m", "tests.llm_fault_server"]) as fault, proxied(fault.base_url) as proxy:
+    with Served([sys.executable, "-m", "tests.plugins.llm_fault_server"]) as fault, proxied(fault.base_url) as proxy:
         echo_one = server_side(proxy.base_url, "fault-model", 1, "none")
         echo_many = server_side(proxy.base_url, "fault-model", SERVER_IN_FLIGHT, "none")
     same = many["episodes"] == one["episodes"]

@@ -114,7 +114,7 @@ def over_ssh(home) -> list[dict]:
 
     from daemon.home import Home
     from mosaic_tui.client import Client
-    from tests.sshd import SSHD, running_sshd
+    from tests.plugins.sshd import SSHD, running_sshd
     if not (os.path.exists(SSHD) and shutil.which("ssh")):
         return [figure("play key -> frame over an SSH-forwarded socket", None, "ms p99", "<= 50",
                        "skipped: openssh-server and openssh-client are needed")]

@@ -13,7 +13,7 @@ and, beside it, the first chunk after which the header's "frame N" shows the new
 Nothing is parsed while a press is being timed, so the parse's cost is not in the figure.
 
 Locally (the frames from shared memory) and through ``mosaic --ssh`` to a real sshd on
-localhost (tests/sshd.py; the act and the frames cross the forwarded socket, the frames through
+localhost (tests/plugins/sshd.py; the act and the frames cross the forwarded socket, the frames through
 the daemon's relay). p50 and p99 over the presses, with the load average before and after
 each round. Goal: p99 <= 50 ms locally, <= 100 ms over SSH, on a quiet machine.
 
@@ -279,7 +279,7 @@ def local_round(checkout: Path, count: int, profile: str | None = None) -> dict:
 
 
 def ssh_round(checkout: Path, count: int, profile: str | None = None) -> dict | str:
-    from tests.sshd import SSHD, running_sshd
+    from tests.plugins.sshd import SSHD, running_sshd
     if not (os.path.exists(SSHD) and shutil.which("ssh")):
         return "skipped: openssh-server and openssh-client are needed"
     remote = (f"cd {shlex.quote(str(checkout))} && PYTHONPATH={shlex.quote(str(checkout))} "

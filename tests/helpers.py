@@ -203,7 +203,7 @@ def wait_state(home: Home, run_id: str, states, timeout: float = 60.0) -> dict:
     return wait_for(check, timeout, 0.1, f"run {run_id} to reach {states}")
 
 
-# -- private clusters (tests/slurm_cluster.py, tests/ray_cluster.py) ----------------------------
+# -- private clusters (tests/plugins/slurm_cluster.py, tests/plugins/ray_cluster.py) ----------------------------
 def processes_marked(marker: str, value: str) -> set[int]:
     """Live processes whose environment holds ``marker=value`` (a private cluster's daemons and
     everything they started inherit it), this one left out."""

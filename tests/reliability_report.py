@@ -1,7 +1,7 @@
 """Collects what the reliability tests inject and what survives; writes docs/reliability.md.
 
 The document is produced by the test suite itself: each fault-injection test
-records its fault and outcome, and when every test of tests/test_reliability.py
+records its fault and outcome, and when every test of tests/daemon/test_reliability.py
 (and the crash tests it names) has passed in one session, the table is written.
 A partial or failing session leaves the document alone.
 
@@ -39,7 +39,7 @@ def write() -> None:
     lines = [
         "# Reliability: faults injected and what survived",
         "",
-        "Written by the test suite (`tests/test_reliability.py` and the crash tests it",
+        "Written by the test suite (`tests/daemon/test_reliability.py` and the crash tests it",
         "records, `tests/reliability_report.py`) when all of them pass in one session;",
         "do not edit by hand. Every fault below is injected for real: real processes,",
         "signals, sockets, a full tmpfs.",

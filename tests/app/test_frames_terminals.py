@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.app.test_graphics import SIXEL2PNG, xwd_to_rgb
 from tests.helpers import ROOT, wait_state
-from tests.test_graphics import SIXEL2PNG, xwd_to_rgb
 
 COLS, ROWS = 90, 30
 

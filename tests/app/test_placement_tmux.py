@@ -1,5 +1,5 @@
 """A run placed on Slurm from the new-run form, in the real app in tmux, against a daemon whose
-cluster runs go to the real single-node Slurm cluster (tests/slurm_cluster.py).
+cluster runs go to the real single-node Slurm cluster (tests/plugins/slurm_cluster.py).
 
 A first job holds every CPU of the node, so the form's run waits in Slurm's queue: the app says
 `pending (Resources)` and the job's id, in the run's header and the runs table (at 80x24 too),
@@ -17,7 +17,7 @@ import pytest
 from tests.app.test_e2e_tmux import Tmux, mosaic_command
 from tests.helpers import wait_for
 
-pytest_plugins = ["tests.slurm_cluster"]
+pytest_plugins = ["tests.plugins.slurm_cluster"]
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 

@@ -86,7 +86,7 @@ async def test_a_second_client_is_told_who_holds_the_seat_and_the_app_watches(da
     """Another client (the protocol's, as a second app would) holds the seat: the app says who and
     watches its moves; when it leaves, ctrl+t takes the seat and the app finishes the episode."""
     from tests.helpers import connect
-    from tests.test_human_worker import take_seat
+    from tests.workers.human_worker.test_human_worker import take_seat
     run_id = submit_play(mosaic, "--name", "seats")
     player = connect(daemon, name="player")
     try:

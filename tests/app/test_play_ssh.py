@@ -1,4 +1,4 @@
-"""`mosaic --ssh HOST play ENV` over a real OpenSSH link (the sshd of tests/test_remote.py): the
+"""`mosaic --ssh HOST play ENV` over a real OpenSSH link (the sshd of tests/cli/test_remote.py): the
 play runs on the server's daemon, the app here draws its frames through the daemon's relay, and
 the keys sent to the pane walk MiniGrid-Empty-5x5 (seed 0) to its goal; detached with its second
 episode to play, the exit line's `cancel` command (with the --ssh options it needs) ends it."""
@@ -15,8 +15,8 @@ import uuid
 import pytest
 
 from tests.app.test_e2e_tmux import Tmux
+from tests.cli.test_remote import laptop, remote_mosaic, server_home, sshd  # noqa: F401 -- fixtures
 from tests.helpers import ROOT, wait_for
-from tests.test_remote import laptop, remote_mosaic, server_home, sshd  # noqa: F401 -- fixtures
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
@@ -72,7 +72,7 @@ async def test_after_the_ssh_link_drops_and_comes_back_the_first_key_plays(sshd,
     from mosaic_tui.remote import SSHForward
     from mosaic_tui.screens.play import PlayScreen
     from tests.app.conftest import screen_text, wait_until
-    from tests.test_remote import laptop as cli
+    from tests.cli.test_remote import laptop as cli
     config, host, _ = sshd
     run_id = cli(home, "submit", "--worker", "human", "--algo", "play", "--env", "MiniGrid-Empty-5x5-v0", "--seed",
                  "0", "--set", "episodes=1", "--name", "relinked",

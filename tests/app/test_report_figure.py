@@ -111,8 +111,8 @@ async def test_learning_curves_from_the_daemon(daemon, mosaic):
     """Real synthetic-worker runs: the curves read each run's episodes from the daemon."""
     from mosaic_tui.app import MosaicApp
     from mosaic_tui.screens.report import ReportScreen
+    from tests.cli.test_report import MEANS, _submit
     from tests.helpers import wait_state
-    from tests.test_report import MEANS, _submit
     ids = [_submit(mosaic, f"c-s{seed}", seed, every, 0) for seed, every in ((1, 50), (2, 100))]
     ids += [_submit(mosaic, "d-s1", 1, 100, 30)]
     for rid in ids:

@@ -1,7 +1,7 @@
 """The frames of a run on a Slurm node reach the Frames tab: inside the job, daemon.frame_spill
 spills the newest frame of each stream into the run directory (the filesystem the node shares
 with the login node), and the daemon's relay for a cluster run reads them from there, not from
-shared memory. Real Slurm (tests/slurm_cluster.py), the real app through Pilot."""
+shared memory. Real Slurm (tests/plugins/slurm_cluster.py), the real app through Pilot."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ import pytest
 from tests.app.conftest import wait_until
 from tests.helpers import wait_for
 
-pytest_plugins = ["tests.slurm_cluster"]
+pytest_plugins = ["tests.plugins.slurm_cluster"]
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("slurm")]
 
 

@@ -19,8 +19,8 @@ from daemon import protocol as P
 from daemon.home import Home
 from mosaic_tui import uistate
 from tests.app.test_e2e_tmux import Tmux, mosaic_command
+from tests.cli.test_remote import remote_mosaic, server_home, sshd  # noqa: F401  (fixtures)
 from tests.helpers import ROOT, wait_state
-from tests.test_remote import remote_mosaic, server_home, sshd  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]

@@ -16,7 +16,7 @@ from workers.sdk.envs import GYMNASIUM_ENVS, JUMANJI_GYM_ENVS, atari_envs
 
 # The scripts of cleanrl 1.2.0 that run on this stack (Python 3.11, torch CPU,
 # gym 0.23.1 + gymnasium 1.2.2), each with the action space it accepts and the
-# library it makes its envs with. tests/test_cleanrl_worker.py trains every one.
+# library it makes its envs with. tests/workers/cleanrl_worker/test_cleanrl_worker.py trains every one.
 # The gym 0.23 Atari scripts are not listed (docs/envs.md says why), nor the
 # envpool, jax, procgen, pettingzoo and isaacgym ones: their dependencies
 # (envpool, jax, procgen, supersuit, isaacgym) are not part of mosaic's environment.

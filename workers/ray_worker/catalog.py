@@ -5,7 +5,7 @@ torch, gymnasium or pettingzoo. Whether an optional family's dependencies are
 installed is read from distribution metadata (``dist_version``), not by import.
 
 The defaults in the schemas are RLlib 2.60's own (``PPOConfig()`` etc.);
-tests/test_ray_worker.py checks them against the installed RLlib, so a
+tests/workers/ray_worker/test_ray_worker.py checks them against the installed RLlib, so a
 schema never claims a default that RLlib does not use.
 """
 from __future__ import annotations

@@ -182,7 +182,7 @@ class RunConfig(BaseModel):
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     # mirrored live to W&B and/or MLflow by the daemon (daemon/mirror.py, docs/mirrors.md); None:
     # as the home's settings.json says (mirrors.<target>.enabled), [] none. The targets are
-    # daemon.protocol.MIRROR_TARGETS (this module imports no daemon; tests/test_mirrors.py keeps them one)
+    # daemon.protocol.MIRROR_TARGETS (this module imports no daemon; tests/daemon/test_mirrors.py keeps them one)
     mirror: list[Literal["wandb", "mlflow"]] | None = None
     # set by the daemon, not the user
     run_id: str | None = None

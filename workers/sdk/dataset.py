@@ -13,7 +13,7 @@ The file is what Tianshou 2.0.1's ``ReplayBuffer.save_hdf5`` writes (the layout 
 attributes, ``_meta`` a group marked "Batch" holding obs / act / rew / terminated /
 truncated / done / obs_next), written with h5py alone, so any worker records
 without Tianshou; ``ReplayBuffer.load_hdf5(path)`` reads it back
-(tests/test_dataset.py checks that with the installed Tianshou).
+(tests/workers/sdk/test_dataset.py checks that with the installed Tianshou).
 
 A dataset holds whole episodes only, each stored contiguously (Tianshou's
 n-step returns follow the buffer's order): a vector env's episodes are kept

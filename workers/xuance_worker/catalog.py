@@ -93,7 +93,7 @@ SISL_ENVS: dict[str, dict[str, Any]] = {
 }
 
 # The algorithms that run here (XuanCe 1.4.4, torch 2.13 CPU, gymnasium 1.2.2,
-# mpe2 1.1.1), each checked by tests/test_xuance_worker.py::test_every_algorithm_runs.
+# mpe2 1.1.1), each checked by tests/workers/xuance_worker/test_xuance_worker.py::test_every_algorithm_runs.
 # "actions": the kinds of action its XuanCe configs are made for; "competitive":
 # it trains each agent on its own reward (no team value), so agents can play
 # against each other. COMA and DreamerV2/V3 run with fixes of XuanCe's at import
@@ -162,7 +162,7 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 
 # The multi-agent algorithms that also train on MultiGrid (discrete actions, fourteen of them),
 # from their MPE configuration (simple_spread_v3.yaml) with discrete actions; each checked by
-# tests/test_env_families.py::test_every_multigrid_algorithm_runs. The others of ALGORITHMS' MPE
+# tests/workers/sdk/test_env_families.py::test_every_multigrid_algorithm_runs. The others of ALGORITHMS' MPE
 # list take continuous actions only (MADDPG, MATD3, ISAC...).
 MULTIGRID_ALGORITHMS = ("mappo", "ippo", "iql", "iac", "qmix", "vdn", "qtran", "wqmix", "vdac", "mfq", "mfac",
                         "commnet", "ic3net", "tarmac")
