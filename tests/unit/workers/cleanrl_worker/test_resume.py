@@ -8,6 +8,13 @@ torch = pytest.importorskip("torch")
 from workers.cleanrl_worker.resume import follow_learning_rate  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _inductor_cache_in_tmp_path(tmp_path, monkeypatch):
+    # making an optimizer has torch create its compile cache, /tmp/torchinductor_<user> by default:
+    # nothing of the suite's may stay in /tmp
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torchinductor"))
+
+
 def optimizer(lr: float):
     return torch.optim.Adam(torch.nn.Linear(2, 1).parameters(), lr=lr)
 
