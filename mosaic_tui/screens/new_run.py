@@ -444,6 +444,8 @@ class NewRunScreen(Screen):
         params = self.query_one("#params", VerticalScroll)
         self._param_list = []
         await params.remove_children()
+        if not self.is_attached:
+            return   # the form closed (or the app quit) while the old fields went: nothing to show
         self.schema, self.schema_error, self.carried = schema, error, []
         # the worker's word on the env came with the schema: the env field says it (at once)
         self.env_problem = (env, (schema or {}).get("env_problem"))
@@ -471,6 +473,8 @@ class NewRunScreen(Screen):
             fields.append(field)
         # a few at a time: the keys typed meanwhile take turns with a few widgets' mounts, not all
         for at in range(0, len(fields), self.MOUNT_BATCH):
+            if not self.is_attached:
+                return
             await params.mount_all(fields[at:at + self.MOUNT_BATCH])
         self._param_list = fields
         for f in fields:

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.conftest import FIXED_NOW, RUN_IDS, FakeDaemon, fixed_events, fixed_runs, load_fixed, make_app, use_fake
+from tests.app.conftest import (
+    FIXED_NOW,
+    RUN_IDS,
+    FakeDaemon,
+    fixed_events,
+    fixed_runs,
+    load_fixed,
+    make_app,
+    use_fake,
+    wait_until,
+)
 
 SIZE = (120, 40)
 SNAP_HOME = "/tmp/mosaic-snapshot-home"   # fixed: the title shows the home's path
@@ -90,7 +100,12 @@ def test_new_run_form_with_an_invalid_field(home, snap_compare):
         use_fake(pilot.app, fake)
         await load_fixed(pilot, pilot.app)
         await pilot.press("n")
-        await pilot.pause(0.6)
+        # the parameter fields mount a few at a time after the schema comes: the form is whole once
+        # they all are (a fixed pause drew half a form on a loaded machine)
+        from mosaic_tui.screens.new_run import NewRunScreen
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, NewRunScreen) and pilot.app.screen.schema
+                         is not None and not pilot.app.screen.loading_schema, what="the whole form")
+        await pilot.pause(0.3)
         pilot.app.screen.field("steps").editor.value = "-3"
         await pilot.pause(0.2)
     assert snap_compare(make_app(home), terminal_size=SIZE, run_before=run_before)

@@ -7,6 +7,7 @@ import json
 
 from daemon import protocol as P
 from daemon.mirror import STATE_FILE
+from tests.helpers import wait_for
 
 
 def test_export_every_finished_run_a_query_keeps(home, mosaic):
@@ -20,6 +21,7 @@ def test_export_every_finished_run_a_query_keeps(home, mosaic):
         mosaic.run("tag", "fast-1", "+keep", check=True)
         going = mosaic.synthetic(10_000_000, "rate=50", name="going")
         mosaic.run("tag", going, "+keep", check=True)
+        wait_for(lambda: mosaic.show(going)["state"] == P.RUNNING, 60, 0.1, what="the going run running")
 
         out = mosaic.run("export", "--where", "tag = keep and rate >= 50", "--mlflow", "--json")
         assert out.returncode == 0, out.stderr

@@ -23,7 +23,10 @@ WAIT = "180"
 
 
 def job_of(mosaic, run_id: str) -> str:
-    return mosaic.show(run_id)["resources"]["job"].split(":", 1)[1]
+    """The run's Slurm job id: the daemon records it once sbatch has answered, which can be a moment
+    after the submit returned."""
+    job = wait_for(lambda: (mosaic.show(run_id)["resources"] or {}).get("job"), 60, 0.1, what="the run's Slurm job")
+    return job.split(":", 1)[1]
 
 
 def test_a_run_on_slurm_is_a_job_whose_telemetry_arrives_like_a_local_runs(slurm_daemon, mosaic):
@@ -31,6 +34,7 @@ def test_a_run_on_slurm_is_a_job_whose_telemetry_arrives_like_a_local_runs(slurm
     run_id = mosaic.submit("--worker", "synthetic", "--algo", "emit", "--env", "none", "--steps", "3000",
                            "--set", "rate=1000", "--placement", "slurm", "--cpus", "1", "--time", "10",
                            "--name", "on-slurm")
+    job_of(mosaic, run_id)
     run = mosaic.show(run_id)
     job = run["resources"]["job"]
     assert job.startswith("slurm:") and run["config"]["placement"]["backend"] == "slurm"
