@@ -356,6 +356,9 @@ def test_a_run_whose_ray_cluster_is_gone_is_lost_saying_why_and_can_be_deleted(r
         assert run["state"] == "cancelled", run
         assert run["reason"].startswith("cancelled by the user; ray was not told (the Ray cluster at "), run["reason"]
         assert run["reason"].endswith(f"job ray:{jobs[0]}, which never started, may still be queued there"), run
+        # the first daemon's poll has found Ray gone before it is stopped (the count below is one a daemon)
+        wait_for(lambda: home.daemon_log.read_text().count("cannot poll ray") == 1, 60, 0.2,
+                 what="the daemon saying it cannot poll ray")
         mosaic.run("daemon", "stop", check=True)
         (home.root / "settings.json").write_text(json.dumps({"cluster_poll_seconds": 0.5,
                                                              "cluster_gone_seconds": 2}))
