@@ -17,6 +17,8 @@ import math
 import sys
 from typing import Any
 
+from daemon.search_space import optuna_distributions
+
 # our names for Optuna's three evaluators; ped-anova is Optuna's default
 EVALUATORS = ("ped-anova", "fanova", "mdi")
 EVALUATOR_TITLES = {"ped-anova": "PED-ANOVA", "fanova": "fANOVA", "mdi": "mean decrease in impurity"}
@@ -85,27 +87,12 @@ def make_evaluator(name: str, seed: int = 0):
     raise ExplainError(f"--evaluator {name}: one of {', '.join(EVALUATORS)}")
 
 
-def distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Each param's Optuna distribution, as the daemon asks its trials with (``SweepController``'s
-    own, in daemon/sweeps.py: the app reaches no daemon internals, a unit test keeps the two equal)."""
-    import optuna.distributions as D
-    out = {}
-    for name, ps in space.items():
-        if ps["kind"] in ("grid", "categorical"):
-            out[name] = D.CategoricalDistribution(ps["values"])
-        elif ps["kind"] == "int":
-            out[name] = D.IntDistribution(int(ps["low"]), int(ps["high"]), log=ps["log"])
-        else:
-            out[name] = D.FloatDistribution(ps["low"], ps["high"], log=ps["kind"] == "loguniform")
-    return out
-
-
 def study_of(sweep: dict[str, Any]):
     """An in-memory Optuna study holding the sweep's finished trials: their params in the
     distributions the daemon asked with, the values Optuna was told."""
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = distributions(sweep["spec"]["params"])
+    space = optuna_distributions(sweep["spec"]["params"])
     study = optuna.create_study(direction=sweep["spec"]["objective"]["direction"])
     for t in finished_trials(sweep):
         dists = {name: space[name] for name in t["params"] if name in space}

@@ -3,16 +3,18 @@ terminal draws images, as a half-block preview with a line saying so where it do
 again for the new groups when `b` changes the grouping; `F` the next figure, `s` saves it."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from daemon import protocol as P
 from mosaic_tui.graphics.detect import Capabilities
 from tests.app.conftest import make_app
-from tests.app.test_report_view import results_runs, wait_until
+from tests.app.report_setup import open_report, results_runs, wait_until
 
 pytestmark = pytest.mark.anyio
+
+
+def finished_runs() -> list[dict]:
+    return [r for r in results_runs() if r["state"] == P.SUCCEEDED]
 
 
 def sixel_terminal() -> Capabilities:
@@ -21,26 +23,11 @@ def sixel_terminal() -> Capabilities:
                         sixel_colors=256, background=(0, 0, 0))
 
 
-async def open_report(pilot, app):
-    from mosaic_tui.screens.compare import CompareScreen
-    runs = [r for r in results_runs() if r["state"] == P.SUCCEEDED]
-    app.link.load(copy.deepcopy(runs), rev=100)
-    app.link.flush()
-    await pilot.pause()
-    app.push_screen(CompareScreen([r["id"] for r in runs]))
-    await pilot.pause()
-    await pilot.press("R")
-    await pilot.pause()
-    screen = app.screen
-    await wait_until(pilot, lambda: screen.whole is not None, "the bootstrap")
-    return screen
-
-
 async def test_the_figure_as_sixel_follows_the_grouping(home, tmp_path):
     from mosaic_tui.widgets.frames_view import FrameCanvas
     app = make_app(home, graphics=sixel_terminal())
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await open_report(pilot, app)
+        screen = await open_report(pilot, app, finished_runs())
         canvas = screen.query_one(FrameCanvas)
         assert not canvas.display or not screen.figure_shown
         await pilot.press("f")
@@ -92,7 +79,7 @@ async def test_the_figure_where_the_terminal_draws_no_images(home):
     from mosaic_tui.widgets.frames_view import FrameCanvas
     app = make_app(home)                 # no capabilities: half-blocks
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await open_report(pilot, app)
+        screen = await open_report(pilot, app, finished_runs())
         await pilot.press("f")
         await wait_until(pilot, lambda: screen.figure_for is not None, "the figure")
         await pilot.pause(0.2)

@@ -55,11 +55,12 @@ def test_importances_equal_optunas_own_call_on_the_study(name, evaluator):
     assert list(ours)[0] == "lr"
 
 
-def test_the_distributions_are_the_ones_the_daemon_asks_with():
-    from daemon.sweeps import SweepController
-    space = {**SPACE, "steps": {"kind": "int", "low": 64, "high": 512, "log": True},
-             "gamma": {"kind": "grid", "values": [0.98, 0.99]}, "ent": {"kind": "uniform", "low": 0, "high": 0.1}}
-    assert X.distributions(space) == SweepController.distributions(space)
+def test_the_study_explained_holds_the_distributions_the_daemon_asked_with():
+    study, sweep = _study_and_sweep()
+    asked = {t.number: t.distributions for t in study.get_trials() if t.state.name == "COMPLETE"}
+    rebuilt = [t.distributions for t in X.study_of(sweep).get_trials()]
+    assert rebuilt == [asked[t["trial"]] for t in X.finished_trials(sweep)]
+    assert rebuilt[0]["lr"] == optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)
 
 
 def test_best_trials_follow_the_direction_and_carry_the_config_they_trained_with():
