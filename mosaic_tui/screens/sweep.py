@@ -1,7 +1,9 @@
 """A sweep: its trials ranked by objective (mean ± std over seeds), each param against the objective,
 and the sweep explained (mosaic_tui/sweep_explain.py): Optuna's param importances as bars (`i`: the
 next evaluator), the best trials with their params, a slice plot per param, following the sweep as
-trials finish; `e` exports one CSV row per run. Opened with `S` on a sweep's run."""
+trials finish; `e` exports one CSV row per run. Opened with `S` on a sweep's run. A PBT sweep shows
+its lineage instead of the explanation (mosaic_tui/widgets/lineage_view.py): its members' values over
+steps and who copied whom, following the exploits as they come."""
 from __future__ import annotations
 
 import csv
@@ -20,6 +22,7 @@ from mosaic_tui import fmt
 from mosaic_tui import sweep_explain as X
 from mosaic_tui.widgets.banner import TitleBar
 from mosaic_tui.widgets.key_bar import KeyBar
+from mosaic_tui.widgets.lineage_view import LineageView
 
 REFRESH_SECONDS = 2.0
 
@@ -87,6 +90,15 @@ class SweepScreen(Screen):
         width: 1fr;
         height: 1fr;
     }
+    SweepScreen #sweep-lineage {
+        display: none;
+    }
+    SweepScreen.-pbt #sweep-lineage {
+        display: block;
+    }
+    SweepScreen.-pbt #sweep-explain {
+        display: none;
+    }
     """
 
     BINDINGS = [
@@ -96,6 +108,7 @@ class SweepScreen(Screen):
         Binding("R", "report", "Report", id="sweep.report"),
         Binding("o", "order", "Sort", id="sweep.order"),
         Binding("i", "evaluator", "Importance by", id="sweep.evaluator"),
+        Binding("p", "lineage_param", "Lineage param", id="sweep.lineage_param"),
     ]
 
     def __init__(self, sweep_id: str) -> None:
@@ -117,6 +130,7 @@ class SweepScreen(Screen):
         with Horizontal(id="sweep-explain"):
             yield Static("", id="sweep-why", markup=False)
             yield Horizontal(id="sweep-slices")
+        yield LineageView(id="sweep-lineage")
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -145,7 +159,7 @@ class SweepScreen(Screen):
         self.query_one(TitleBar).update(
             f"sweep {sweep['name']}  ·  {sweep['state']}  ·  {obj['direction']} {obj['agg']} of the last "
             f"{obj['last']} {obj['tag']}  ·  {fmt.plural(sweep['groups'], 'trial')}, {fmt.plural(sweep['runs'], 'run')}"
-            f"  ·  {spec['sampler']}" + (f", {spec['pruner']['type']} pruner" if spec["pruner"]["type"] != "none" else ""))
+            f"  ·  {self._method(spec)}")
         table = self.query_one(DataTable)
         names = list(spec["params"])
         table.clear(columns=True)
@@ -167,7 +181,21 @@ class SweepScreen(Screen):
         if self.order in names:
             lines = Text(f"rows sorted by {self.order} (o: the next param)\n", style="bold") + lines
         self.query_one("#sweep-params", Static).update(lines)
-        self.show_explanation(sweep)
+        pbt = "pbt" in spec
+        if pbt != self.has_class("-pbt"):
+            self.set_class(pbt, "-pbt")
+            self.refresh_bindings()
+        if pbt:   # no Optuna study to explain: the population's lineage instead
+            self.query_one(LineageView).show(sweep)
+        else:
+            self.show_explanation(sweep)
+
+    @staticmethod
+    def _method(spec: dict[str, Any]) -> str:
+        if "pbt" in spec:
+            pbt = spec["pbt"]
+            return f"pbt ×{pbt['population']} every {fmt.num(pbt['interval'])} steps"
+        return spec["sampler"] + (f", {spec['pruner']['type']} pruner" if spec["pruner"]["type"] != "none" else "")
 
     # -- the sweep explained ------------------------------------------------------------------------
     def show_explanation(self, sweep: dict[str, Any]) -> None:
@@ -239,6 +267,18 @@ class SweepScreen(Screen):
         self.evaluator = X.EVALUATORS[(X.EVALUATORS.index(self.evaluator) + 1) % len(X.EVALUATORS)]
         if self.sweep is not None:
             self.show_explanation(self.sweep)
+
+    def action_lineage_param(self) -> None:
+        """A PBT sweep's lineage banded by the next param."""
+        self.query_one(LineageView).action_next_param()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        pbt = self.sweep is not None and "pbt" in self.sweep["spec"]
+        if action == "lineage_param":
+            return pbt
+        if action == "evaluator":
+            return not pbt
+        return True
 
     def action_open(self) -> None:
         row = self.query_one(DataTable).cursor_row
