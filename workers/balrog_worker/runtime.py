@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from workers.balrog_worker import summary as balrog_summary
 from workers.balrog_worker.agents import AGENTS, Agent, FewShotAgent, RandomAgent
 from workers.sdk.frames import env_frames
 from workers.sdk.guard import RunFailed
@@ -269,6 +270,8 @@ class BalrogRun:
         prev_action: str | None = None
         episode_return, length, started = 0.0, 0, time.monotonic()
         record: dict[str, Any] = {"episode": episode, "seed": seed}
+        actions: dict[str, int] = {}    # BALROG's action_frequency: the actions played
+        done = False
         cut = False
         try:
             for _ in range(limit):
@@ -297,6 +300,7 @@ class BalrogRun:
                                       played=action, candidate=decision.candidate[:500])
                     if reply.error and params["on_error"] == "fail":
                         raise LLMFailed(f"LLM call failed at step {step}: {reply.error}")
+                actions[action] = actions.get(action, 0) + 1
                 observation, reward, terminated, truncated = env.step(action)
                 prev_action = action
                 episode_return += reward
@@ -304,6 +308,7 @@ class BalrogRun:
                 if frames:
                     self._frame(env)
                 if terminated or truncated:
+                    done = True
                     break
         finally:
             # an episode cut by the budget still reports what it did; one cut by a stop does not
@@ -311,7 +316,7 @@ class BalrogRun:
             if not cut:
                 record.update(steps=length, episode_return=episode_return, progression=env.progression(),
                               success=bool(env.success()), seconds=round(time.monotonic() - started, 3),
-                              **usage.metrics())
+                              done=done, action_frequency=actions, **usage.metrics())
                 with self.lock:
                     self.unreported[episode] = record
                     self.report_ready()
@@ -356,7 +361,9 @@ class BalrogRun:
             self.frames.maybe_publish(env.render)
 
     def write_results(self) -> dict[str, Any]:
-        """BALROG's summary: per-episode records (in episode order) and the run's averages, in results.json."""
+        """The per-episode records (in episode order) and the run's averages in results.json, with
+        BALROG's summary.json and <env>_summary.json in it (``balrog``, ``balrog_envs``), and
+        BALROG's output directory beside it (workers.balrog_worker.summary)."""
         self.episodes.sort(key=lambda e: e["episode"])
         n = len(self.episodes)
         totals: dict[str, Any] = {
@@ -368,9 +375,20 @@ class BalrogRun:
         }
         if self.config["algo"] != "random":
             totals.update(self.total.metrics())
+        env_name, task = self.family or "unknown", self.config["env"]
+        agent = balrog_summary.agent_config(self.config["algo"], self.params)
+        client = None if self.config["algo"] == "random" else balrog_summary.client_config(
+            normalise_spec(spec_from_params(self.params)))
+        logs = [(e["episode"], balrog_summary.episode_log(e, task, agent, client)) for e in self.episodes]
+        env_summary = balrog_summary.env_summary([log for _, log in logs])
+        overall = balrog_summary.summary({env_name: env_summary}, agent, client)
+        balrog_summary.write_tree(balrog_summary.TREE, env_name, logs, env_summary, overall)
+        totals.update(progression_percentage=env_summary["progression_percentage"],
+                      standard_error=env_summary["standard_error"])
         results = {"worker": "balrog", "agent": self.config["algo"], "env": self.config["env"],
                    "family": self.family, "model": getattr(self, "model", None),
-                   "stopped_by_budget": self.budget_note, "totals": totals, "episodes": self.episodes}
+                   "stopped_by_budget": self.budget_note, "totals": totals, "episodes": self.episodes,
+                   "balrog": overall, "balrog_envs": {env_name: env_summary}}
         with open(RESULTS_FILE, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
         self.emitter.scalars({f"total/{k}": float(v) for k, v in totals.items()

@@ -236,8 +236,9 @@ def test_a_stopped_evaluation_continues_with_the_episodes_not_yet_played(daemon,
 
 # -- episodes in flight (BALROG's eval.num_workers) -------------------------------------------------
 
-def play_in_process(run_dir: Path, params: dict, continue_from: str | None = None) -> tuple[dict, list[dict]]:
-    """A balrog naive run on BabyAI in this process, in ``run_dir``: its results and events."""
+def play_in_process(run_dir: Path, params: dict, continue_from: str | None = None,
+                    algo: str = "naive") -> tuple[dict, list[dict]]:
+    """A balrog run (naive by default) on BabyAI in this process, in ``run_dir``: its results and events."""
     import os
 
     from workers.balrog_worker.runtime import BalrogRun
@@ -247,7 +248,7 @@ def play_in_process(run_dir: Path, params: dict, continue_from: str | None = Non
     cwd = os.getcwd()
     os.chdir(run_dir)
     try:
-        config = WORKER.validate({"worker": "balrog", "algo": "naive", "env": BABYAI, "params": params})
+        config = WORKER.validate({"worker": "balrog", "algo": algo, "env": BABYAI, "params": params})
         config["continue_from"] = continue_from
         with open(run_dir / "events.jsonl", "ab") as out:
             emitter = Emitter(out.fileno())
@@ -309,6 +310,9 @@ def test_episodes_in_flight_give_the_sequential_results_on_a_real_server(llama_s
     assert played[:4] != [0, 0, 1, 1] and set(played[:4]) >= {0, 1, 2}
     assert [s["episode"] for s in llm_steps(one_events)] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert four["totals"]["llm_calls"] == one["totals"]["llm_calls"] == 10
+    assert_balrog_layout(tmp_path / "four", four, tmp_path)
+    assert four["balrog"]["total_input_tokens"] == four["totals"]["tokens_in"] > 0
+    assert four["balrog"]["client"]["model_id"] == one["balrog"]["client"]["model_id"] == one["model"]
 
 
 @pytest.mark.slow
@@ -390,3 +394,49 @@ def test_budget_with_episodes_in_flight_stops_them_all(tmp_path, planted_env_key
     assert [e["episode"] for e in results["episodes"]] == started and set(started) <= {0, 1, 2, 3}
     assert sum(e["steps"] for e in results["episodes"]) == requests
     assert [e["name"] for e in events if e["type"] == "phase"] == [results["stopped_by_budget"]]
+
+
+# -- BALROG's results layout ------------------------------------------------------------------------
+
+def assert_balrog_layout(run_dir: Path, results: dict, tmp_path: Path) -> None:
+    """The run's per-episode files in BALROG's layout hold results.json's records, and BALROG's own
+    summariser (tests/plugins/balrog_upstream.py) makes of them the summaries results.json carries."""
+    import shutil
+
+    from tests.plugins.balrog_upstream import collect_and_summarize_results
+    from tests.unit.workers.balrog_worker.test_summary import close
+
+    env_name, task = results["family"], results["env"]
+    tree = run_dir / "balrog"
+    for record in results["episodes"]:
+        log = json.loads((tree / env_name / task / f"{task}_run_{record['episode']:02d}.json").read_text())
+        assert (log["task"], log["num_steps"], log["progression"], log["episode_return"], log["seed"]) == (
+            task, record["steps"], record["progression"], record["episode_return"], record["seed"])
+        assert (log["input_tokens"], log["output_tokens"]) == (record.get("tokens_in", 0), record.get("tokens_out", 0))
+        assert sum(log["action_frequency"].values()) == record["steps"]
+    reference_dir = tmp_path / f"reference-{run_dir.name}"
+    shutil.copytree(tree, reference_dir, ignore=shutil.ignore_patterns("*summary.json"))
+    reference = collect_and_summarize_results(str(reference_dir))
+    assert close(results["balrog"], reference)
+    assert close(results["balrog_envs"][env_name],
+                 json.loads((reference_dir / env_name / f"{env_name}_summary.json").read_text()))
+    assert json.loads((tree / "summary.json").read_text()) == results["balrog"]
+    progressions = [e["progression"] for e in results["episodes"]]
+    assert results["balrog"]["average_progress"] == pytest.approx(100 * sum(progressions) / len(progressions))
+    assert results["totals"]["progression_percentage"] == results["balrog"]["average_progress"]
+
+
+def test_results_carry_balrogs_summary_as_balrog_makes_it(tmp_path):
+    """A real random-agent run on BabyAI: results.json keeps its keys and carries BALROG's
+    summary.json and <env>_summary.json, equal to what BALROG's summariser makes of the run's
+    episode files; the totals' scalars carry the progression percentage and its standard error."""
+    results, events = play_in_process(tmp_path / "run", {"episodes": 12}, algo="random")
+    assert {"worker", "agent", "env", "family", "model", "stopped_by_budget", "totals", "episodes"} <= set(results)
+    assert_balrog_layout(tmp_path / "run", results, tmp_path)
+    successes = sum(e["success"] for e in results["episodes"])
+    assert 0 < successes < 12, successes      # the standard error is not trivially 0
+    assert results["balrog"]["standard_error"] > 0 and results["balrog"]["client"] is None
+    assert results["balrog"]["environments"]["babyai"]["episodes_played"] == 12
+    scalars = {e["tag"]: e["value"] for e in events if e["type"] == "scalar"}
+    assert scalars["total/progression_percentage"] == pytest.approx(results["balrog"]["average_progress"])
+    assert scalars["total/standard_error"] == pytest.approx(results["balrog"]["standard_error"])
