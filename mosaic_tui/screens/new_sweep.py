@@ -79,19 +79,25 @@ class MutationRow(Horizontal):
     def __init__(self, param: str, kind: str = "factors", values: str = F.DEFAULT_FACTORS, resample: str = "") -> None:
         super().__init__(classes="mutation-row")
         self.param = param
-        self._initial = (kind, values, resample)
+        self.kind = kind   # kept here: a Select's value reads blank until it is mounted
+        self._initial = (values, resample)
 
     def compose(self) -> ComposeResult:
-        kind, values, resample = self._initial
+        values, resample = self._initial
         yield Label(self.param[:21], classes="mutation-name")
-        yield Select([(k, k) for k in F.MUTATION_KINDS], value=kind, allow_blank=False, compact=True,
+        yield Select([(k, k) for k in F.MUTATION_KINDS], value=self.kind, allow_blank=False, compact=True,
                      classes="mutation-kind")
         yield Input(values, placeholder="e.g. 0.8 1.2", compact=True, classes="mutation-values")
         yield Label(" resample ")
         yield Input(resample, placeholder="0", compact=True, classes="mutation-resample")
 
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()   # the screen's handler is the sampler's
+        if event.value in F.MUTATION_KINDS:
+            self.kind = str(event.value)
+
     def fields(self) -> dict[str, str]:
-        return {"kind": str(self.query_one(".mutation-kind", Select).value),
+        return {"kind": self.kind,
                 "values": self.query_one(".mutation-values", Input).value,
                 "resample_probability": self.query_one(".mutation-resample", Input).value}
 

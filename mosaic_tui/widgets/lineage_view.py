@@ -15,7 +15,7 @@ from mosaic_tui import pbt_lineage as L
 
 # dark (low value) to light (high value): viridis' ends, readable on dark and light terminals
 RAMP = ("#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", "#a0da39", "#fde725")
-NO_LINEAGE = "no lineage: this daemon's sweep reply has none (an older daemon); the members are the trials above"
+NO_LINEAGE = "no lineage: this daemon's sweep reply has none (an older daemon)"
 
 
 class LineageView(Widget, can_focus=True):
