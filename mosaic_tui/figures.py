@@ -63,6 +63,10 @@ def band(stack: np.ndarray, strata: list[np.ndarray], reps: int, size: float, se
     intervals do. A point no run reached is NaN; one only one run reached has no spread."""
     import warnings
     rng = np.random.RandomState(seed)
+    # nanmean's own arithmetic (a NaN summed as 0, divided by the count of numbers), done on the
+    # stack once rather than on a copy of every draw: the same figures, bit for bit
+    known = ~np.isnan(stack)
+    filled = np.where(known, stack, 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)       # a point no run reached: NaN, said above
         mean = np.nanmean(stack, axis=0)
@@ -71,11 +75,21 @@ def band(stack: np.ndarray, strata: list[np.ndarray], reps: int, size: float, se
         for start in range(0, reps, chunk):
             n = min(chunk, reps - start)
             drawn = np.concatenate([rows[rng.randint(0, len(rows), size=(n, len(rows)))] for rows in strata], axis=1)
-            means.append(np.nanmean(stack[drawn], axis=1))
+            means.append(filled[drawn].sum(axis=1) / known[drawn].sum(axis=1))
         means = np.concatenate(means)
         tail = 100 * (1 - size) / 2
-        low, high = np.nanpercentile(means, [tail, 100 - tail], axis=0)
-    return mean, low, high
+        return mean, *percentiles(means, [tail, 100 - tail])
+
+
+def percentiles(samples: np.ndarray, q: list[float]) -> np.ndarray:
+    """``np.nanpercentile(samples, q, axis=0)``: numpy's nan-version works column by column in
+    Python, so the columns with no NaN (most) go through ``np.percentile`` at once."""
+    out = np.empty((len(q), samples.shape[1]))
+    whole = ~np.isnan(samples).any(axis=0)
+    out[:, whole] = np.percentile(samples[:, whole], q, axis=0)
+    if not whole.all():
+        out[:, ~whole] = np.nanpercentile(samples[:, ~whole], q, axis=0)
+    return out
 
 
 def curves(report: dict[str, Any], series: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],

@@ -107,6 +107,29 @@ def test_curves_mean_and_band_follow_the_runs(report, tmp_path):
     assert len([g for g in ET.fromstring(svg).iter(f"{SVG}g") if (g.get("id") or "").startswith("curve-")]) == 2
 
 
+def test_band_is_the_nan_aware_bootstrap_of_the_mean():
+    """The band, whatever its arithmetic, is nanmean over each draw of the runs (within their
+    env) and nanpercentile over the draws: the same figures bit for bit, NaN points included."""
+    rng = np.random.RandomState(3)
+    stack = rng.normal(100.0, 30.0, size=(9, 40))
+    stack[:, 0] = np.nan                              # a point no run reached
+    stack[rng.rand(9, 40) < 0.3] = np.nan             # runs that got no further
+    stack[1:, 5], stack[0, 5] = np.nan, 100.0         # a point only one run reached: draws without it
+    strata = [np.array([0, 1, 2, 3]), np.array([4, 5, 6, 7, 8])]
+    mean, low, high = F.band(stack, strata, reps=500, size=0.95, seed=11)
+
+    draws = np.random.RandomState(11)
+    drawn = np.concatenate([rows[draws.randint(0, len(rows), size=(500, len(rows)))] for rows in strata], axis=1)
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        means = np.nanmean(stack[drawn], axis=1)
+        tail = 100 * (1 - 0.95) / 2                   # 2.500000000000002, as the band has it
+        want_low, want_high = np.nanpercentile(means, [tail, 100 - tail], axis=0)
+        want_mean = np.nanmean(stack, axis=0)
+    assert np.isnan(low[0]) and np.isnan(mean[0]) and not np.isnan(low[5])
+    for got, want in ((mean, want_mean), (low, want_low), (high, want_high)):
+        assert np.array_equal(got, want, equal_nan=True)
+
+
 def test_curves_over_wall_time(report):
     runs = fake_runs()
     curve = F.curves(report, fake_series(runs), {r["id"]: r for r in runs}, x="time", points=11, reps=50)
