@@ -69,6 +69,17 @@ TERMINAL_MODULES = {"test_e2e_tmux", "test_loop_tmux", "test_tmux_keys", "test_a
                     "test_start_under_load", "test_play_tmux"}
 
 
+def _expected_length(item) -> int:
+    """The order xdist hands out the tests that are not in a group: longest first, so the last tests
+    of the suite are short and the two processes end together (a 90 s training run handed out last
+    would keep one process busy alone for its whole length). `slow` tests train, `daemon` tests start a
+    daemon and real processes (seconds), the rest are in-process (milliseconds). A group is handed
+    out whole, largest first (pytest-xdist's loadscope reorder), wherever its tests stand."""
+    if item.get_closest_marker("xdist_group") or item.get_closest_marker("slow"):
+        return 0
+    return 1 if "daemon" in item.fixturenames else 2
+
+
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     _reliability["collected"] = sum(1 for item in items if item.get_closest_marker("reliability"))
@@ -85,6 +96,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("reliability"))
         elif item.module.__name__.rsplit(".", 1)[-1] in TERMINAL_MODULES:
             item.add_marker(pytest.mark.xdist_group("terminal"))
+    if hasattr(config, "workerinput"):
+        items.sort(key=_expected_length)
     # planted tests (tests/test_suite_guard.py: a test process that kills itself) run only inside
     # the check that plants them
     if os.environ.get("MOSAIC_PLANTED_CRASH") != "1":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from daemon import protocol as P
 from tests.helpers import connect, wait_for
@@ -38,6 +39,7 @@ def random_success_rate(episodes: int) -> float:
     return wins / episodes
 
 
+@pytest.mark.slow
 def test_five_played_episodes_train_a_policy_that_beats_random(daemon, mosaic):
     home = mosaic.home
     play = submit_file(mosaic, "demo", {"worker": "human", "algo": "play", "env": "MiniGrid-Empty-5x5-v0", "seed": 0,

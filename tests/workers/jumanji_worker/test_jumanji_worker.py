@@ -149,6 +149,7 @@ def test_bad_config_is_refused_naming_the_field(config, field):
 
 
 # -- through the daemon ------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.timeout(1500)  # three runs, each mostly JIT compilation (minutes when the cores are busy)
 def test_a2c_snake_telemetry_frames_checkpoint_and_resume(daemon, mosaic):
     snake = mosaic.submit(config_file(mosaic, "snake", env="Snake-v1",
@@ -297,6 +298,7 @@ def test_tianshou_ppo_on_a_jumanji_env(daemon, mosaic):
         assert out.returncode != 0 and said in out.stderr and out.stderr.count("\n") == 1, out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_cleanrl_dqn_on_a_jumanji_env(daemon, mosaic):
     """CleanRL's dqn.py, unmodified, on jumanji/Snake-v1: the make hook of its sitecustomize
@@ -372,6 +374,7 @@ def test_every_view_shows_the_compiling_phase(daemon, mosaic):
     mosaic.run("cancel", run_id, check=True)
 
 
+@pytest.mark.slow
 @pytest.mark.long   # two A2C runs compiled and trained side by side (70 s here): CI's half hour (make test-long)
 def test_a2c_stopped_and_continued_trains_exactly_as_without_the_stop(daemon, mosaic):
     """mosaic stop saves the whole training state (params, optimiser, env states, keys) between two

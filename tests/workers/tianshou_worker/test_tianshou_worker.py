@@ -243,6 +243,7 @@ def test_every_algorithm_through_the_daemon(daemon, mosaic):
     assert not failed, failed
 
 
+@pytest.mark.slow
 def test_dqn_stopped_at_an_epoch_end_and_continued_trains_the_epochs_left(daemon, mosaic):
     """mosaic stop: the run saves the algorithm (networks, optimisers) and the trainer's counters at
     the end of its epoch and ends "stopped"; mosaic continue resumes the trainer from those counters,

@@ -85,6 +85,9 @@ def tags_of(events: list[dict]) -> set[str]:
 
 
 _trained: dict[str, tuple[Path, int, list[dict]]] = {}
+# the tests that read a run of trained() run in one xdist process, one after another: each run is
+# trained once in the suite (handed out one by one, PPO's and MAPPO's could be trained in each process)
+SHARES_TRAINED_RUNS = pytest.mark.xdist_group("xuance_trained")
 
 
 @pytest.fixture(scope="session")
@@ -281,6 +284,7 @@ def test_good_configs_are_normalised():
 
 
 # -- training ------------------------------------------------------------------------
+@SHARES_TRAINED_RUNS
 def test_ppo_cartpole(runs_root):
     run_dir, returncode, events = trained("ppo", runs_root)
     spec = RUNS["ppo"]
@@ -303,6 +307,7 @@ def test_ppo_cartpole(runs_root):
         assert (run_dir / event["path"]).with_name("obs_rms.npy").is_file()  # XuanCe's observation statistics
 
 
+@SHARES_TRAINED_RUNS
 def test_dqn_cartpole(runs_root):
     run_dir, returncode, events = trained("dqn", runs_root)
     check_lifecycle(run_dir, returncode, events, RUNS["dqn"])
@@ -312,6 +317,7 @@ def test_dqn_cartpole(runs_root):
     check_episode_accounting(of_type(events, "episode"), 2)
 
 
+@SHARES_TRAINED_RUNS
 def test_mappo_simple_spread(runs_root):
     run_dir, returncode, events = trained("mappo", runs_root)
     spec = RUNS["mappo"]
@@ -332,6 +338,7 @@ def test_mappo_simple_spread(runs_root):
     assert meta["agent_keys"] == ["agent_0", "agent_1", "agent_2"]
 
 
+@SHARES_TRAINED_RUNS
 def test_ippo_simple_spread_independent_networks(runs_root):
     run_dir, returncode, events = trained("ippo", runs_root)
     check_lifecycle(run_dir, returncode, events, RUNS["ippo"])
@@ -408,6 +415,7 @@ def test_curriculum_with_other_spaces_is_refused_before_training(tmp_path):
 
 
 # -- evaluation ------------------------------------------------------------------------
+@SHARES_TRAINED_RUNS
 def test_evaluation_from_a_checkpoint(runs_root, tmp_path):
     train_dir, returncode, _ = trained("ppo", runs_root)
     assert returncode == 0, stderr_of(train_dir)
@@ -434,6 +442,7 @@ def test_evaluation_from_a_checkpoint(runs_root, tmp_path):
     assert returncode == 0 and len(of_type(events, "episode")) == 1
 
 
+@SHARES_TRAINED_RUNS
 def test_parameter_shared_checkpoint_refused_for_another_agent_count(runs_root, tmp_path):
     train_dir, returncode, _ = trained("mappo", runs_root)
     assert returncode == 0, stderr_of(train_dir)
@@ -607,6 +616,7 @@ def test_every_algorithm_stops_and_continues(tmp_path):
 
 
 # -- through the daemon ------------------------------------------------------------
+@pytest.mark.slow
 def test_ppo_and_mappo_through_the_daemon(daemon, mosaic):
     ppo = mosaic.submit("--worker", "xuance", "--algo", "ppo", "--env", "CartPole-v1", "--steps", "1024",
                         "--set", "parallels=4", "--set", "horizon_size=64", "--set", "n_epochs=1")
@@ -707,6 +717,7 @@ def strictly_decreasing(values: list[float]) -> bool:
     return len(values) > 2 and all(b < a for a, b in zip(values, values[1:]))
 
 
+@pytest.mark.slow
 def test_ppo_stopped_after_an_update_and_continued_as_the_same_run(daemon, mosaic):
     """mosaic stop: PPO stops after the update that follows the request (its rollout buffer empty),
     saving model, optimizer, LR scheduler, step and episode counters, observation statistics and
@@ -733,6 +744,7 @@ def test_ppo_stopped_after_an_update_and_continued_as_the_same_run(daemon, mosai
     assert_resumed(mosaic, run_id, at)
 
 
+@pytest.mark.slow
 def test_mappo_stopped_and_continued_as_the_same_run(daemon, mosaic):
     """The same for a multi-agent algorithm: MAPPO on simple_spread, env processes and all."""
     total = 6000
@@ -751,6 +763,7 @@ def test_mappo_stopped_and_continued_as_the_same_run(daemon, mosaic):
     assert_resumed(mosaic, run_id, at)
 
 
+@pytest.mark.slow
 def test_dqn_stopped_and_continued_keeps_its_replay_buffer(daemon, mosaic):
     """An off-policy algorithm stops at the end of any training step, its replay buffer saved with
     it: the continued run's buffer holds what it held at the stop plus what came after, its
