@@ -17,6 +17,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from daemon.mirror import mirror_root
+from workers.sdk.modes import run_mode
 
 if TYPE_CHECKING:
     from daemon.mirror_process import Mirror
@@ -89,7 +90,7 @@ class WandbTarget(Target):
             project=self.settings.get("project") or "mosaic", entity=self.settings.get("entity") or None,
             id=run_id, name=ctx.name, resume="allow", mode=mode, dir=root,
             config=_config_of(ctx.config), tags=list(record.get("tags") or []) or None,
-            notes=record.get("note") or None, job_type=ctx.config.get("mode") or "train",
+            notes=record.get("note") or None, job_type=run_mode(ctx.config),
             settings=wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True,
                                     save_code=False, x_disable_meta=True, x_disable_machine_info=True))
         self.run.define_metric(WANDB_STEP_METRIC, hidden=True)

@@ -5,6 +5,7 @@ import math
 from typing import Any, Sequence
 
 from daemon.protocol import PENDING_QUEUES, RETURNS_KEPT, mean_return
+from workers.sdk.modes import run_mode
 
 # The smoothed return is the mean of the last N episode returns. The daemon
 # keeps RETURNS_KEPT of them in a run's summary, so N goes up to that.
@@ -286,7 +287,8 @@ def derived(run: dict[str, Any], now: float, window: int = DEFAULT_RETURN_WINDOW
     """What the table and `mosaic show` work out of a run's record, for `--json` to carry too
     (a script piping `ls --json` to jq gets the same figures as the table, by the same functions)."""
     best, best_step = best_return(run)
-    out = {"state": state_label(run), "progress": progress(run), "mean_return": smoothed_return(run, window),
+    out = {"state": state_label(run), "mode": run_mode(run), "progress": progress(run),
+           "mean_return": smoothed_return(run, window),
            "return_window": window, "best_return": best, "best_step": best_step,
            "eta_s": eta(run), "elapsed_s": elapsed(run, now)}
     if job(run) is not None:   # a cluster run: the time its job has left
@@ -298,10 +300,18 @@ def is_eval(run: dict[str, Any]) -> bool:
     return (run.get("config") or {}).get("mode") == "eval"
 
 
+def mode_mark(run: dict[str, Any]) -> str | None:
+    """The word that marks a run that trains nothing: ``eval`` (a checkpoint played back) or
+    ``play`` (an LLM agent, a match, a person; an older record's "train" of these read as play)."""
+    mode = run_mode(run)
+    return None if mode == "train" else mode
+
+
 def run_label(run: dict[str, Any]) -> str:
-    """The run's name, marked when it is an evaluation, not training."""
+    """The run's name, marked when it trains nothing (an evaluation, a play)."""
     name = str(run.get("name", ""))
-    return f"{name} [eval]" if is_eval(run) else name
+    mark = mode_mark(run)
+    return f"{name} [{mark}]" if mark else name
 
 
 def system_figures(run: dict[str, Any]) -> tuple[str, str, str]:

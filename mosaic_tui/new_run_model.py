@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from daemon import protocol as P
 from mosaic_tui.widgets.schema_form import fits, types_of, value_text
 from workers.sdk.config import NAME_RE, parse_run_config, read_text_file
+from workers.sdk.modes import PLAY, TRAIN, plays
 
 
 def _field_spec(model, name: str, description: str | None = None) -> dict[str, Any]:
@@ -48,7 +49,9 @@ def common_specs() -> dict[str, dict[str, Any]]:
                  "type": ["integer", "null"], "x-null-words": ["random"], "x-empty": "random"},
         "device": {"type": "string", "enum": ["cpu", "auto", "cuda", "cuda:0", "cuda:1"], "default": "cpu",
                    "description": "where the model trains"},
-        "mode": _field_spec(RunConfig, "mode", "train, or play a checkpoint without training"),
+        # a worker whose runs play has no choice to offer: its runs are submitted as "play" (run_config)
+        "mode": {**_field_spec(RunConfig, "mode", "train, or play a checkpoint without training"),
+                 "enum": ["train", "eval"]},
         "checkpoint": _field_spec(RunConfig, "checkpoint",
                                   "eval: a file, or run:NAME for that run's latest checkpoint"),
         "eval_episodes": _field_spec(RunConfig, "eval_episodes", "eval: episodes to play"),
@@ -304,16 +307,18 @@ def param_value(name: str, spec: dict[str, Any], clone: dict[str, Any] | None,
 
 # -- what is submitted --------------------------------------------------------------------------
 def run_config(values: dict[str, Any], seed_shown: bool, extra_frames: dict[str, Any],
-               placement: dict[str, Any] | None, params: dict[str, Any]) -> dict[str, Any]:
+               placement: dict[str, Any] | None, params: dict[str, Any],
+               caps: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run config of a valid form: ``values`` are the common fields shown (name -> value),
-    ``params`` the parameters'. Left out: what is empty (the daemon's defaults), the eval settings
+    ``params`` the parameters', ``caps`` the worker's capabilities (a worker whose runs play is
+    submitted in mode ``play``). Left out: what is empty (the daemon's defaults), the eval settings
     of a training run, a dataset not chosen, the Mirror field's settings choice. A seed field left
     empty asks the daemon to draw one (seed None)."""
     config = {k: values[k] for k in ("worker", "algo", "env", "name", "steps", "seed", "device")
               if values.get(k) is not None}
     if seed_shown and values.get("seed") is None:
         config["seed"] = None       # a random seed, drawn by the daemon
-    config["mode"] = values.get("mode") or "train"
+    config["mode"] = values.get("mode") or (PLAY if plays(caps or {}) else TRAIN)
     if values.get("checkpoint"):
         config["checkpoint"] = values["checkpoint"]
     if config["mode"] == "eval":

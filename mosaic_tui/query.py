@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
 from daemon.protocol import STATES, mean_return
+from workers.sdk.modes import run_mode
 
 DEFAULT_WINDOW = 20
 
@@ -424,7 +425,7 @@ FIELDS: dict[str, tuple[str, Callable[[dict[str, Any], float, int], Any]]] = {
     "sweep_id": ("str", lambda r, now, w: r.get("sweep")),
     "trial": ("num", lambda r, now, w: r.get("trial")),
     "group": ("str", lambda r, now, w: _group(r, now)),
-    "mode": ("str", lambda r, now, w: _config(r).get("mode") or "train"),
+    "mode": ("str", lambda r, now, w: run_mode(r)),
     "seed": ("num", lambda r, now, w: _config(r).get("seed")),
     "device": ("str", lambda r, now, w: _config(r).get("device")),
     "steps": ("num", lambda r, now, w: _summary(r).get("steps")),
@@ -557,6 +558,8 @@ def resolve(key: str, keys: Keys | None, column: int = 1, text: str = "") -> Res
             return resolve("params." + ".".join(parts[1:]), keys, column, text)
         if keys is not None and keys.count and canonical(parts[0]) not in keys.config:
             raise QueryError(_unknown(key, keys), column, text)
+        if [canonical(p) for p in parts] == ["mode"]:   # as the mode field reads it (an older play's "train")
+            return Resolved(key, "any", FIELDS["mode"][1])
         return Resolved(key, "any", lambda r, now, w, parts=parts: _dig(_config(r), parts))
     path = key[len("params."):] if low.startswith("params.") else key
     parts = path.split(".")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from mosaic_tui import query as Q
+from workers.sdk.modes import run_mode
 
 SCORES = ("return", "best", "last", "median")
 DEFAULT_STATES = ("succeeded", "stopped")
@@ -105,7 +106,8 @@ def _config_key(run: dict[str, Any]) -> dict[str, Any]:
     """What makes two runs one config's seeds: worker, algo, steps, mode and params."""
     config = run.get("config") or {}
     return {"worker": run.get("worker"), "algo": run.get("algo"),
-            **{k: v for k, v in config.items() if k not in _NOT_CONFIG and k not in ("worker", "algo")}}
+            **{k: v for k, v in config.items() if k not in _NOT_CONFIG and k not in ("worker", "algo")},
+            "mode": run_mode(run)}   # an older record's "train" of a play is one group with the new "play"
 
 
 def _value_text(value: Any) -> str:

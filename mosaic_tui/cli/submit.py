@@ -239,7 +239,9 @@ def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
     p.add_argument("--xuance-config", metavar="FILE",
                    help="your own XuanCe YAML config, sent with the run: under the --set params, over XuanCe's "
                         "defaults (params.xuance_config)")
-    p.add_argument("--mode", choices=("train", "eval"), help="eval: play --checkpoint's policy, train nothing")
+    p.add_argument("--mode", choices=("train", "eval", "play"),
+                   help="eval: play --checkpoint's policy, train nothing; play: the LLM and human workers' runs "
+                        "(their default)")
     p.add_argument("--checkpoint", metavar="REF",
                    help="a checkpoint: a path, run:NAME (that run's latest); train: resume from it")
     p.add_argument("--episodes", type=INTEGER, metavar="N", help="with --mode eval: episodes to play (default 10)")

@@ -29,8 +29,8 @@ def summary_text(changes: list[tuple[str, dict[str, Any]]], since: float | None,
         text.append(f"{what:<14}", style=fmt.STATE_STYLES.get(state, ""))
         text.append(f" {str(run.get('name', '?')):<{width}}", style="bold")
         text.append(f"  {run.get('algo')} {run.get('env')}")
-        if fmt.is_eval(run):
-            text.append(" eval", style="cyan")
+        if fmt.mode_mark(run):
+            text.append(f" {fmt.mode_mark(run)}", style="cyan")
         mean = fmt.smoothed_return(run, window)
         if mean is not None:
             text.append(f"  return {fmt.num(mean)} (avg{window})")

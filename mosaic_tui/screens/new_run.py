@@ -521,7 +521,8 @@ class NewRunScreen(Screen):
                     errors.append(f"{f.field_name}: {exc.message}")
         if errors:
             return None, errors
-        return run_config(values, self.field("seed").display, self.frames_extra, placement, params), []
+        caps = self.worker_info(values.get("worker")).get("capabilities") or {}
+        return run_config(values, self.field("seed").display, self.frames_extra, placement, params, caps), []
 
     def _params_problem(self) -> list[str]:
         if not self.worker_list:

@@ -28,8 +28,8 @@ def header_text(run: dict | None, now: float, window: int = fmt.DEFAULT_RETURN_W
     state = run.get("state", "?")
     text = Text()
     text.append(run.get("name", "?"), style="bold")
-    if fmt.is_eval(run):
-        text.append(" eval", style="bold cyan")
+    if fmt.mode_mark(run):
+        text.append(f" {fmt.mode_mark(run)}", style="bold cyan")
     text.append("  ")
     text.append(fmt.state_label(run), style=fmt.STATE_STYLES.get(state, ""))
     text.append(f"  return {fmt.num(fmt.smoothed_return(run, window))} (avg{window})")

@@ -22,8 +22,8 @@ def detail_text(run: dict | None, now: float, window: int) -> Text:
         return Text("")
     text = Text()
     text.append(str(run.get("name", "?")), style="bold")
-    if fmt.is_eval(run):
-        text.append(" eval", style="bold cyan")
+    if fmt.mode_mark(run):
+        text.append(f" {fmt.mode_mark(run)}", style="bold cyan")
     state = run.get("state", "?")
     text.append("  ")
     text.append(fmt.queue_label(run) or state, style=fmt.STATE_STYLES.get(state, ""))

@@ -24,6 +24,7 @@ from workers.sdk.llm.usage import check_budget_params
 
 class BalrogDescriptor(WorkerDescriptor):
     name = "balrog"
+    modes = ("play",)   # its agents learn nothing in the run: they play episodes (workers/sdk/modes.py)
     package = "workers.balrog_worker"
     upstream = "llama-cpp-python"
     description = ("BALROG's LLM agents (naive, chain of thought, robust, few-shot; random baseline) on BabyAI, "
@@ -42,6 +43,7 @@ class BalrogDescriptor(WorkerDescriptor):
         available = catalog.available_families()
         return {
             "paradigms": ["single_agent"],
+            "modes": list(self.modes),
             "algorithms": list(catalog.AGENTS),
             "env_families": available,
             "envs": {agent: [e for f in available for e in families.FAMILIES[f]["envs"]] for agent in catalog.AGENTS},
@@ -74,7 +76,7 @@ class BalrogDescriptor(WorkerDescriptor):
         if config.env not in known:
             raise unknown_env(config.env, list(known), self.name)
         if config.mode == "eval":
-            raise ConfigError("mode", "a balrog run is an evaluation already; use mode 'train' (the default)")
+            raise ConfigError("mode", "a balrog run is an evaluation already; use mode 'play' (the default)")
         if config.checkpoint is not None:
             raise ConfigError("checkpoint", "a balrog agent has no checkpoint: its model is params.model")
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import sys
 
 from workers.balrog_worker import WORKER
-from workers.sdk.worker_cli import serve
+from workers.sdk.worker_cli import PLAY, serve
 
 
 def main(argv: list[str] | None = None) -> int:
-    # a balrog run is one kind of run, an evaluation of the agent: its runs are mode "train", the default
     return serve("python -m workers.balrog_worker.cli", argv, WORKER, "workers.balrog_worker.runtime",
-                 {"train": "play"})
+                 PLAY)
 
 
 if __name__ == "__main__":

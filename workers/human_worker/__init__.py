@@ -17,6 +17,7 @@ from workers.sdk.descriptor import WorkerDescriptor
 class HumanDescriptor(WorkerDescriptor):
     name = "human"
     catalog = catalog   # its module: WorkerDescriptor.schema serves catalog.schema
+    modes = ("play",)   # its agents learn nothing in the run: they play episodes (workers/sdk/modes.py)
     package = "workers.human_worker"
     upstream = "gymnasium"
     description = ("a person at the keyboard plays any env with discrete actions (or typed commands: TextWorld): "
@@ -25,6 +26,7 @@ class HumanDescriptor(WorkerDescriptor):
     def capabilities(self) -> dict[str, Any]:
         return {
             "paradigms": ["single_agent"],
+            "modes": list(self.modes),
             "algorithms": catalog.ALGORITHMS,
             "env_families": sorted(set(catalog.DEFAULT_MODE)),
             "envs": {"play": catalog.EXAMPLES},
@@ -47,7 +49,7 @@ class HumanDescriptor(WorkerDescriptor):
             raise ConfigError("record", f"{config.env}'s actions are typed commands, which a dataset of numbered "
                                         f"actions cannot hold: its moves.jsonl has every command as typed")
         if config.mode == "eval":
-            raise ConfigError("mode", "a human play is its own kind of run: use mode 'train' (the default)")
+            raise ConfigError("mode", "a human play is its own kind of run: use mode 'play' (the default)")
         if config.checkpoint is not None:
             raise ConfigError("checkpoint", "a person has no checkpoint to start from")
         if config.placement.backend != "local":

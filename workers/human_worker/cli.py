@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 
 from workers.human_worker import WORKER
-from workers.sdk.worker_cli import serve
+from workers.sdk.worker_cli import PLAY, serve
 
 
 def main(argv: list[str] | None = None) -> int:
     return serve("python -m workers.human_worker.cli", argv, WORKER, "workers.human_worker.runtime",
-                 {"train": "play"})
+                 PLAY)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from workers.sdk.envs import unknown_env
 class MosaicLLMDescriptor(WorkerDescriptor):
     name = "mosaic_llm"
     catalog = catalog   # its module: WorkerDescriptor.schema serves catalog.schema
+    modes = ("play",)   # its agents learn nothing in the run: they play episodes (workers/sdk/modes.py)
     package = "workers.mosaic_llm_worker"
     upstream = "mosaic-multigrid"
     description = ("Multi-agent LLM teams (coordination levels L1-L3, egocentric or visible-teammates "
@@ -35,6 +36,7 @@ class MosaicLLMDescriptor(WorkerDescriptor):
         envs = catalog.known_envs()
         return {
             "paradigms": ["multi_agent"],
+            "modes": list(self.modes),
             "algorithms": list(catalog.ALGORITHMS),
             "env_families": sorted({catalog.env_family(e) for e in envs}),
             "envs": {"play": envs},

@@ -10,13 +10,12 @@ from __future__ import annotations
 import sys
 
 from workers.mosaic_llm_worker import WORKER
-from workers.sdk.worker_cli import serve
+from workers.sdk.worker_cli import PLAY, serve
 
 
 def main(argv: list[str] | None = None) -> int:
-    # a match is one kind of run: mode "train", the default (a trained policy joins as a checkpoint seat)
     return serve("python -m workers.mosaic_llm_worker.cli", argv, WORKER, "workers.mosaic_llm_worker.runtime",
-                 {"train": "play"})
+                 PLAY)
 
 
 if __name__ == "__main__":

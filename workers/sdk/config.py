@@ -167,8 +167,9 @@ class RunConfig(BaseModel):
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:\d+)?|auto)$")
     name: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
-    # "eval" loads `checkpoint` and plays `eval_episodes` episodes without training
-    mode: Literal["train", "eval"] = "train"
+    # "eval" loads `checkpoint` and plays `eval_episodes` episodes without training; "play": a worker
+    # whose agents learn nothing in the run plays its episodes (workers/sdk/modes.py)
+    mode: Literal["train", "eval", "play"] = "train"
     checkpoint: str | None = None
     eval_episodes: int = Field(default=10, ge=1, le=100000)
     frames: FramesConfig = Field(default_factory=FramesConfig)

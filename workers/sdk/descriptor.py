@@ -23,6 +23,7 @@ from workers.sdk.config import (
     parse_run_config,
 )
 from workers.sdk.envs import resolve_alias
+from workers.sdk.modes import PLAY, submitted_mode
 
 # re-exported: workers import them from here
 from workers.sdk.packages import dist_version, module_available, package_dirs, torch_has_gpu_build  # noqa: F401
@@ -62,6 +63,9 @@ class WorkerDescriptor:
     hidden: bool = False      # a worker for tests: listed by `mosaic workers --all` only
     # the worker's catalog module (ALGORITHMS, schema(algo, env)), when the default schema() serves it
     catalog: Any = None
+    # what its runs do when not train (and eval with checkpoints): ("play",) for agents that learn
+    # nothing in the run (workers/sdk/modes.py); its capabilities' "modes" say the same to clients
+    modes: tuple[str, ...] = ()
 
     def metadata(self) -> dict[str, Any]:
         """The worker's name and version, its upstream library and that library's installed version."""
@@ -158,9 +162,15 @@ class WorkerDescriptor:
 
     def validate(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check a whole run config; return it normalised, or raise ConfigError."""
+        playing = PLAY in self.modes
+        if isinstance(config, dict) and playing:   # an older client's (or daemon's) "train" is a play
+            config = {**config, "mode": submitted_mode(config.get("mode"), True)}
         parsed = parse_run_config(config)
         if parsed.worker != self.name:
             raise ConfigError("worker", f"is {parsed.worker!r}, this is the {self.name!r} worker")
+        if parsed.mode == PLAY and not playing:
+            raise ConfigError("mode", f"the {self.name} worker trains: mode play is for the workers whose runs "
+                                      f"play (LLM agents, a person), not play")
         if not self.accepts_algo(parsed.algo):
             raise self.unknown_algo(parsed.algo)
         self.check_env(parsed)

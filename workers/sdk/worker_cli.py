@@ -8,7 +8,7 @@ A worker's ``cli.py`` hands over to ``serve``:
 
 which calls ``runtime.train(config, emitter)`` for a run in mode ``train`` and
 ``runtime.evaluate(config, emitter)`` in mode ``eval`` (``entry_points`` names
-others: the LLM workers ``play``), through ``workers.sdk.guard``.
+others: ``PLAY`` for the workers whose runs play), through ``workers.sdk.guard``.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from workers.sdk.telemetry import Emitter, take_stdout
 
 # the entry point of runtime.py for each mode of a run
 TRAIN_AND_EVALUATE = {"train": "train", "eval": "evaluate"}
+# a worker whose runs play (workers/sdk/modes.py): "train" is how a daemon older than mode "play" asks for one
+PLAY = {"play": "play", "train": "play"}
 
 
 def serve(prog: str, argv: list[str] | None, descriptor: Worker, runtime: str,
