@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
 
 from bench.common import alternate, daemon_home, figure, median, print_table
@@ -124,6 +125,22 @@ def overhead(members_gaps: list[list[dict[str, float]]], wall_s: float, part: st
     return sum(g[part] for gaps in members_gaps for g in gaps) / (len(members_gaps) * wall_s)
 
 
+class LoadSampler(threading.Thread):
+    """The 1-minute load average every ``every`` seconds while the bench runs: the machine is shared."""
+
+    def __init__(self, every: float = 10.0):
+        super().__init__(daemon=True)
+        self.every, self.samples, self.done = every, [os.getloadavg()[0]], threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.every):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> str:
+        self.done.set()
+        return f"load average {statistics.fmean(self.samples):.1f} (min {min(self.samples):.1f}, max {max(self.samples):.1f})"
+
+
 # -- the two sides ------------------------------------------------------------------------------------
 def member_configs(steps: int, seed: int, name: str) -> list[dict]:
     """The PBT sweep's members as it submits them (daemon/pbt.py ``_submit_member``): the same draws."""
@@ -197,14 +214,15 @@ def run(quick: bool = False) -> list[dict]:
     def next_seed(side: str) -> int:
         calls[side] += 1
         return calls[side] - 1
-    load0 = os.getloadavg()[0]
+    load = LoadSampler()
+    load.start()
     with daemon_home(max_runs=POPULATION) as (home, _pid):
         with Client(home, name="bench", timeout=60) as client:
             t0 = time.monotonic()
             pbt, rs = alternate(size["repetitions"], lambda: pbt_side(client, home, size, next_seed("pbt")),
                                 lambda: random_side(client, home, size, next_seed("random")))
             minutes = (time.monotonic() - t0) / 60
-    load1 = os.getloadavg()[0]
+    loaded = load.stop()
     pbt_best = iqm([max(final_score(ev) or 0.0 for ev in r["events"]) for r in pbt])
     rs_best = iqm([max(final_score(ev) or 0.0 for ev in r["events"]) for r in rs])
     gaps = [exploit_gaps(ev) for r in pbt for ev in r["events"]]
@@ -215,7 +233,7 @@ def run(quick: bool = False) -> list[dict]:
     count = sum(len(g) for g in gaps)
     mean_gap = statistics.fmean(g["total"] for m in gaps for g in m) if count else 0.0
     setting = (f"PPO CartPole-v1, {POPULATION} members x {size['steps']:,} steps, lr log-uniform 1e-5..1e-1, "
-               f"interval {size['interval']:,}; {minutes:.0f} min, load {load0:.1f} -> {load1:.1f}")
+               f"interval {size['interval']:,}; {minutes:.0f} min, {loaded}")
     rows = side_figures("PBT", pbt, size) + side_figures("random search", rs, size)
     rows.insert(0, figure("PBT vs random search: best member's final score, PBT - random", round(pbt_best - rs_best, 1),
                           "return", "> 0", setting, pbt_best > rs_best))
