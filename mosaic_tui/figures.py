@@ -263,6 +263,10 @@ def _intervals(fig, report, curve, column) -> None:
         ax.spines["left"].set_visible(False)
         ax.grid(axis="x", alpha=0.25, linewidth=0.5)
         ax.set_ylim(-0.6, len(groups) - 0.4)
+        # a bar's left end is a sticky edge, which keeps the axis from its margin: an interval at
+        # the lowest score (or a zero-width one, seeds alike) would sit on the axes' edge, half drawn
+        ax.use_sticky_edges = False
+        ax.autoscale_view(scalex=True, scaley=False)
     fig.supxlabel(_score_axis_label(report), fontsize=matplotlib_rc("axes.labelsize"))
 
 

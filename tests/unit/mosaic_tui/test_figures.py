@@ -156,6 +156,18 @@ def test_interval_bars_span_each_ci(report, tmp_path):
             assert tick[:, 0] == pytest.approx(to_svg(fig, ax, [agg["value"]], [y])[0, 0], abs=1e-3)
 
 
+def test_every_interval_and_point_lies_inside_its_axes(report):
+    """Each panel keeps a margin on both sides: no interval or point estimate on the axes' edge."""
+    from mosaic_tui.aggregates import METRICS
+    fig = F.draw("intervals", report, "double")
+    for metric, ax in zip(METRICS, fig.axes):
+        aggs = [g["aggregates"][metric] for g in report["groups"]]
+        lows = [a["ci_low"] if a["ci_low"] is not None else a["value"] for a in aggs]
+        highs = [a["ci_high"] if a["ci_high"] is not None else a["value"] for a in aggs]
+        left, right = ax.get_xlim()
+        assert left < min(lows) and max(highs) < right, metric
+
+
 def test_profiles_and_poi_hold_the_report(report, tmp_path):
     fig = F.draw("profiles", report, "single")
     path = tmp_path / "profiles.svg"
