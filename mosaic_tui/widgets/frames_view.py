@@ -26,7 +26,10 @@ and a relayed frame is drawn when it arrives; the header's frame number is
 updated with every new frame, in the same paint.
 
 Keys: space pauses/resumes; while paused, left/right (h/l) step through the
-frames still in the ring (relay: the last frames received).
+frames still in the ring (relay: the last frames received). A run with several
+streams (one per episode in flight, or per env worker): the view starts on stream
+0 and n goes to the next one the run has (here: its segments in /dev/shm; through
+the relay: ``params.episodes_in_flight`` of its config), which the header names.
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ RELAY_MAX_DIM = 320
 RELAY_HISTORY = 32
 SOURCE_SHM = "shared memory"
 SOURCE_RELAY = "relay"
+STREAMS_INTERVAL = 1.0     # seconds between looks for the run's streams
 
 
 def frames_enabled(run: dict[str, Any] | None) -> bool:
@@ -337,6 +341,7 @@ class FramesView(Widget, can_focus=True):
         Binding("space", "toggle_pause", "Pause frames", id="frames.pause"),
         Binding("left,h", "step(-1)", "Back", id="frames.back"),
         Binding("right,l", "step(1)", "Forward", id="frames.forward"),
+        Binding("n", "next_stream", "Next stream", id="frames.next_stream"),
     ]
 
     def __init__(self, run_id: str, stream: int = 0, *, relay: bool | None = None,
@@ -365,6 +370,8 @@ class FramesView(Widget, can_focus=True):
         self._expect_until = 0.0
         self._expected = 0               # frames expected (keys played) and not come yet
         self._expect_task = None
+        self._streams: list[int] = [stream]    # the run's streams, looked for every STREAMS_INTERVAL
+        self._streams_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield FramesHeader(id="frames-header")
@@ -432,6 +439,28 @@ class FramesView(Widget, can_focus=True):
 
     def _link(self):
         return getattr(self.app, "link", None)
+
+    def streams(self) -> list[int]:
+        """The run's streams: its segments on this host, or through the relay the episodes its
+        config plays at once (the relay cannot list them); the one shown always among them."""
+        now = time.monotonic()
+        if now - self._streams_at < STREAMS_INTERVAL:
+            return self._streams
+        self._streams_at = now
+        found: set[int] = {self.stream}
+        if self.source != SOURCE_RELAY:
+            try:
+                from workers.fastlane import layout
+                found.update(layout.list_streams(self.run_id))
+            except Exception:
+                pass
+        else:
+            run = (getattr(self._link(), "runs", None) or {}).get(self.run_id) or {}
+            in_flight = ((run.get("config") or {}).get("params") or {}).get("episodes_in_flight")
+            if type(in_flight) is int and in_flight > 1:
+                found.update(range(in_flight))
+        self._streams = sorted(found)
+        return self._streams
 
     def _ensure_relay(self) -> None:
         link = self._link()
@@ -584,6 +613,10 @@ class FramesView(Widget, can_focus=True):
             where = f" {self.index + 1}/{len(self.held)}" if self.held else ""
             text.append(f"  paused{where}", style="bold yellow")
         text.append(f"  {self.source or 'waiting for the ring'}", style="dim" if self.source else "italic")
+        streams = self.streams()
+        if len(streams) > 1:
+            text.append(f"  stream {self.stream} ({streams.index(self.stream) + 1} of {len(streams)}, n: next)",
+                        style="bold")
         label = f"  graphics: {mode}"
         drawn = self.canvas.drawn_as if self.is_mounted else mode
         if mode == "halfblock":
@@ -620,6 +653,27 @@ class FramesView(Widget, can_focus=True):
                 self.index = [n for n, _ in self.held].index(self.current[0])
         else:
             self.index = len(self.held) - 1
+        self.update_header()
+
+    def action_next_stream(self) -> None:
+        """Show the run's next stream (after the last, the first): its own reader or relay, from
+        its newest frame."""
+        self._streams_at = 0.0
+        streams = self.streams()
+        if len(streams) < 2:
+            return
+        self._stop_relay()
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        self.stream = streams[(streams.index(self.stream) + 1) % len(streams)]
+        self.source, self.current, self._last_check = None, None, 0.0
+        self._relay_latest = None
+        self._relay_history.clear()
+        self._arrivals.clear()
+        self.paused, self.held, self.index = False, [], -1
+        self._header_at = 0.0
+        self.poll()
         self.update_header()
 
     def action_step(self, delta: int) -> None:

@@ -17,7 +17,9 @@ call, and the order of the reports: episode events, scalars and results.json go
 in episode order, whatever order the episodes finish in, so a run's results do
 not depend on how many were in flight. A stop cuts the episodes in flight; they
 are played again on continue, the ones that finished never (workers.sdk.series).
-One episode in flight is played in the main thread, as before.
+One episode in flight is played in the main thread, as before. With frames on, each thread
+publishes its episodes' frames on a FastLane stream of its own (the first on stream 0, the one
+every app shows; the frames view's key ``e`` goes to the next).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from typing import Any
 
 from workers.balrog_worker import summary as balrog_summary
 from workers.balrog_worker.agents import AGENTS, Agent, FewShotAgent, RandomAgent
-from workers.sdk.frames import env_frames
+from workers.sdk.frames import EnvFrames, env_frames
 from workers.sdk.guard import RunFailed
 from workers.sdk.llm import families
 from workers.sdk.llm.client import make_client, normalise_spec, spec_from_params
@@ -119,6 +121,7 @@ class BalrogRun:
         self.params = config["params"]
         self.emitter = emitter
         self.frames = frames
+        self.streams: list[EnvFrames | None] = [frames]    # the frames of each episode in flight
         self.stream = StepStream(emitter)
         self.family = families.family_of(config["env"])
         self.total = Usage()
@@ -178,6 +181,8 @@ class BalrogRun:
             self.queue = list(self.order)
             slots = max(1, min(self.params.get("episodes_in_flight", 1), len(self.queue)))
             envs += [make_text_env(config["env"], **self.params["env_kwargs"]) for _ in range(slots - 1)]
+            if self.frames is not None:
+                self.streams += [env_frames(config, stream=i) for i in range(1, slots)]
             if slots == 1:
                 self.play_slot(0, env)
             else:
@@ -186,6 +191,9 @@ class BalrogRun:
             if not (self.abort and len(envs) > 1):  # threads cut by a cancel may still hold theirs
                 for each in envs:
                     each.close()
+                for frames in self.streams[1:]:     # stream 0 is play()'s
+                    if frames is not None:
+                        frames.close()
         if self.budget_note is not None:
             try:   # the reason at the run's total: the calls in flight when the budget was reached count too
                 self.budget.check(self.total.tokens, self.total.cost)
@@ -235,7 +243,7 @@ class BalrogRun:
                     return
                 episode = self.queue.pop(0)
             try:
-                self.play_episode(env, agent, episode, frames=index == 0)
+                self.play_episode(env, agent, episode, index)
             except EpisodeCut:
                 with self.lock:
                     self.cut.add(episode)
@@ -257,14 +265,16 @@ class BalrogRun:
             self.step += 1
             return self.step - 1
 
-    def play_episode(self, env: TextEnv, agent: Agent, episode: int, frames: bool = True) -> None:
+    def play_episode(self, env: TextEnv, agent: Agent, episode: int, stream: int = 0) -> None:
+        """One episode, its frames on ``stream`` (its thread's)."""
         params = self.params
+        frames = self.streams[stream] if stream < len(self.streams) else None
         seed = self.config["seed"] + episode
         observation = env.reset(seed=seed)
         agent.reset()
         agent.builder.update_instruction_prompt(env.instruction_prompt())
-        if frames:
-            self._frame(env)
+        if frames is not None:
+            frames.maybe_publish(env.render)
         usage = Usage()
         limit = params["max_steps_per_episode"] or env.max_steps or 10**9
         prev_action: str | None = None
@@ -305,8 +315,8 @@ class BalrogRun:
                 prev_action = action
                 episode_return += reward
                 length += 1
-                if frames:
-                    self._frame(env)
+                if frames is not None:
+                    frames.maybe_publish(env.render)
                 if terminated or truncated:
                     done = True
                     break
@@ -355,10 +365,6 @@ class BalrogRun:
         """A stop's state back (``state``)."""
         self.step, self.episodes, self.budget_note = state["step"], state["episodes"], state["budget_note"]
         self.total = Usage.from_state(state["total"])
-
-    def _frame(self, env: TextEnv) -> None:
-        if self.frames is not None:
-            self.frames.maybe_publish(env.render)
 
     def write_results(self) -> dict[str, Any]:
         """The per-episode records (in episode order) and the run's averages in results.json, with

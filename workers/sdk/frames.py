@@ -19,10 +19,13 @@ from typing import Any, Callable
 
 
 class EnvFrames:
-    def __init__(self, run_id: str, fps: float, max_dim: int, grid: int = 1):
+    """One FastLane stream of a run: stream 0, the one every app shows first, or another for a
+    worker that plays several episodes at once (one stream each)."""
+
+    def __init__(self, run_id: str, fps: float, max_dim: int, grid: int = 1, stream: int = 0):
         from workers.fastlane.writer import FrameWriter  # numpy: worker processes only
 
-        self.writer = FrameWriter(run_id, max_dim=max_dim, max_fps=fps)
+        self.writer = FrameWriter(run_id, stream=stream, max_dim=max_dim, max_fps=fps)
         self.grid = grid
         self.failed = False
 
@@ -60,10 +63,10 @@ def frames_request(config: dict[str, Any]) -> dict[str, Any] | None:
     return {"run_id": run_id, "fps": frames["fps"], "max_dim": frames["max_dim"], "grid": frames["grid"]}
 
 
-def env_frames(config: dict[str, Any]) -> EnvFrames | None:
-    """The run's EnvFrames, or None when it has frames off."""
+def env_frames(config: dict[str, Any], stream: int = 0) -> EnvFrames | None:
+    """The run's EnvFrames on ``stream``, or None when it has frames off."""
     request = frames_request(config)
-    return None if request is None else EnvFrames(**request)
+    return None if request is None else EnvFrames(**request, stream=stream)
 
 
 def publishing(env: Any, frames: EnvFrames) -> Any:

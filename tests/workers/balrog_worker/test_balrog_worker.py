@@ -237,7 +237,7 @@ def test_a_stopped_evaluation_continues_with_the_episodes_not_yet_played(daemon,
 # -- episodes in flight (BALROG's eval.num_workers) -------------------------------------------------
 
 def play_in_process(run_dir: Path, params: dict, continue_from: str | None = None,
-                    algo: str = "naive") -> tuple[dict, list[dict]]:
+                    algo: str = "naive", run_id: str | None = None, **more) -> tuple[dict, list[dict]]:
     """A balrog run (naive by default) on BabyAI in this process, in ``run_dir``: its results and events."""
     import os
 
@@ -248,12 +248,18 @@ def play_in_process(run_dir: Path, params: dict, continue_from: str | None = Non
     cwd = os.getcwd()
     os.chdir(run_dir)
     try:
-        config = WORKER.validate({"worker": "balrog", "algo": algo, "env": BABYAI, "params": params})
+        config = WORKER.validate({"worker": "balrog", "algo": algo, "env": BABYAI, "params": params, **more})
         config["continue_from"] = continue_from
+        config["run_id"] = run_id     # the daemon's config.json has it: frames need it
         with open(run_dir / "events.jsonl", "ab") as out:
             emitter = Emitter(out.fileno())
             try:
-                results = BalrogRun(config, emitter).run()
+                if config["frames"]["enabled"]:   # the worker's play(): frames on stream 0, closed after
+                    from workers.balrog_worker.runtime import play
+                    play(config, emitter)
+                    results = json.loads((run_dir / "results.json").read_text())
+                else:
+                    results = BalrogRun(config, emitter).run()
             finally:
                 emitter.close()
     finally:
@@ -332,13 +338,13 @@ def test_a_stop_cuts_the_episodes_in_flight_and_continue_replays_only_them(llama
     original = runtime.BalrogRun.play_episode
     late = [True]   # the first run only
 
-    def episode_zero_late(self, env, agent, episode, frames=True):
+    def episode_zero_late(self, env, agent, episode, stream=0):
         if episode == 0 and late[0]:
             late[0] = False
             while not self.unreported:     # a later episode finished, waiting to be reported after 0
                 time.sleep(0.01)
             SIGNALS.stop_requested = True
-        return original(self, env, agent, episode, frames)
+        return original(self, env, agent, episode, stream)
     monkeypatch.setattr(runtime.BalrogRun, "play_episode", episode_zero_late)
     params = real_server_params(llama_server, episodes=4, episodes_in_flight=4)
     with pytest.raises(Stopped) as stopped:
@@ -440,3 +446,64 @@ def test_results_carry_balrogs_summary_as_balrog_makes_it(tmp_path):
     scalars = {e["tag"]: e["value"] for e in events if e["type"] == "scalar"}
     assert scalars["total/progression_percentage"] == pytest.approx(results["balrog"]["average_progress"])
     assert scalars["total/standard_error"] == pytest.approx(results["balrog"]["standard_error"])
+
+
+# -- frames of every episode in flight ---------------------------------------------------------------
+
+@pytest.mark.slow
+def test_every_episode_in_flight_sends_frames_and_the_frames_view_switches_between_them(
+        llama_server, tmp_path, planted_env_key):
+    """Two episodes in flight on the real server, frames on: each thread's episodes go to a
+    FastLane stream of its own (stream 0 as before, for an older app). The frames view starts on
+    stream 0, names the streams in its header, and n shows the other episode's frames."""
+    import asyncio
+    import os
+
+    import numpy as np
+    from textual.app import App
+
+    from mosaic_tui.widgets.frames_view import FramesView
+    from workers.fastlane import layout
+    from workers.fastlane.reader import FrameReader
+
+    run_id = f"balrog-frames-{os.getpid()}"
+    try:
+        results, events = play_in_process(tmp_path, real_server_params(
+            llama_server, episodes=2, episodes_in_flight=2, max_steps_per_episode=1),
+            run_id=run_id, frames={"enabled": True, "fps": 100})
+        assert len(results["episodes"]) == 2 and {s["episode"] for s in llm_steps(events)} == {0, 1}
+        assert layout.list_streams(run_id) == [0, 1]
+        newest = {}
+        for stream in (0, 1):
+            reader = FrameReader(run_id, stream)
+            newest[stream] = reader.latest()
+            reader.close()
+            assert newest[stream] is not None and newest[stream][1].ndim == 3, stream
+        assert not np.array_equal(newest[0][1], newest[1][1])     # two episodes, two seeds, two grids
+
+        class FramesApp(App):
+            def compose(self):
+                yield FramesView(run_id)
+
+        async def watch() -> list[tuple[int, str, object]]:
+            seen = []
+            app = FramesApp()
+            async with app.run_test(size=(100, 30)) as pilot:
+                view = app.query_one(FramesView)
+                view.focus()
+                for _ in range(3):
+                    for _ in range(100):
+                        await pilot.pause(0.02)
+                        if view.current is not None:
+                            break
+                    seen.append((view.stream, str(view.header_text()), view.current and view.current[1]))
+                    await pilot.press("n")
+            return seen
+
+        seen = asyncio.run(watch())
+        assert [stream for stream, _, _ in seen] == [0, 1, 0]
+        for stream, header, frame in seen:
+            assert f"stream {stream} ({stream + 1} of 2, n: next)" in header, header
+            assert frame is not None and np.array_equal(frame, newest[stream][1]), stream
+    finally:
+        layout.cleanup(run_id)
