@@ -198,17 +198,19 @@ class RunsScreen(Screen):
         self.query_one(TitleBar).update("  ·  ".join(parts))
         sel = self.table.selected
         arrow = "↓" if self.table.sort_reverse else "↑"
-        status = f"sort: {self.table.sort_key} {arrow}"
+        status = ""
+        error = self.table.filter.error if self.table.query_text else None
+        if error is not None:   # first, so that a narrow terminal clips the hints, not the error
+            status = f"[red]query {escape(str(error))}[/red]   "
+        status += f"sort: {self.table.sort_key} {arrow}"
         if self.table.grouped_by_env:
             status += " (grouped by env: returns of different envs are not ranked together)"
         status += f"   avg{self.table.window}: mean of the last {self.table.window} returns (a: change)"
         if self.table.fold:
             status += "   seeds folded (f)"
         if self.table.query_text:
+            # typed half-way or wrong (the error leads the line): the rows are those of the last whole text
             status += f"   filter: {escape(repr(self.table.query_text))}"
-            error = self.table.filter.error
-            if error is not None:   # typed half-way or wrong: the rows are those of the last whole text
-                status += f" [red]{escape(str(error))}[/red]"
         if sel:
             status += f"   {len(sel)} selected (c: compare, x: cancel, D: delete, esc: clear)"
         self.query_one("#status", Static).update(status)
