@@ -115,8 +115,53 @@ class PBTController:
                     self.runs.stop(run)
                 except P.RPCError as exc:
                     log.warning("pbt sweep %s: cannot stop %s: %s", sweep["name"], run["name"], exc.message)
-        if all(r["state"] == P.STOPPED for r in live):
+        if D.ready_to_decide([{"state": r["state"], "step": self._step(r)} for r in live], boundary):
             self._decide(sweep, state, live, boundary)   # applied from the next tick on
+
+    # -- the whole population stopped and continued (mosaic stop/continue SWEEP) -------------
+    def stop(self, sweep: dict[str, Any]) -> list[str]:
+        """Every live member stopped with a checkpoint and the controller paused (the sweep's state
+        "stopped": the tick passes it by); its state file stays as it is, a decision written and not
+        yet applied included. What could not be stopped, in words (one line a member)."""
+        self.store.update_sweep(sweep["id"], state="stopped")
+        problems = []
+        for run in self.store.sweep_runs(sweep["id"]):
+            if run["state"] in P.ACTIVE_STATES:
+                try:
+                    self.runs.stop(run)
+                except P.RPCError as exc:
+                    problems.append(f"{run['name']}: {exc.message}")
+            elif run["state"] == P.QUEUED and not run["stop_requested"]:
+                # stopped as soon as it starts, at its first safe point (daemon/runs.py's ingest)
+                self.runs.update_record(run["id"], stop_requested=True)
+        log.info("pbt sweep %s stopped%s", sweep["name"], f" ({'; '.join(problems)})" if problems else "")
+        return problems
+
+    def resume(self, sweep: dict[str, Any]) -> list[str]:
+        """The population goes on where it was: the members stopped short of the generation's
+        boundary continue from their own checkpoints (D.members_to_continue); the others are the
+        controller's, which decides (or applies the decision already written) once the tick runs."""
+        state = self.load(sweep["id"])
+        pbt = sweep["spec"]["pbt"]
+        total = int(sweep["spec"]["base"].get("steps") or 0)
+        boundary = (state["generation"] + 1) * pbt["interval"]
+        left = state.get("left", {})
+        live = [r for r in self.store.sweep_runs(sweep["id"]) if not self._ended(r) and r["id"] not in left]
+        ids = D.members_to_continue([{"id": r["id"], "state": r["state"], "step": self._step(r)} for r in live],
+                                    boundary, total, state["decided"] == state["generation"])
+        problems = []
+        for run_id in ids:
+            run = self.store.get(run_id)
+            try:
+                self.runs.continue_run(run)
+            except (P.RPCError, StoreError) as exc:
+                problems.append(f"{run['name']}: {getattr(exc, 'message', exc)}")
+        for run in live:   # a queued member's stop, asked by the population's stop, is withdrawn
+            if run["state"] == P.QUEUED and run["stop_requested"]:
+                self.runs.update_record(run["id"], stop_requested=False)
+        self.store.update_sweep(sweep["id"], state="running")
+        log.info("pbt sweep %s continued: %s member(s) started again", sweep["name"], len(ids) - len(problems))
+        return problems
 
     @staticmethod
     def _ended(run: dict[str, Any]) -> bool:

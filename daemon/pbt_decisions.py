@@ -183,3 +183,25 @@ def exploit_record(generation: int, recipient: dict[str, Any], donor: dict[str, 
             "recipient_score": recipient["score"], "donor_score": donor["score"],
             "donor_params": dict(sorted(donor["params"].items())), "params": dict(sorted(new_params.items())),
             "changed": changed}
+
+
+# -- the population stopped and continued (mosaic stop/continue SWEEP) ------------------
+def ready_to_decide(members: list[dict[str, Any]], boundary: int) -> bool:
+    """Whether a generation is decided now: every live member (``{"state", "step"}``) stopped at or
+    past the boundary. One stopped short of it (``mosaic stop`` on the member or the population)
+    is waited for: it is judged only once it has trained as far as the others."""
+    return bool(members) and all(m["state"] == "stopped" and m["step"] >= boundary for m in members)
+
+
+def members_to_continue(members: list[dict[str, Any]], boundary: int, total: int,
+                        decision_pending: bool) -> list[str]:
+    """The ids ``mosaic continue SWEEP`` starts again: the stopped members (``{"id", "state", "step"}``,
+    live ones only) that have not reached the generation's boundary, or all stopped ones in the
+    last generation (it runs to the end of the budget). The members at the boundary wait for the
+    decision, which continues them, each from its own or its donor's checkpoint; with a decision
+    already written none is continued here (the controller applies it: a member continued
+    beside it would take its exploit for applied)."""
+    if decision_pending:
+        return []
+    last = boundary >= total
+    return [m["id"] for m in members if m["state"] == "stopped" and (last or m["step"] < boundary)]

@@ -303,13 +303,29 @@ class Daemon(Delivery, Seats):
         """``cancel``: end a run's whole process tree (SIGTERM, SIGKILL after the grace)."""
         return self.runs.cancel(self._run(params))
 
+    def _run_or_sweep(self, params: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The run named, or else the sweep of that name or id (a PBT population stops and continues whole)."""
+        try:
+            return self._run(params), None
+        except P.RPCError as err:
+            if err.code != P.NOT_FOUND:
+                raise
+            matches = self.store.resolve_sweep(P.param(params, "run", str))
+            if len(matches) != 1:
+                raise
+            return None, matches[0]
+
     def m_stop(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """``stop``: ask a run to checkpoint at its next safe point and end ``stopped``."""
-        return self.runs.stop(self._run(params))
+        """``stop``: ask a run to checkpoint at its next safe point and end ``stopped``; a PBT sweep's
+        name or id: its whole population (the sweep's record, with ``problems``)."""
+        run, sweep = self._run_or_sweep(params)
+        return self.runs.stop(run) if sweep is None else self.sweeps.stop(sweep)
 
     def m_continue(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        """``continue``: start a stopped (or failed, cancelled, lost) run again as the same run, from its checkpoint."""
-        return self.runs.continue_run(self._run(params))
+        """``continue``: start a stopped (or failed, cancelled, lost) run again as the same run, from its
+        checkpoint; a stopped PBT sweep's name or id: its population, where it was."""
+        run, sweep = self._run_or_sweep(params)
+        return self.runs.continue_run(run) if sweep is None else self.sweeps.continue_(sweep)
 
     def m_pause(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         """``pause``: SIGSTOP a local run's process tree, all but its supervisor."""

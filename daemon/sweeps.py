@@ -47,7 +47,6 @@ from typing import Any
 from daemon import protocol as P
 from daemon.home import EVENTS_FILE, Home
 from daemon.ingest import read_range
-from daemon.search_space import optuna_distributions
 from daemon.store import Store, new_ulid
 from workers.sdk.config import ConfigError, draw_seed, param_name
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
@@ -344,7 +343,18 @@ class SweepController:
         self.studies[sweep["id"]] = study
         return study
 
-    distributions = staticmethod(optuna_distributions)
+    @staticmethod
+    def distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        import optuna.distributions as D
+        out = {}
+        for name, ps in space.items():
+            if ps["kind"] in ("grid", "categorical"):
+                out[name] = D.CategoricalDistribution(ps["values"])
+            elif ps["kind"] == "int":
+                out[name] = D.IntDistribution(int(ps["low"]), int(ps["high"]), log=ps["log"])
+            else:
+                out[name] = D.FloatDistribution(ps["low"], ps["high"], log=ps["kind"] == "loguniform")
+        return out
 
     # -- submit ----------------------------------------------------------------
     def submit(self, spec: Any) -> dict[str, Any]:
@@ -361,8 +371,30 @@ class SweepController:
         self._schedule(0.0)
         return self.describe(sweep)
 
+    def stop(self, sweep: dict[str, Any]) -> dict[str, Any]:
+        """``mosaic stop SWEEP``: a PBT population stopped whole, to continue later (daemon/pbt.py)."""
+        self._check_pbt_control(sweep, "running", "stop")
+        problems = self.pbt.stop(sweep)
+        return {**self.describe(self.store.get_sweep(sweep["id"])), "problems": problems}
+
+    def continue_(self, sweep: dict[str, Any]) -> dict[str, Any]:
+        """``mosaic continue SWEEP``: a stopped PBT population goes on where it was."""
+        self._check_pbt_control(sweep, "stopped", "continue")
+        problems = self.pbt.resume(sweep)
+        self._schedule(0.0)
+        return {**self.describe(self.store.get_sweep(sweep["id"])), "problems": problems}
+
+    @staticmethod
+    def _check_pbt_control(sweep: dict[str, Any], state: str, verb: str) -> None:
+        if "pbt" not in sweep["spec"]:
+            raise P.RPCError(P.BAD_STATE, f"sweep {sweep['name']} is no PBT sweep: its trials {verb} one run at a "
+                                          f"time (mosaic {verb} RUN), or it is cancelled whole (mosaic sweeps "
+                                          f"{sweep['name']} --cancel)")
+        if sweep["state"] != state:
+            raise P.RPCError(P.BAD_STATE, f"sweep {sweep['name']} is {sweep['state']}, not {state}")
+
     def cancel(self, sweep: dict[str, Any]) -> dict[str, Any]:
-        if sweep["state"] == "running":
+        if sweep["state"] in ("running", "stopped"):
             self.store.update_sweep(sweep["id"], state="cancelled", ended_at=time.time())
             for run in self.store.sweep_runs(sweep["id"]):
                 if run["state"] == P.QUEUED or run["state"] in P.ACTIVE_STATES:

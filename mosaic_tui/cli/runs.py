@@ -36,7 +36,6 @@ from mosaic_tui.fmt import (
     num,
     progress_text,
     run_label,
-    run_mode,
     smoothed_return,
     state_label,
     system_figures,
@@ -142,7 +141,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = run.get("summary") or {}
     best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
-              ("env", run["env"]), ("mode", run_mode(run)),
+              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")),
               ("seed", seed_text(run.get("config") or {})), ("state", state_label(run)),
               ("reason", run.get("reason") or failure_reason(run)), *_job_fields(run),
               ("progress", f"{num(s.get('steps'))} / {num(s.get('total_steps'))} steps "
@@ -225,6 +224,9 @@ def cmd_control(args: argparse.Namespace) -> int:
               "continue": P.CONTINUE}[args.command]
     with _client(args) as client:
         run = client.call(method, run=args.run)
+        if "spec" in run:   # a PBT sweep's name: its whole population stopped or continued
+            from mosaic_tui.cli.sweep import population_controlled
+            return population_controlled(args, client, run)
     if args.command == "cancel" and (run["state"] not in P.FINAL_STATES or fmt.still_running(run)) \
             and not args.no_wait:
         return _wait_cancel(args, run)

@@ -101,6 +101,31 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     return 0
 
 
+def population_controlled(args: argparse.Namespace, client, sweep: dict[str, Any]) -> int:
+    """After `mosaic stop SWEEP` (or `continue SWEEP`) on a PBT sweep: what could not be stopped, then,
+    for a stop, the wait until no member is active any more (each with its checkpoint saved)."""
+    for problem in sweep.get("problems") or []:
+        print(f"{sweep['name']}: {problem}", file=sys.stderr)
+    if args.command == "stop" and not args.no_wait:
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        while True:
+            members = client.call(P.SWEEP_GET, sweep=sweep["id"]).get("members") or []
+            active = [m for m in members if m["state"] not in P.FINAL_STATES]
+            if not active:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise CLIError(f"timed out after {args.timeout:g}s waiting for sweep {sweep['name']}'s members "
+                               f"to stop: {', '.join(m['name'] for m in active)}", EXIT_TIMEOUT)
+            time.sleep(0.5)
+        counts: dict[str, int] = {}
+        for m in members:
+            counts[m["state"]] = counts.get(m["state"], 0) + 1
+        print(f"sweep {sweep['name']} stopped: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        return 0
+    print(f"sweep {sweep['name']} {sweep['state']}")
+    return 0 if not sweep.get("problems") else EXIT_RUN_NOT_SUCCEEDED
+
+
 # -- parser -----------------------------------------------------------------
 def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
     """`mosaic sweep` and `mosaic sweeps`."""

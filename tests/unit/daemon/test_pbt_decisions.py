@@ -12,8 +12,10 @@ from daemon.pbt_decisions import (
     exploit_record,
     generation_rng,
     initial_params,
+    members_to_continue,
     mutable_reason,
     perturb,
+    ready_to_decide,
 )
 from workers.sdk.config import ConfigError
 
@@ -135,3 +137,21 @@ def test_the_exploit_record_names_donor_step_and_each_changed_value():
                       "donor_checkpoint": "/x/stop_2048.pt", "recipient_score": 1.0, "donor_score": 5.0,
                       "donor_params": {"gamma": 0.99, "lr": 2e-3}, "params": {"gamma": 0.99, "lr": 2.4e-3},
                       "changed": {"gamma": {"old": 0.9, "new": 0.99}, "lr": {"old": 1e-3, "new": 2.4e-3}}}
+
+
+def test_a_generation_is_decided_only_once_every_live_member_stopped_at_its_boundary():
+    assert ready_to_decide([{"state": "stopped", "step": 600}, {"state": "stopped", "step": 612}], 600)
+    # one stopped short of it (mosaic stop on it or the population) is waited for
+    assert not ready_to_decide([{"state": "stopped", "step": 600}, {"state": "stopped", "step": 450}], 600)
+    assert not ready_to_decide([{"state": "stopped", "step": 600}, {"state": "running", "step": 640}], 600)
+    assert not ready_to_decide([], 600)
+
+
+def test_continue_starts_the_members_stopped_short_of_the_boundary_and_leaves_the_rest_to_the_decision():
+    members = [{"id": "A", "state": "stopped", "step": 450}, {"id": "B", "state": "stopped", "step": 610},
+               {"id": "C", "state": "queued", "step": 300}]
+    assert members_to_continue(members, 600, 2400, decision_pending=False) == ["A"]
+    # a decision written and not applied: the controller continues every member, each exploit once
+    assert members_to_continue(members, 600, 2400, decision_pending=True) == []
+    # the last generation runs to the budget's end: every stopped member goes on
+    assert members_to_continue(members, 2400, 2400, decision_pending=False) == ["A", "B"]
