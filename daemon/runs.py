@@ -32,6 +32,7 @@ from daemon.exits import CRASH_DUMP_LINES, STDERR_TAIL_LINES, STOP_OVERDUE, clas
 from daemon.home import CHECKPOINTS_DIR, CONFIG_FILE, EVENTS_FILE, EXIT_FILE, STDERR_FILE, SUPERVISOR_FILE, Home
 from daemon.ingest import RunTail, points_at_step
 from daemon.inotify import Inotify
+from daemon.model_server import ModelServers
 from daemon.placement import PlacementError, ray_relay
 from daemon.placement import backend_for as placement_backend
 from daemon.placement.jobs import CLUSTER_GONE_SECONDS, ClusterRuns
@@ -44,6 +45,7 @@ from daemon.submission import Submission, on_cluster
 from workers.fastlane import layout as fastlane_layout
 from workers.sdk import telemetry as tm
 from workers.sdk.descriptor import WorkerDescriptor
+from workers.sdk.llm import served
 from workers.sdk.rundir import (
     CHECKPOINT_MINUTES_DEFAULT,
     CHECKPOINT_MINUTES_ENV,
@@ -151,6 +153,8 @@ class RunManager(Submission):
         # Workers run this much nicer than the daemon (through their supervisor's
         # --nice): a flooding or compute-bound run cannot starve the daemon or the app.
         self.worker_nice = worker_nice
+        # the local LLM served once for the runs that ask (served: shared), as nice as the runs
+        self.model_servers = ModelServers(str(home.root), nice=worker_nice)
         # Resource slots: each GPU id goes to one run at a time (as CUDA_VISIBLE_DEVICES),
         # each CPU set likewise (as the worker's affinity).
         self.gpus = [str(g) for g in (gpus or [])]
@@ -186,6 +190,7 @@ class RunManager(Submission):
             log.warning("inotify unavailable (%s); falling back to %ss scans", exc, SAFETY_SCAN_SECONDS)
             self.inotify = None
         self.adopt_all()
+        self.model_servers.sweep(set(self.active))   # the servers the last daemon left, with their runs
         loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
         loop.call_later(self.cluster_poll_seconds, self.cluster.poll)
         if self.resources is not None:
@@ -284,6 +289,10 @@ class RunManager(Submission):
         if desc is None:
             self._set_final(run_id, P.FAILED, None, reason=f"worker {run['worker']!r} is no longer installed")
             return
+        refusal = self._shared_model_refusal(run)
+        if refusal is not None:
+            self._set_final(run_id, P.FAILED, None, reason=refusal)
+            return
         command = desc.command(run["config"])
         env = dict(os.environ)
         env.update(MOSAIC_RUN_ID=run_id, MOSAIC_RUN_DIR=run_dir, MOSAIC_HOME=str(self.home.root),
@@ -342,6 +351,16 @@ class RunManager(Submission):
                                         pid_start=proctree.start_time(popen.pid), resources=resources)
         self.on_run(updated, run_id, updated["rev"])
         self._watch(updated, run_dir, popen.pid, popen)
+
+    def _shared_model_refusal(self, run: dict[str, Any]) -> str | None:
+        """The shared model servers a run asks for (served: shared), started or found, the run among
+        their users; or why it cannot have them."""
+        params = run["config"].get("params") or {}
+        if not served.servers_for(params):
+            return None
+        if on_cluster(run):
+            return "served: shared serves the model on this machine; a run on a cluster loads its own (served: worker)"
+        return self.model_servers.use(run["id"], params)
 
     def _watch(self, run: dict[str, Any], run_dir: str, shim_pid: int, popen: subprocess.Popen | None,
                job: Job | None = None) -> None:
@@ -444,6 +463,7 @@ class RunManager(Submission):
                 del self._mirrors[run_id]
         for run_id in list(self.active):
             self._ingest(run_id)
+        self.model_servers.sweep(set(self.active))
         self._loop.call_later(SAFETY_SCAN_SECONDS, self._safety_scan)
 
     def _mirror_warnings(self, run_id: str, finishing: bool = False) -> None:
@@ -631,6 +651,7 @@ class RunManager(Submission):
 
     def _set_final(self, run_id: str, state: str, tail: RunTail | None, reason: str | None = None,
                    **fields: Any) -> None:
+        self.model_servers.release(run_id)
         if tail is not None:
             fields.update(summary=tail.summary(), ingest_offset=tail.offset)
             self._save_history(tail, str(self.home.run_dir(run_id)))
@@ -1102,6 +1123,7 @@ class RunManager(Submission):
 
     def close(self) -> None:
         self.cluster.close()
+        self.model_servers.close(set(self.active))
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_summaries()

@@ -47,6 +47,7 @@ from typing import Any
 from daemon import protocol as P
 from daemon.home import EVENTS_FILE, Home
 from daemon.ingest import read_range
+from daemon.search_space import optuna_distributions
 from daemon.store import Store, new_ulid
 from workers.sdk.config import ConfigError, draw_seed, param_name
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
@@ -343,18 +344,7 @@ class SweepController:
         self.studies[sweep["id"]] = study
         return study
 
-    @staticmethod
-    def distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        import optuna.distributions as D
-        out = {}
-        for name, ps in space.items():
-            if ps["kind"] in ("grid", "categorical"):
-                out[name] = D.CategoricalDistribution(ps["values"])
-            elif ps["kind"] == "int":
-                out[name] = D.IntDistribution(int(ps["low"]), int(ps["high"]), log=ps["log"])
-            else:
-                out[name] = D.FloatDistribution(ps["low"], ps["high"], log=ps["kind"] == "loguniform")
-        return out
+    distributions = staticmethod(optuna_distributions)
 
     # -- submit ----------------------------------------------------------------
     def submit(self, spec: Any) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from mosaic_tui.fmt import (
     num,
     progress_text,
     run_label,
+    run_mode,
     smoothed_return,
     state_label,
     system_figures,
@@ -141,7 +142,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     s = run.get("summary") or {}
     best, best_step = best_return(run)
     fields = [("id", run["id"]), ("name", run["name"]), ("worker", run["worker"]), ("algo", run["algo"]),
-              ("env", run["env"]), ("mode", (run.get("config") or {}).get("mode")),
+              ("env", run["env"]), ("mode", run_mode(run)),
               ("seed", seed_text(run.get("config") or {})), ("state", state_label(run)),
               ("reason", run.get("reason") or failure_reason(run)), *_job_fields(run),
               ("progress", f"{num(s.get('steps'))} / {num(s.get('total_steps'))} steps "
