@@ -12,7 +12,9 @@ Crash safety: the controller's state is a JSON file beside the sweep's (``<home>
 written atomically. The decision is written before anything acts on it, with each recipient's
 restart count at that moment; an exploit is applied only while its recipient still has that count,
 so a daemon killed anywhere in between decides nothing new and applies nothing twice. A donor is
-continued (and so may save, and prune, new checkpoints) only after every copy from it was taken.
+continued (and so may save, and prune, new checkpoints) only after every copy from it was taken, and
+its checkpoint is pinned (workers/sdk/rundir.py ``PIN_SUFFIX``) from the decision until the last copy
+is taken: retention never deletes it, even when the donor was continued by hand or ended meanwhile.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from daemon.ingest import read_range
 from daemon.shim import write_json_atomic
 from daemon.store import Store, StoreError
 from workers.sdk.config import ConfigError
+from workers.sdk.rundir import PIN_SUFFIX
 from workers.sdk.telemetry import EPISODE, SCALAR, episode_scalars
 
 log = logging.getLogger("mosaic.daemon.pbt")
@@ -213,11 +216,13 @@ class PBTController:
         state.update(decided=state["generation"], exploits=exploits, boundary=boundary,
                      scores={m["id"]: m["score"] for m in members.values()})
         self.save(sweep["id"], state)
+        self.pin(exploits)
         log.info("pbt sweep %s generation %s: %s exploit(s)", sweep["name"], state["generation"], len(exploits))
 
     def _apply(self, sweep: dict[str, Any], state: dict[str, Any], members: dict[int, Any]) -> None:
         """Each step idempotent: a copy taken once, a continue made only while the recipient still has the
         restart count it had at the decision."""
+        self.pin(state["exploits"])   # (again: a daemon may have died between the decision and its pins)
         for record in state["exploits"]:
             if record["applied"]:
                 continue
@@ -246,6 +251,7 @@ class PBTController:
             state["lineage"].append({**{k: v for k, v in record.items() if k != "applied"},
                                      **({} if record["applied"] is True else {"skipped": record["applied"]})})
             self.save(sweep["id"], state)
+        self.unpin(state["exploits"])   # every copy taken
         # every copy taken: the others go on from their own checkpoints
         for run in members.values():
             if run is None:
@@ -265,6 +271,29 @@ class PBTController:
                     self.runs.update_record(run["id"], reason=reason)
         state.update(generation=state["generation"] + 1, decided=None, exploits=[])
         self.save(sweep["id"], state)
+
+    @staticmethod
+    def pin(exploits: list[dict[str, Any]]) -> None:
+        """Each donor checkpoint with a copy still to take pinned: retention leaves it alone."""
+        for record in exploits:
+            source = (record.get("donor_checkpoint") or "").rstrip(os.sep)
+            if record["applied"] or not source or not os.path.exists(source):
+                continue
+            try:
+                write_json_atomic(source + PIN_SUFFIX, {"sweep_generation": record["generation"],
+                                                        "recipient": record["recipient"]})
+            except OSError as exc:   # the copy may still be taken; only retention is no longer held off
+                log.warning("cannot pin %s: %s", source, exc)
+
+    @staticmethod
+    def unpin(exploits: list[dict[str, Any]]) -> None:
+        for record in exploits:
+            source = (record.get("donor_checkpoint") or "").rstrip(os.sep)
+            if source:
+                try:
+                    os.unlink(source + PIN_SUFFIX)
+                except OSError:
+                    pass
 
     def _take_copy(self, record: dict[str, Any]) -> str | None:
         """The donor's checkpoint copied into the recipient's checkpoints (the copy is the recipient's from

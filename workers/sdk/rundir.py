@@ -31,6 +31,9 @@ KEEP_CHECKPOINTS_DEFAULT = 3
 # Beside a checkpoint a stop saved: its manifest (``<checkpoint>.manifest.json``): the run, the
 # step, the bytes and their sha256, checked before the run continues from it (daemon/runs.py).
 MANIFEST_SUFFIX = ".manifest.json"
+# Beside a checkpoint another run still has to copy (a PBT donor's, daemon/pbt.py): ``<checkpoint>.pinned``;
+# retention (``prune_checkpoints``) never deletes a pinned checkpoint, whatever its run does meanwhile.
+PIN_SUFFIX = ".pinned"
 
 
 def _files_of(path: str) -> list[str]:
@@ -108,7 +111,8 @@ def write_manifest(path: str, step: int, objective: float | None = None) -> str:
 def prune_checkpoints(folder: str, prefix: str, keep: int) -> list[str]:
     """Retention: of the checkpoints named ``prefix*`` in ``folder`` that have a manifest, keep the
     ``keep`` newest by step plus the best by objective, delete the others (manifest first, so a
-    half-deleted one is never taken for whole); the paths deleted. ``keep`` 0: keep all."""
+    half-deleted one is never taken for whole), but never a pinned one (``PIN_SUFFIX``); the paths
+    deleted. ``keep`` 0: keep all."""
     import shutil
     if keep <= 0:
         return []
@@ -129,7 +133,7 @@ def prune_checkpoints(folder: str, prefix: str, keep: int) -> list[str]:
         kept.add(max(scored, key=lambda entry: (entry[1], entry[0]))[2])
     deleted = []
     for _, _, checkpoint, manifest in saved:
-        if checkpoint not in kept:
+        if checkpoint not in kept and not os.path.exists(checkpoint.rstrip(os.sep) + PIN_SUFFIX):
             os.remove(manifest)
             if os.path.isdir(checkpoint):
                 shutil.rmtree(checkpoint, ignore_errors=True)

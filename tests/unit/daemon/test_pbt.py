@@ -142,3 +142,32 @@ def test_a_member_refused_at_submit_is_asked_once_and_the_others_train(tmp_path)
     assert runs.asked == [0, 1, 2]
     assert pbt.load("S2")["refused"] == {"1": "params.gain: refused with these values together"}
     assert [r["name"] for r in store.sweep_runs("S2")] == ["pop-m0", "pop-m2"]
+
+
+def test_a_donor_that_ended_keeps_its_pinned_checkpoint_from_retention_until_the_copy(tmp_path):
+    """The decision pins the donor's checkpoint; the donor then trains on (continued by hand) and ends,
+    its retention keeping only its newest checkpoint: the pinned one is still there for the copy, and
+    retention may take it once the copy is taken."""
+    from workers.sdk.rundir import prune_checkpoints, write_manifest
+    home, store, sweep, runs, pbt, _ = setup(tmp_path)
+    folder = home.run_dir("D") / "checkpoints"
+    folder.mkdir(parents=True)
+
+    def save(step):
+        path = folder / f"iter_{step}.json"
+        path.write_text(json.dumps({"step": step, "level": step / 100}))
+        write_manifest(str(path), step)
+        return path
+    donated = save(700)
+    state = pbt.load("S1")
+    state["exploits"][0]["donor_checkpoint"] = str(donated)
+    pbt.save("S1", state)
+    pbt.pin(state["exploits"])   # what the decision does once it is written
+    save(800), save(900)
+    assert prune_checkpoints(str(folder), "iter_", keep=1) == [str(folder / "iter_800.json")]
+    store.update_run("D", state=P.SUCCEEDED)   # the donor ended
+    pbt._apply(sweep, pbt.load("S1"), members(store))
+    (rid, point, params), = runs.continued   # the recipient alone: an ended donor is not continued
+    assert rid == "R" and json.loads(open(point["path"]).read()) == {"step": 700, "level": 7.0}
+    assert "skipped" not in pbt.load("S1")["lineage"][0]
+    assert prune_checkpoints(str(folder), "iter_", keep=1) == [str(donated)]   # unpinned once copied
