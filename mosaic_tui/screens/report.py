@@ -14,7 +14,7 @@ from typing import Any, Callable
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -36,6 +36,9 @@ class ReportScreen(Screen):
     ReportScreen #report-scroll {
         height: 1fr;
         padding: 0 1;
+    }
+    ReportScreen #report-body {
+        width: auto;   /* the table's columns never wrap: a narrow terminal scrolls it sideways */
     }
     ReportScreen #report-figure {
         height: 1fr;
@@ -89,7 +92,8 @@ class ReportScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
-        with VerticalScroll(id="report-scroll"):
+        with ScrollableContainer(id="report-scroll"):
+            yield Static("", id="report-note", markup=False)     # the score and the intervals: wrapped
             yield Static("", id="report-body", markup=False)
         with Vertical(id="report-figure"):
             yield Static("", id="figure-header", markup=False)
@@ -158,19 +162,21 @@ class ReportScreen(Screen):
             f"report  ·  {self.title_text}  ·  {groups} group{'s' if groups != 1 else ''}, {runs} run"
             f"{'s' if runs != 1 else ''}  ·  by {', '.join(by) if by else 'config (seeds together)'} (b)  ·  "
             f"normalised: {self.normalize} (n)")
-        lines = R.text_lines(report)
+        note, *lines = R.text_lines(report)
         profile = R.profile_lines(report)
         if profile:
             lines += ["", "performance profiles", *profile]
+        self.query_one("#report-note", Static).update(note)
         self.query_one("#report-body", Static).update("\n".join(lines))
         if self.figure_shown:
             self.draw_figure()
 
     def _show_error(self, text: str) -> None:
-        self.query_one("#report-body", Static).update(text)
+        self.query_one("#report-note", Static).update(text)
+        self.query_one("#report-body", Static).update("")
 
     def body_text(self) -> str:
-        return str(self.query_one("#report-body", Static).render())
+        return "\n".join(str(self.query_one(f"#report-{part}", Static).render()) for part in ("note", "body"))
 
     # -- keys --------------------------------------------------------------------------------------
     def action_by(self) -> None:
@@ -340,10 +346,10 @@ class ReportScreen(Screen):
         self.app.call_from_thread(self.notify, f"saved the {kind} figure: {stem}.pdf, .svg, .png", timeout=8)
 
     def action_down(self) -> None:
-        self.query_one("#report-scroll", VerticalScroll).scroll_down(animate=False)
+        self.query_one("#report-scroll", ScrollableContainer).scroll_down(animate=False)
 
     def action_up(self) -> None:
-        self.query_one("#report-scroll", VerticalScroll).scroll_up(animate=False)
+        self.query_one("#report-scroll", ScrollableContainer).scroll_up(animate=False)
 
     def action_back(self) -> None:
         self.app.pop_screen()

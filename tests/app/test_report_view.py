@@ -55,3 +55,23 @@ async def test_the_report_view_from_compare(home):
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
+
+
+async def test_the_report_table_keeps_its_columns_at_80x24(home):
+    """A narrow terminal scrolls the table sideways instead of wrapping its rows: each row is one
+    line (a wrapped row would start a line with its intervals), the prose above it wraps."""
+    from tests.app.conftest import screen_text
+    app = make_app(home)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_report(pilot, app, results_runs())
+        await pilot.pause()
+        body = screen.query_one("#report-body")
+        lines = str(body.render()).splitlines()
+        assert body.size.height == len(lines) and max(map(len, lines)) > 80
+        shown = screen_text(app).splitlines()
+        rows = [line for line in shown if line.startswith((" rate=", "   EnvA", "   EnvB")) and "[" in line]
+        assert len(rows) == 6, shown                  # 2 groups and their 2 envs, each on its line
+        assert not [line for line in shown if line.lstrip().startswith("[")], shown
+        assert any(line.startswith(" score: ") for line in shown)           # the note, wrapped to the width
+        scroll = screen.query_one("#report-scroll")
+        assert scroll.max_scroll_x > 0
