@@ -99,6 +99,9 @@ class PBTController:
                 if refusal is not None:   # its drawn values refused together: one try, the reason kept
                     state.setdefault("refused", {})[str(index)] = refusal
                     self.save(sweep["id"], state)
+        if "replay" in pbt:
+            self._advance_replay(sweep, state, members.get(0))
+            return
         total = int(spec["base"].get("steps") or 0)
         boundary = (state["generation"] + 1) * pbt["interval"]
         if state["decided"] == state["generation"]:
@@ -120,6 +123,46 @@ class PBTController:
                     log.warning("pbt sweep %s: cannot stop %s: %s", sweep["name"], run["name"], exc.message)
         if D.ready_to_decide([{"state": r["state"], "step": self._step(r)} for r in live], boundary):
             self._decide(sweep, state, live, boundary)   # applied from the next tick on
+
+    def _advance_replay(self, sweep: dict[str, Any], state: dict[str, Any], run: dict[str, Any] | None) -> None:
+        """A fixed schedule on one run (``pbt: {replay: ...}``): at each change's step the run is stopped,
+        then continued from its own checkpoint with the change's values. The continue is written down
+        (``decided``, with the run's restart count) before it is made: made once, whatever the moment
+        the daemon died."""
+        changes = sweep["spec"]["pbt"]["replay"]
+        k = state["generation"]
+        run = self.store.get(run["id"]) if run is not None else None
+        if run is not None and state["decided"] == k:
+            if run["state"] == P.STOPPED and (run.get("restarts") or 0) <= state["restarts_before"]:
+                change = changes[k]
+                old = run["config"].get("params") or {}
+                try:
+                    self.runs.continue_run(run, params=change["params"], seam_fields={EXPLOIT_TAG: {
+                        "replay": k, "step": change["step"],
+                        "changed": {n: {"old": old.get(n), "new": v} for n, v in sorted(change["params"].items())
+                                    if old.get(n) != v}}})
+                except (P.RPCError, StoreError) as exc:
+                    log.warning("pbt replay %s: %s not continued: %s", sweep["name"], run["name"], exc)
+                    return   # tried again next tick
+            state.setdefault("replayed", []).append({"change": k, "step": self._step(run), "at": time.time()})
+            state.update(generation=k + 1, decided=None)
+            self.save(sweep["id"], state)
+            return
+        if run is None or self._ended(run):
+            self.store.update_sweep(sweep["id"], state="finished", ended_at=time.time())
+            log.info("pbt replay %s finished", sweep["name"])
+            return
+        if k >= len(changes):
+            return   # the last values, to the end of the budget
+        reached = self._step(run) >= changes[k]["step"]
+        if run["state"] == P.RUNNING and not run["stop_requested"] and reached:
+            try:
+                self.runs.stop(run)
+            except P.RPCError as exc:
+                log.warning("pbt replay %s: cannot stop %s: %s", sweep["name"], run["name"], exc.message)
+        elif run["state"] == P.STOPPED and reached:
+            state.update(decided=k, restarts_before=run.get("restarts") or 0)
+            self.save(sweep["id"], state)
 
     # -- the whole population stopped and continued (mosaic stop/continue SWEEP) -------------
     def stop(self, sweep: dict[str, Any]) -> list[str]:
@@ -148,6 +191,9 @@ class PBTController:
         pbt = sweep["spec"]["pbt"]
         total = int(sweep["spec"]["base"].get("steps") or 0)
         boundary = (state["generation"] + 1) * pbt["interval"]
+        if "replay" in pbt:   # a replay's "boundary": its next change's step
+            k = state["generation"]
+            boundary = pbt["replay"][k]["step"] if k < len(pbt["replay"]) else total
         left = state.get("left", {})
         live = [r for r in self.store.sweep_runs(sweep["id"]) if not self._ended(r) and r["id"] not in left]
         ids = D.members_to_continue([{"id": r["id"], "state": r["state"], "step": self._step(r)} for r in live],
@@ -323,5 +369,12 @@ class PBTController:
         members = [{"member": r["trial"], "id": r["id"], "name": r["name"], "state": r["state"],
                     "step": self._step(r), "params": {n: r["config"]["params"].get(n) for n in names}}
                    for r in sorted(self.store.sweep_runs(sweep["id"]), key=lambda r: r["trial"])]
+        # each member's schedule over its steps (D.member_schedule): what `mosaic sweeps NAME --schedule`
+        # exports and --replay turns into a fixed schedule on a new run
+        spec = sweep["spec"]
+        for m in members:
+            initial = D.initial_params(spec["params"], spec["seed"], m["member"])
+            m["schedule"] = D.member_schedule(initial, state["lineage"], m["id"])
         return {"generation": state["generation"], "members": members, "lineage": state["lineage"],
-                "refused": state.get("refused", {}), "left": state.get("left", {})}
+                "refused": state.get("refused", {}), "left": state.get("left", {}),
+                "replay": spec["pbt"].get("replay"), "replayed": state.get("replayed", [])}

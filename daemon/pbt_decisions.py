@@ -12,7 +12,7 @@ from typing import Any
 
 from workers.sdk.config import ConfigError
 
-PBT_KEYS = ("population", "interval", "quantile", "mutations", "resample_probability")
+PBT_KEYS = ("population", "interval", "quantile", "mutations", "resample_probability", "replay")
 MUTATION_KEYS = ("factors", "neighbours", "resample_probability")
 DEFAULT_FACTORS = [0.8, 1.2]
 DEFAULT_QUANTILE = 0.25
@@ -57,6 +57,9 @@ def check_pbt(raw: Any, space: dict[str, dict[str, Any]], props: dict[str, Any])
     for key in raw:
         if key not in PBT_KEYS:
             raise _err(key, f"unknown key; known: {', '.join(PBT_KEYS)}")
+    if "replay" in raw:
+        return {"population": 1, "interval": 0, "quantile": DEFAULT_QUANTILE, "mutations": {},
+                "replay": check_replay(raw, space, props)}
     population = raw.get("population", 4)
     if not isinstance(population, int) or isinstance(population, bool) or not 2 <= population <= 256:
         raise _err("population", "an integer from 2 to 256")
@@ -205,3 +208,64 @@ def members_to_continue(members: list[dict[str, Any]], boundary: int, total: int
         return []
     last = boundary >= total
     return [m["id"] for m in members if m["state"] == "stopped" and (last or m["step"] < boundary)]
+
+
+
+# -- the schedule: exported, and replayed as a fixed schedule on a new run ------------------
+def check_replay(raw: dict[str, Any], space: dict[str, dict[str, Any]], props: dict[str, Any]) -> list[dict[str, Any]]:
+    """``pbt: {replay: [{step, params}, ...]}``: a fixed schedule (a member's, ``member_schedule``) for
+    one run, whose params change at each step through a stop and a continue from its own checkpoint
+    (Ray Tune's PopulationBasedTrainingReplay). The starting values are the sweep's params, one value each."""
+    others = sorted(k for k in raw if k != "replay")
+    if others:
+        raise _err(others[0], "not with replay: a replay is one run following a fixed schedule")
+    changes = raw["replay"]
+    if not isinstance(changes, list) or not changes:
+        raise _err("replay", "a list of changes, each {step, params}, in increasing steps")
+    for name, ps in space.items():
+        if len(ps.get("values") or []) != 1:
+            raise _err("replay", f"params.{name}: one starting value ({{grid: [VALUE]}}), not a search space")
+    out, last = [], 0
+    for i, change in enumerate(changes):
+        field = f"replay.{i}"
+        if not isinstance(change, dict) or set(change) != {"step", "params"}:
+            raise _err(field, "a mapping with step and params")
+        step, params = change["step"], change["params"]
+        if not isinstance(step, int) or isinstance(step, bool) or step <= last:
+            raise _err(f"{field}.step", f"an env step after the one before ({last})")
+        if not isinstance(params, dict) or not params:
+            raise _err(f"{field}.params", "the values from that step on")
+        for name, value in params.items():
+            if name not in space:
+                raise _err(f"{field}.params.{name}", "not one of the sweep's params")
+            reason = mutable_reason(name, props.get(name, {}))
+            if reason is not None:
+                raise _err(f"{field}.params.{name}", reason)
+            if not _number(value):
+                raise _err(f"{field}.params.{name}", "a number")
+        out.append({"step": step, "params": dict(params)})
+        last = step
+    return out
+
+
+def member_schedule(initial: dict[str, Any], lineage: list[dict[str, Any]], member_id: str) -> list[dict[str, Any]]:
+    """A member's hyperparameter schedule over its steps: its starting values at step 0, then each
+    exploit it took (a skipped one changed nothing), in order: the values from the donor's step on,
+    and whom it copied."""
+    out: list[dict[str, Any]] = [{"step": 0, "params": dict(sorted(initial.items()))}]
+    for record in sorted((r for r in lineage if r.get("recipient") == member_id and not r.get("skipped")),
+                         key=lambda r: r["generation"]):
+        out.append({"step": record["donor_step"], "params": dict(record["params"]), "generation": record["generation"],
+                    "donor": record["donor"], "donor_name": record.get("donor_name"),
+                    "donor_step": record["donor_step"]})
+    return out
+
+
+def replay_spec(spec: dict[str, Any], index: int, schedule: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """A sweep spec replaying member ``index``'s schedule on a new run: the member's base and seed,
+    its starting values, and each later change as a fixed step (``check_replay``)."""
+    base = {**spec["base"], "seed": (spec["base"].get("seed") or 0) + index}
+    return {"name": name, "base": base,
+            "params": {n: {"grid": [v]} for n, v in schedule[0]["params"].items()},
+            "objective": dict(spec["objective"]), "seed": spec["seed"],
+            "pbt": {"replay": [{"step": c["step"], "params": dict(c["params"])} for c in schedule[1:]]}}

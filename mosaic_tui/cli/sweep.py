@@ -69,6 +69,8 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
             print(f"sweep {sweep['name']} {sweep['state']}")
             return 0
         sweep = client.call(P.SWEEP_GET, sweep=args.sweep)
+    if args.schedule or args.replay is not None:
+        return _schedules(args, sweep)
     if args.json:
         _print_json(sweep)
         return 0
@@ -98,6 +100,38 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
         print(f"generation {record['generation']}: {record['recipient_name']} ({num(record['recipient_score'])}) "
               f"copied {record['donor_name']} ({num(record['donor_score'])}) at step {record['donor_step']}"
               + (f": {changed}" if changed else "") + (f" [{record['skipped']}]" if record.get("skipped") else ""))
+    return 0
+
+
+def _schedules(args: argparse.Namespace, sweep: dict[str, Any]) -> int:
+    """`--schedule`: each PBT member's hyperparameters over its steps and the copies it took;
+    `--replay MEMBER`: a sweep spec replaying one member's schedule on a new run (`mosaic sweep` it)."""
+    if "pbt" not in sweep["spec"]:
+        raise CLIError(f"sweep {sweep['name']} is no PBT sweep: its trials' values do not change over steps")
+    members = sweep.get("members") or []
+    if members and "schedule" not in members[0]:
+        raise CLIError("this daemon gives no PBT schedules: restart it (mosaic daemon restart) to use --schedule")
+    if args.replay is not None:
+        from daemon.pbt_decisions import replay_spec
+        member = next((m for m in members if args.replay in (m["name"], m["id"], str(m["member"]))), None)
+        if member is None:
+            raise CLIError(f"sweep {sweep['name']} has no member {args.replay!r}: "
+                           + ", ".join(f"{m['member']} ({m['name']})" for m in members))
+        if len(member["schedule"]) < 2:
+            raise CLIError(f"{member['name']} copied no member: its values never changed; submit its config instead")
+        _print_json(replay_spec(sweep["spec"], member["member"], member["schedule"], f"{member['name']}-replay"))
+        return 0
+    if args.json:
+        _print_json([{k: m[k] for k in ("member", "id", "name", "schedule")} for m in members])
+        return 0
+    names = list(sweep["spec"]["params"])
+    rows = []
+    for m in members:
+        for change in m["schedule"]:
+            copied = (f"{change['donor_name'] or change['donor']} at step {change['donor_step']}"
+                      if change.get("donor") else "-")
+            rows.append([m["name"], str(change["step"])] + [num(change["params"].get(n)) for n in names] + [copied])
+    print(_table(rows, ["MEMBER", "FROM STEP"] + [n.upper() for n in names] + ["COPIED"]))
     return 0
 
 
@@ -141,4 +175,8 @@ def add_parser(sub, common: argparse.ArgumentParser, cli) -> None:
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true", help="with SWEEP: one row per run (params and objective)")
     fmt.add_argument("--cancel", action="store_true", help="with SWEEP: stop it and cancel its runs")
+    p.add_argument("--schedule", action="store_true",
+                   help="with a PBT SWEEP: each member's values over its steps and the copies it took (with --json)")
+    p.add_argument("--replay", metavar="MEMBER",
+                   help="with a PBT SWEEP: print a spec replaying MEMBER's schedule on a new run (mosaic sweep it)")
     p.set_defaults(func=cmd_sweeps)

@@ -12,10 +12,12 @@ from daemon.pbt_decisions import (
     exploit_record,
     generation_rng,
     initial_params,
+    member_schedule,
     members_to_continue,
     mutable_reason,
     perturb,
     ready_to_decide,
+    replay_spec,
 )
 from workers.sdk.config import ConfigError
 
@@ -155,3 +157,45 @@ def test_continue_starts_the_members_stopped_short_of_the_boundary_and_leaves_th
     assert members_to_continue(members, 600, 2400, decision_pending=True) == []
     # the last generation runs to the budget's end: every stopped member goes on
     assert members_to_continue(members, 2400, 2400, decision_pending=False) == ["A", "B"]
+
+
+LINEAGE = [
+    {"generation": 0, "recipient": "A", "donor": "B", "donor_name": "pop-m1", "donor_step": 610,
+     "params": {"gain": 0.5}},
+    {"generation": 1, "recipient": "A", "donor": "C", "donor_name": "pop-m2", "donor_step": 1215,
+     "params": {"gain": 0.6}, "skipped": "skipped: the donor's checkpoint was gone"},
+    {"generation": 2, "recipient": "A", "donor": "B", "donor_name": "pop-m1", "donor_step": 1820,
+     "params": {"gain": 0.4}},
+    {"generation": 0, "recipient": "D", "donor": "B", "donor_name": "pop-m1", "donor_step": 610,
+     "params": {"gain": 0.45}},
+]
+
+
+def test_a_members_schedule_is_its_starting_values_then_each_copy_it_took():
+    schedule = member_schedule({"gain": -0.3}, list(reversed(LINEAGE)), "A")
+    assert [(c["step"], c["params"]["gain"], c.get("donor")) for c in schedule] == [
+        (0, -0.3, None), (610, 0.5, "B"), (1820, 0.4, "B")]   # the skipped copy changed nothing
+    assert member_schedule({"gain": 0.2}, LINEAGE, "B") == [{"step": 0, "params": {"gain": 0.2}}]
+
+
+def test_a_replay_spec_is_the_members_base_seed_and_start_then_its_changes_and_it_checks():
+    spec = {"base": {"worker": "synthetic", "steps": 2400, "seed": 1}, "seed": 5,
+            "objective": {"tag": "episode/return", "last": 3, "agg": "mean", "direction": "maximize"}}
+    schedule = member_schedule({"gain": -0.3}, LINEAGE, "A")
+    replay = replay_spec(spec, 2, schedule, "pop-m2-replay")
+    assert replay["base"]["seed"] == 3 and replay["params"] == {"gain": {"grid": [-0.3]}}
+    assert replay["pbt"] == {"replay": [{"step": 610, "params": {"gain": 0.5}}, {"step": 1820, "params": {"gain": 0.4}}]}
+    space = {"gain": {"kind": "grid", "values": [-0.3]}}
+    props = {"gain": {"type": "number"}}
+    assert check_pbt(replay["pbt"], space, props)["replay"] == replay["pbt"]["replay"]
+    for bad, message in (
+            ({"replay": [{"step": 600, "params": {"gain": 0.5}}], "interval": 10}, "sweep.pbt.interval: not with replay"),
+            ({"replay": [{"step": 600, "params": {"gain": 0.5}}, {"step": 600, "params": {"gain": 0.1}}]},
+             "sweep.pbt.replay.1.step: an env step after the one before (600)"),
+            ({"replay": [{"step": 600, "params": {"lr": 0.5}}]}, "sweep.pbt.replay.0.params.lr: not one of"),
+            ({"replay": []}, "sweep.pbt.replay: a list of changes")):
+        with pytest.raises(ConfigError) as info:
+            check_pbt(bad, space, props)
+        assert str(info.value).startswith(message), str(info.value)
+    with pytest.raises(ConfigError, match="one starting value"):
+        check_pbt(replay["pbt"], {"gain": {"kind": "uniform", "low": 0.0, "high": 1.0}}, props)
