@@ -81,7 +81,9 @@ class SweepScreen(Screen):
         max-height: 18;
     }
     SweepScreen #sweep-why {
-        width: 64;
+        width: 45%;
+        min-width: 36;
+        max-width: 64;
         height: 1fr;
         padding: 0 1;
         overflow-y: auto;
@@ -108,6 +110,7 @@ class SweepScreen(Screen):
         Binding("R", "report", "Report", id="sweep.report"),
         Binding("o", "order", "Sort", id="sweep.order"),
         Binding("i", "evaluator", "Importance by", id="sweep.evaluator"),
+        Binding("v", "next_slices", "Next slices", id="sweep.next_slices"),
         Binding("p", "lineage_param", "Lineage param", id="sweep.lineage_param"),
     ]
 
@@ -118,6 +121,7 @@ class SweepScreen(Screen):
         self.last_export: str | None = None
         self._rows: list[str] = []   # the first run of each row's trial
         self.order: str | None = None   # the swept param the rows are sorted by (o); None: by objective
+        self.slice_start = 0            # the first slice plot shown: as many as fit, v the next ones
         self.evaluator = X.DEFAULT_EVALUATOR   # Optuna's importance evaluator (i: the next one)
         self.importances: dict[str, float] | None = None
         self.importance_note = ""          # why there are no importances (yet)
@@ -194,7 +198,9 @@ class SweepScreen(Screen):
     def _method(spec: dict[str, Any]) -> str:
         if "pbt" in spec:
             pbt = spec["pbt"]
-            return f"pbt ×{pbt['population']} every {fmt.num(pbt['interval'])} steps"
+            if "interval" not in pbt:   # a replay of one member's schedule
+                return "pbt replay"
+            return f"pbt ×{pbt.get('population')} every {fmt.num(pbt['interval'])} steps"
         return spec["sampler"] + (f", {spec['pruner']['type']} pruner" if spec["pruner"]["type"] != "none" else "")
 
     # -- the sweep explained ------------------------------------------------------------------------
@@ -214,6 +220,7 @@ class SweepScreen(Screen):
         else:
             box.remove_children()
             box.mount_all([SlicePlot(data, best_trial) for data in sliced])
+        self.call_after_refresh(self._fit_slices)
         key = (self.evaluator, tuple((t["trial"], t["value"]) for t in finished))
         if key != self._explained:
             self._explained = key
@@ -227,6 +234,36 @@ class SweepScreen(Screen):
                 self.run_worker(lambda: self._compute_importances(sweep, key), thread=True,
                                 group="explain", exclusive=True)
         self._show_why(sweep)
+
+    def slices_that_fit(self) -> int:
+        """How many slice plots the box holds side by side, each at least its min-width."""
+        from mosaic_tui.widgets.slice_plot import MIN_WIDTH
+        return max(1, self.query_one("#sweep-slices", Horizontal).size.width // MIN_WIDTH)
+
+    def _fit_slices(self) -> None:
+        """Show the slice plots that fit from ``slice_start``; the others wait for `v` (drawn
+        side by side past the box's edge they would be cut off unseen)."""
+        if not self.is_attached:
+            return
+        plots = list(self.query("#sweep-slices > SlicePlot"))
+        fit = self.slices_that_fit()
+        if self.slice_start >= len(plots):
+            self.slice_start = 0
+        for i, plot in enumerate(plots):
+            plot.display = self.slice_start <= i < self.slice_start + fit
+        self.refresh_bindings()
+        if self.sweep is not None:
+            self._show_why(self.sweep)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_slices)
+
+    def action_next_slices(self) -> None:
+        plots = len(self.query("#sweep-slices > SlicePlot"))
+        self.slice_start += self.slices_that_fit()
+        if self.slice_start >= plots:
+            self.slice_start = 0
+        self._fit_slices()
 
     def _compute_importances(self, sweep: dict[str, Any], key: tuple) -> None:
         try:
@@ -247,6 +284,10 @@ class SweepScreen(Screen):
 
     def _show_why(self, sweep: dict[str, Any]) -> None:
         text = Text()
+        plots = len(self.query("#sweep-slices > SlicePlot"))
+        shown = min(self.slices_that_fit(), plots - self.slice_start)
+        if 0 < shown < plots:   # first: the panel scrolls, the plots beside it do not say it
+            text.append(f"slices {self.slice_start + 1}-{self.slice_start + shown} of {plots} (v: next)\n", style="bold")
         text.append(f"importance ({X.EVALUATOR_TITLES[self.evaluator]}, i: next)\n", style="bold")
         if self.importances:
             text.append("\n".join(X.importance_bars(self.importances, 20)) + "\n")
@@ -278,6 +319,8 @@ class SweepScreen(Screen):
             return pbt
         if action == "evaluator":
             return not pbt
+        if action == "next_slices":   # only while some slice plots wait for their turn
+            return not pbt and self.is_attached and len(self.query("#sweep-slices > SlicePlot")) > self.slices_that_fit()
         return True
 
     def action_open(self) -> None:

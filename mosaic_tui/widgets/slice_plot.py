@@ -17,6 +17,8 @@ from textual_plotext import PlotextPlot
 from mosaic_tui.sweep_explain import value_range, x_position
 from mosaic_tui.widgets.metric_plot import apart, log_ticks, nice_ticks, tick_labels
 
+MIN_WIDTH = 24      # columns: below this a slice's ticks and points crowd
+
 
 class SlicePlot(PlotextPlot):
     """The objective against one param; ``plot`` is a slice of ``sweep_explain.slices``."""
@@ -25,7 +27,7 @@ class SlicePlot(PlotextPlot):
     SlicePlot {
         height: 1fr;
         width: 1fr;
-        min-width: 24;
+        min-width: 24;  /* MIN_WIDTH */
         border: round $panel-lighten-1;
         border-title-color: $text;
         border-title-style: bold;
