@@ -18,6 +18,7 @@ DONOR_MARK = "●"        # the donor's lane at a copy
 CONNECTOR = "│"         # the lanes between donor and recipient at a copy
 SKIPPED_MARK = "×"      # an exploit decided but not applied (the donor's checkpoint gone, the member ended)
 MANY_MARK = "◆"         # a recipient's mark when its donor's number does not fit in one digit
+REPLAY_MARK = "▸"       # a replayed schedule's change (a replay sweep: one member, no donor)
 
 
 def has_lineage(sweep: dict[str, Any]) -> bool:
@@ -70,10 +71,34 @@ def schedules(sweep: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
         for c in mine:
             segments.append({"start": c["step"], "params": dict(c["params"]), "donor": c["donor"],
                              "generation": c["generation"]})
+        changes = replayed(sweep)   # a replay sweep's one member: each change it has taken
+        if changes:
+            segments[0]["params"] = _before(sweep, member)
+        for change in changes:
+            segments.append({"start": change["step"], "params": {**segments[-1]["params"], **change["params"]},
+                             "donor": None, "generation": None, "replay": True})
         for seg, nxt in zip(segments, segments[1:]):
             seg["end"] = nxt["start"]
         segments[-1]["end"] = max(int(member.get("step") or 0), segments[-1]["start"])
         out[member["member"]] = segments
+    return out
+
+
+def replayed(sweep: dict[str, Any]) -> list[dict[str, Any]]:
+    """A replay sweep's changes its member has taken so far ({step, params}), in order; none for a
+    population (``replay`` and ``replayed`` in the reply: daemon/pbt.py ``describe``)."""
+    changes = sweep.get("replay") or []
+    taken = sorted({r.get("change") for r in sweep.get("replayed") or [] if isinstance(r.get("change"), int)})
+    return [changes[k] for k in taken if 0 <= k < len(changes)]
+
+
+def _before(sweep: dict[str, Any], member: dict[str, Any]) -> dict[str, Any]:
+    """A replayed member's starting values: the spec's one value of each param (a replay's params are
+    one-value grids), else its values now."""
+    out = dict(member.get("params") or {})
+    for name, ps in sweep["spec"]["params"].items():
+        if len(ps.get("values") or []) == 1:
+            out[name] = ps["values"][0]
     return out
 
 
@@ -138,11 +163,16 @@ def lanes(sweep: dict[str, Any], param: str, width: int) -> list[dict[str, Any]]
                 cells[x] = {"char": " ", "level": shade if shade is not None else 0}
         for seg in segments:   # the labels after the marks: a later segment's label may overwrite an earlier one's
             label = short(seg["params"].get(param))
-            first = column(seg["start"], total, width) + (2 if seg["donor"] is not None else 0)   # after "N "
+            marked = seg["donor"] is not None or seg.get("replay")
+            first = column(seg["start"], total, width) + (2 if marked else 0)   # after "N "
             end = column(seg["end"], total, width)
             if end - first + 1 >= len(label) + 1:
                 for k, ch in enumerate(label):
                     cells[first + k]["char"] = ch
+        for seg in segments[1:]:
+            if seg.get("replay"):
+                x = column(seg["start"], total, width)
+                cells[x] = {"char": REPLAY_MARK, "level": cells[x]["level"], "copy": True}
         member_row = {"member": member, "cells": cells, "value": segments[-1]["params"].get(param),
                       "step": segments[-1]["end"]}
         rows.append(member_row)
@@ -163,7 +193,7 @@ def lanes(sweep: dict[str, Any], param: str, width: int) -> list[dict[str, Any]]
 
 def boundaries(sweep: dict[str, Any]) -> list[int]:
     """The steps at which the population is compared (every interval, short of the budget)."""
-    interval = int(sweep["spec"]["pbt"]["interval"])
+    interval = int((sweep["spec"].get("pbt") or {}).get("interval") or 0)   # 0 in a replay's spec
     budget = int(sweep["spec"]["base"].get("steps") or 0)
     return list(range(interval, budget, interval)) if interval > 0 else []
 

@@ -198,8 +198,8 @@ class SweepScreen(Screen):
     def _method(spec: dict[str, Any]) -> str:
         if "pbt" in spec:
             pbt = spec["pbt"]
-            if "interval" not in pbt:   # a replay of one member's schedule
-                return "pbt replay"
+            if pbt.get("replay") is not None or "interval" not in pbt:   # one member's schedule replayed
+                return f"pbt replay of {fmt.plural(len(pbt.get('replay') or []), 'change')}"
             return f"pbt ×{pbt.get('population')} every {fmt.num(pbt['interval'])} steps"
         return spec["sampler"] + (f", {spec['pruner']['type']} pruner" if spec["pruner"]["type"] != "none" else "")
 

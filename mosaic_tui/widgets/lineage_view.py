@@ -73,9 +73,10 @@ class LineageView(Widget, can_focus=True):
         out.append(ruler)
         copy_lines = L.copy_lines(sweep)
         out.extend(Text(line) for line in copy_lines)
+        interval = (sweep["spec"].get("pbt") or {}).get("interval")
         if not copy_lines:
-            out.append(Text("no copy yet: the first comes at step "
-                            f"{L.short(sweep['spec']['pbt']['interval'])}", style="dim"))
+            out.append(Text(f"no copy yet: the first comes after step {L.short(interval)}" if interval
+                            else f"a replayed schedule: {L.REPLAY_MARK} each change taken", style="dim"))
         return out
 
     def _heading(self, sweep: dict[str, Any]) -> Text:

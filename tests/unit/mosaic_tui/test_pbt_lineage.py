@@ -94,3 +94,20 @@ def test_the_axis_ticks_each_boundary_and_the_copy_lines_put_the_latest_first():
 
 def test_the_band_params_are_the_mutated_ones_first():
     assert L.mutated_params(sweep()) == ["lr", "gain"]
+
+
+def test_a_replay_sweeps_member_follows_the_changes_it_has_taken():
+    s = sweep([], steps=(2000,), gains=(0.5,))
+    s["members"] = s["members"][:1]
+    s["spec"]["params"] = {"gain": {"kind": "grid", "values": [0.1]}}
+    s["spec"]["pbt"] = {"population": 1, "interval": 0, "quantile": 0.25, "mutations": {},
+                        "replay": [{"step": 600, "params": {"gain": 0.3}}, {"step": 1200, "params": {"gain": 0.5}},
+                                   {"step": 1800, "params": {"gain": 0.7}}]}
+    s["replay"] = s["spec"]["pbt"]["replay"]
+    s["replayed"] = [{"change": 0, "step": 640, "at": 1.0}, {"change": 1, "step": 1230, "at": 2.0}]
+    plan = L.schedules(s)[0]
+    assert [(seg["start"], seg["end"], seg["params"]["gain"]) for seg in plan] == [
+        (0, 600, 0.1), (600, 1200, 0.3), (1200, 2000, 0.5)]   # the third change not taken yet
+    cells = L.lanes(s, "gain", 24)[0]["cells"]
+    assert [c["char"] for c in cells].count(L.REPLAY_MARK) == 2
+    assert L.boundaries(s) == [] and L.copies(s) == []
