@@ -120,6 +120,7 @@ QUICK = {
     "tests/daemon/test_native_crash.py::test_flags_name_each_instruction_set_and_never_amx",  # 0.0 s
     "tests/daemon/test_native_crash.py::test_llama_cpp_crashes_read_as_the_local_model_with_the_fix",  # 0.0 s
     "tests/daemon/test_pbt.py::test_a_spec_asking_to_mutate_what_a_checkpoint_cannot_take_is_refused_in_one_line",  # 0.0 s
+    "tests/daemon/test_pbt_replay.py::test_a_replay_spec_with_a_search_space_is_refused_in_one_line",  # 0.0 s
     "tests/daemon/test_protocol.py::test_a_raw_events_page_splits_back_into_its_head_and_its_lines_as_bytes",  # 0.0 s
     "tests/daemon/test_protocol.py::test_hello_and_status",  # 3.5 s
     "tests/daemon/test_protocol.py::test_the_app_reaches_no_daemon_internals",  # 1.2 s
