@@ -196,6 +196,8 @@ def draw(kind: str, report: dict[str, Any], column: str = "single", curve: dict[
         raise FigureError("figures need matplotlib: pip install 'mosaic-tui[experiments]'") from None
     if kind not in KINDS:
         raise FigureError(f"--figure {kind}: one of {', '.join(KINDS)}")
+    if not report["groups"]:   # an empty figure written without a word would look like a result
+        raise FigureError("no run of the report has a score: no figure to draw")
     rc = _rc()
     if venue:
         rc.update(venue_style(venue, column)[1])

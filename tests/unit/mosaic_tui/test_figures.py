@@ -168,6 +168,13 @@ def test_every_interval_and_point_lies_inside_its_axes(report):
         assert left < min(lows) and max(highs) < right, metric
 
 
+@pytest.mark.parametrize("kind", F.KINDS)
+def test_a_report_without_runs_draws_no_figure(kind):
+    empty = R.build_report([], R.Options(reps=0))
+    with pytest.raises(F.FigureError, match="no run of the report has a score"):
+        F.draw(kind, empty, "single", {"groups": {}, "grid": [], "x": "step"})
+
+
 def test_profiles_and_poi_hold_the_report(report, tmp_path):
     fig = F.draw("profiles", report, "single")
     path = tmp_path / "profiles.svg"
