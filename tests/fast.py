@@ -35,8 +35,8 @@ QUICK = {
     "tests/app/test_data.py::test_run_records_keep_the_newest_revision_and_tombstones",  # 0.1 s
     "tests/app/test_data.py::test_smoothing_buckets_moves_as_their_points_would",  # 0.1 s
     "tests/app/test_data.py::test_steps_per_second_read_alike_everywhere",  # 0.3 s
-    "tests/app/test_link_hold.py",  # 0.0 s
     "tests/app/test_lineage_view.py",  # 3.1 s, 3 tests (a fake sweep reply, no daemon)
+    "tests/app/test_link_hold.py",  # 0.0 s
     "tests/app/test_plots.py::test_plot_steps_grow_like_a_full_pass",  # 3.8 s
     "tests/app/test_plots.py::test_ticks_that_would_share_a_row_are_thinned_top_down",  # 0.0 s
     "tests/app/test_reading.py::test_workers_capabilities_are_a_table",  # 3.4 s
