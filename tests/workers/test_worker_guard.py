@@ -109,6 +109,31 @@ def test_every_worker_keeps_its_file_roles(name):
             f"{name}_worker stops a series of episodes without workers.sdk.series.EpisodeSeries"
 
 
+# runtime.py holds entry points: what a checkpoint writer, a curriculum or a schedule is lives in its own
+# module (checkpoints.py, resume.py, curriculum.py, run_setup.py, algorithms.py)
+HELPER_WORDS = ("checkpoint", "curriculum", "anneal")
+WRITER_CALLS = ("save_model", "save_resume_state", "write_manifest")
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_runtime_writes_no_checkpoint_and_runs_no_curriculum_itself(name):
+    """A runtime.py defines no checkpoint writer, curriculum or schedule (no function or class named
+    so, no torch.save, no XuanCe save_model, no manifest or checkpoint metadata written); it calls them."""
+    where = f"{name}_worker/runtime.py"
+    for node in ast.walk(ast.parse((ROOT / "workers" / where).read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            assert not any(word in node.name.lower() for word in HELPER_WORDS), \
+                f"{where}:{node.lineno}: {node.name} belongs in a module of its own, not among the entry points"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = getattr(node.func.value, "id", None)
+            assert (owner, node.func.attr) != ("torch", "save"), f"{where}:{node.lineno}: writes a checkpoint"
+        if isinstance(node, ast.Call):
+            called = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            assert called not in WRITER_CALLS, f"{where}:{node.lineno}: writes a checkpoint ({called})"
+        if isinstance(node, ast.Name):
+            assert node.id != "CHECKPOINT_META", f"{where}:{node.lineno}: writes a checkpoint's metadata"
+
+
 def test_the_example_worker_has_the_same_shape():
     folder = ROOT / "docs" / "workers" / "example" / "mosaic_example_worker"
     cli = (folder / "cli.py").read_text()

@@ -362,3 +362,13 @@ def build_image(algo: str, params: dict[str, Any], s: Spaces) -> Any:
                            critic=critics[0], critic_optim=AdamOptimizerFactory(lr=params["critic_lr"]),
                            critic2=critics[1], critic2_optim=AdamOptimizerFactory(lr=params["critic_lr"]), **a)
     raise ValueError(f"{algo}: {catalog.image_refusal(algo)}")
+
+
+def eps_annealing(algorithm, params: dict, logger) -> Callable[[int, int], None]:
+    """The trainer's ``training_fn``: Tianshou's own linear epsilon decay (the callback its
+    high-level DQN experiments use), called before each collect step with the env step."""
+    from tianshou.highlevel.trainer import EpochTrainCallbackDQNEpsLinearDecay, TrainingContext
+    callback = EpochTrainCallbackDQNEpsLinearDecay(params["eps_training"], params["eps_training_final"],
+                                                   params["eps_decay_steps"])
+    context = TrainingContext(algorithm, None, logger)
+    return lambda epoch, env_step: callback.callback(epoch, env_step, context)

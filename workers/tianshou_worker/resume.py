@@ -1,6 +1,6 @@
 """Stop and continue for the Tianshou worker, single-agent (runtime.py) and MultiGrid (multiagent.py) alike.
 
-A checkpoint (``runtime.save_checkpoint``) holds the algorithm's ``state_dict``
+A checkpoint (``checkpoints.save_checkpoint``) holds the algorithm's ``state_dict``
 (networks and optimizers) and the trainer's counters: epoch, env step, update
 step. ``mosaic stop`` is taken at an epoch's end, where the trainer hands its
 counters to the logger (``logger.TelemetryLogger.save_data``): the state saved

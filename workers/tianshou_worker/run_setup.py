@@ -1,6 +1,6 @@
 """What both modes of the Tianshou worker process share (training in ``runtime``, eval in
-``evaluate``): the run's env (``make_env``) and its algorithm, loaded from a checkpoint when the
-run names one (``build``).
+``evaluate``): the run's env (``make_env``; a training env, the first one publishing frames:
+``training_env_maker``) and its algorithm, loaded from a checkpoint when the run names one (``build``).
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from workers.sdk import minigrid, vizdoom
 from workers.sdk.dataset import Recorder
 from workers.sdk.envs import ATARI, MINIGRID_ENVS, VIZDOOM
+from workers.sdk.frames import EnvFrames, publishing
 from workers.sdk.registration import register_family_of
 from workers.tianshou_worker import algorithms, resume
 
@@ -52,3 +53,12 @@ def build(config: dict[str, Any]):
     if state is not None:
         algorithm.load_state_dict(state["algorithm"])
     return algorithm, dataset, state
+
+
+def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames | None, index: int):
+    """What DummyVectorEnv calls to make training env ``index``: the first one publishes live frames."""
+    def make():
+        if frames is not None and index == 0:
+            return publishing(make_env(env_id, recorder, render=True, train=True), frames)
+        return make_env(env_id, recorder, train=True)
+    return make

@@ -1,4 +1,5 @@
-"""The Tianshou worker's entry points: ``train`` and ``evaluate``.
+"""The Tianshou worker's entry points: ``train`` and ``evaluate`` (checkpoints.py writes the
+checkpoints, resume.py reads them back, run_setup.py builds the envs and the algorithm both modes use).
 
 Train: build the algorithm (algorithms.build), its collectors on tianshou
 DummyVectorEnvs (or, offline, the recorded dataset as the trainer's buffer) and
@@ -13,60 +14,19 @@ stdout the run's stdout.log, so they never reach the telemetry channel.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-from typing import Any, Callable
+from typing import Any
 
 from workers.sdk.dataset import Recorder, env_recorder
-from workers.sdk.frames import EnvFrames, env_frames, publishing
+from workers.sdk.frames import env_frames
 from workers.sdk.packages import upstream
 from workers.sdk.registration import prepare_process
-from workers.sdk.rundir import CHECKPOINT_DIR, CHECKPOINT_META, periodic_checkpoint_saved
 from workers.sdk.telemetry import Emitter
 from workers.sdk.worker_cli import training_begins
 from workers.tianshou_worker import algorithms, catalog, resume
+from workers.tianshou_worker.checkpoints import save_checkpoint
 from workers.tianshou_worker.logger import TelemetryLogger
-from workers.tianshou_worker.run_setup import build, make_env
-
-
-def training_env_maker(env_id: str, recorder: Recorder | None, frames: EnvFrames | None, index: int):
-    """What DummyVectorEnv calls to make training env ``index``: the first one publishes live frames."""
-    def make():
-        if frames is not None and index == 0:
-            return publishing(make_env(env_id, recorder, render=True, train=True), frames)
-        return make_env(env_id, recorder, train=True)
-    return make
-
-
-def save_checkpoint(algorithm, config: dict[str, Any], name: str, epoch: int, env_step: int,
-                    update_step: int, emitter: Emitter, agents: int = 1, periodic: bool = False) -> str:
-    """checkpoints/<name>.pt: the algorithm's state_dict (networks and optimizers) and the
-    trainer's counters; mosaic_checkpoint.json beside it says what it was trained on.
-    ``agents``: a MultiGrid run's Tianshou counts one env step per agent (its events, game steps).
-    ``periodic``: one on the way ("epoch_..."): its manifest, and the home's keep_checkpoints."""
-    import torch
-
-    os.makedirs(CHECKPOINT_DIR, exist_ok=True)
-    path = os.path.abspath(os.path.join(CHECKPOINT_DIR, f"{name}.pt"))
-    # a temporary name, then renamed: a process killed mid-save leaves no torn checkpoint
-    torch.save({"algorithm": algorithm.state_dict(), "epoch": epoch, "env_step": env_step,
-                "update_step": update_step}, path + ".partial")
-    os.replace(path + ".partial", path)
-    meta = {"worker": "tianshou", "algo": config["algo"], "env": config["env"],
-            "hidden_sizes": config["params"]["hidden_sizes"], "epoch": epoch, "env_step": env_step,
-            "update_step": update_step}
-    with open(os.path.join(CHECKPOINT_DIR, CHECKPOINT_META), "w") as f:
-        json.dump(meta, f, indent=1)
-    step = env_step // agents if config["algo"] not in _offline() else update_step
-    emitter.checkpoint_saved(path, step)
-    if periodic:
-        periodic_checkpoint_saved(path, step, "epoch_")
-    return path
-
-
-def _offline() -> list[str]:
-    return [a for a, i in catalog.ALGORITHMS.items() if i["kind"] == catalog.OFFLINE]
+from workers.tianshou_worker.run_setup import build, make_env, training_env_maker
 
 
 def train(config: dict[str, Any], emitter: Emitter) -> int:
@@ -149,7 +109,7 @@ def _train(config: dict[str, Any], emitter: Emitter, recorder: Recorder | None) 
         collector = Collector[CollectStats](algorithm, training_envs, VectorReplayBuffer(size, n, **stacked),
                                             exploration_noise=True)
         if params.get("eps_training_final") is not None:
-            trainer_params["training_fn"] = eps_annealing(algorithm, params, logger)
+            trainer_params["training_fn"] = algorithms.eps_annealing(algorithm, params, logger)
         cls = OffPolicyTrainerParams if kind == catalog.ONLINE_OFF else OnPolicyTrainerParams
         emitter.phase("train", step=restored[1])
         trainer = cls(training_collector=collector, **common, **trainer_params)
@@ -173,13 +133,3 @@ def evaluate(config: dict[str, Any], emitter: Emitter) -> int:
     """Load the checkpoint and play ``eval_episodes`` episodes with its policy (evaluate.run)."""
     from workers.tianshou_worker import evaluate as evaluation
     return evaluation.run(config, emitter)
-
-
-def eps_annealing(algorithm, params: dict, logger) -> Callable[[int, int], None]:
-    """The trainer's ``training_fn``: Tianshou's own linear epsilon decay (the callback its
-    high-level DQN experiments use), called before each collect step with the env step."""
-    from tianshou.highlevel.trainer import EpochTrainCallbackDQNEpsLinearDecay, TrainingContext
-    callback = EpochTrainCallbackDQNEpsLinearDecay(params["eps_training"], params["eps_training_final"],
-                                                   params["eps_decay_steps"])
-    context = TrainingContext(algorithm, None, logger)
-    return lambda epoch, env_step: callback.callback(epoch, env_step, context)

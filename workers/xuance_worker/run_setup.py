@@ -6,6 +6,7 @@ Everything heavy (xuance, torch) is imported inside functions, after ``prepare_p
 """
 from __future__ import annotations
 
+import json
 import os
 from argparse import Namespace
 from typing import Any
@@ -17,6 +18,8 @@ from workers.xuance_worker import catalog, fixes, mpe_alias, multigrid, sisl, us
 SITEDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sitedir")
 FINAL_MODEL = "final_train_model.pth"  # XuanCe's own name for it
 PERIODIC_PREFIX = "step_"   # checkpoints/step_<N>/: the ones saved on the way (kept: keep_checkpoints)
+# in a training run's directory: the config XuanCe built and trained with (its Namespace), to read back
+PARSED_CONFIG = "xuance_args.json"
 # params that are mosaic's, not keys of XuanCe's config
 MOSAIC_PARAMS = ("curriculum_schedule", "checkpoint_interval", "torch_threads", "env_kwargs", "training_mode",
                  user_config.PARAM)
@@ -111,3 +114,9 @@ def finish(runner, agent) -> None:
     if runner.envs is not None:
         runner.envs.close()
         runner.envs = None
+
+
+def write_parsed_config(namespace: Namespace) -> None:
+    """XuanCe's own config of the run (its YAML files and our parser_args, as it merged them)."""
+    with open(PARSED_CONFIG, "w", encoding="utf-8") as f:
+        json.dump(vars(namespace), f, indent=1, sort_keys=True, default=str)
