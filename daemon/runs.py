@@ -123,6 +123,11 @@ class ActiveRun:
 
 
 class RunManager(Submission):
+    """Every run of the home from submit to its end: the queue and its local slots (GPUs, CPU sets),
+    the supervisors it starts or re-adopts, the cluster jobs it polls (``ClusterRuns``), the control
+    of a run (pause, resume, stop, continue, cancel), and how each ended (``classify_exit``), told to
+    the server's clients through ``on_run``. Submission (daemon/submission.py) takes the new runs."""
+
     def __init__(self, home: Home, store: Store, workers: dict[str, WorkerDescriptor],
                  max_concurrent: int, grace_seconds: float = 10.0, gpus: list[str] | None = None,
                  cpu_sets: list[list[int]] | None = None, worker_nice: int = 10,

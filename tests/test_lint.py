@@ -29,11 +29,11 @@ def test_a_planted_slip_fails_it(tmp_path):
 
 
 def test_a_public_sdk_method_needs_a_docstring_and_one_elsewhere_does_not():
-    code = "class A:\n    def f(self):\n        return 1\n"
+    code = "class A:\n    def f(self):\n        return 1\n\n\ndef g():\n    return 2\n"
 
     def check(as_path: str) -> subprocess.CompletedProcess:
         return subprocess.run([RUFF, "check", "--stdin-filename", as_path, "-"], cwd=ROOT, input=code,
                               capture_output=True, text=True, timeout=120)
     sdk = check("workers/sdk/planted.py")
-    assert sdk.returncode == 1 and "D102" in sdk.stdout
+    assert sdk.returncode == 1 and all(rule in sdk.stdout for rule in ("D100", "D101", "D102", "D103")), sdk.stdout
     assert check("daemon/planted.py").returncode == 0

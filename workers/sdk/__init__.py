@@ -1,0 +1,1 @@
+"""The worker SDK: what every worker process and descriptor is written against (docs/workers/README.md)."""

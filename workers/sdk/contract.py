@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 @runtime_checkable
 class Worker(Protocol):
+    """What the daemon needs of a worker's descriptor; ``missing_members`` names what an object lacks."""
     # the name users type (`mosaic submit --worker NAME`); the entry point's name
     name: str
 

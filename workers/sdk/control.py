@@ -36,6 +36,7 @@ class ControlError(Exception):
 
 # -- the daemon's half: write ---------------------------------------------------------------
 def send(run_dir: str, message: dict[str, Any]) -> None:
+    """Write one message line into the run's control pipe, or raise ControlError saying why it cannot reach the worker."""
     line = (json.dumps(message, separators=(",", ":")) + "\n").encode()
     if len(line) > MAX_MESSAGE:
         raise ControlError(f"message of {len(line)} bytes: at most {MAX_MESSAGE}")

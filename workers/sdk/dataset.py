@@ -277,6 +277,7 @@ class VectorEpisodes:
 
 
 def same_step_autoreset(env: Any) -> bool:
+    """Whether the vector env resets a finished sub-env within the same step (gymnasium's SAME_STEP autoreset)."""
     mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     return getattr(mode, "value", mode) == "SameStep"
 

@@ -56,6 +56,8 @@ def resolve_algorithm(typed: str, names: list[str], worker: str) -> str:
 
 
 class WorkerDescriptor:
+    """The helper base class of the bundled workers' descriptors (``workers.sdk.contract.Worker``): metadata from
+    the installed distributions, capabilities, schemas from the catalog module, validation and the command line."""
     name: str = ""            # entry-point name, e.g. "cleanrl"
     package: str = ""         # python package; the worker runs as `python -m <package>.cli`
     upstream: str = ""        # upstream distribution, e.g. "cleanrl"

@@ -172,6 +172,7 @@ def env_info(env: str) -> dict[str, Any] | None:
 
 
 def env_family(env: str) -> str | None:
+    """The family of a known env id (``env_info``'s), None for one this table does not know."""
     info = env_info(env)
     return None if info is None else info["family"]
 

@@ -49,6 +49,7 @@ class RunFailed(Exception):
 
 
 def cancel_reason(signum: int) -> str:
+    """The reason a run cancelled by ``signum`` ends with: ``cancelled (SIGTERM)``."""
     return f"cancelled ({signal.Signals(signum).name})"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 
 def make(env_id: str, render_mode: str | None = None, **kwargs: Any) -> Any:
+    """A MiniGrid or BabyAI env whose observation is its agent's view alone, flattened (no mission text)."""
     import gymnasium as gym
     import minigrid  # noqa: F401 -- registers MiniGrid's and BabyAI's ids
     from minigrid.wrappers import ImgObsWrapper

@@ -44,6 +44,8 @@ def make(env_id: str, render_mode: str | None = "rgb_array", **kwargs: Any):
 
 
 class MultiGridView:
+    """A mosaic_multigrid env as the workers see it: agents named by team colour (``green_0``, ``blue_1``),
+    their teams, and each agent's flat observation and the global state built from the env."""
     def __init__(self, env):
         self.env = env
         env.reset()  # agents take their team's colour at reset

@@ -76,6 +76,7 @@ def process_environment(environ: dict[str, str] | None = None) -> dict[str, str]
 
 
 def prepare_process() -> None:
+    """Set this process's environment for the libraries a worker imports (``process_environment``), before it imports them."""
     os.environ.update(process_environment())
 
 

@@ -52,6 +52,8 @@ def serve(prog: str, argv: list[str] | None, descriptor: Worker, runtime: str,
 
 
 def start(prog: str, argv: list[str] | None, descriptor: Worker) -> tuple[Emitter, dict[str, Any] | None]:
+    """The run's telemetry channel (stdout taken) and its config read and validated again from ``--config``;
+    the config is None when it is bad (``run_failed`` was emitted, naming the problem)."""
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--config", default="config.json", help="the run config (JSON)")
     args = parser.parse_args(argv)

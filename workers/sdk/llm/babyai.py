@@ -97,6 +97,7 @@ def describe(env: Any) -> list[str]:
 
 
 class BabyAIText(TextEnv):
+    """A BabyAI level as text (BALROG's BabyAI wrapper): the mission, what the agent sees in words, its six actions."""
     family = "babyai"
     default_action = "go forward"
 
@@ -153,4 +154,5 @@ class BabyAIText(TextEnv):
 
 
 def make(env_id: str, seed: int | None = None, **kwargs: Any) -> BabyAIText:
+    """The text env of a BabyAI id."""
     return BabyAIText(env_id, seed=seed, **kwargs)

@@ -62,6 +62,7 @@ def legal_moves(env_id: str, env: Any, agent: str) -> dict[str, int]:
 
 
 def seat_name(env_id: str, env: Any, agent: str) -> str:
+    """The side an agent plays, in the game's own words (chess: ``white`` or ``black``)."""
     return SEAT_NAMES[env_id][env.unwrapped.possible_agents.index(agent)]
 
 

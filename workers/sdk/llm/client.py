@@ -92,6 +92,7 @@ def spec_from_params(params: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Reply:
+    """One LLM call's answer: the reply's text, the action it names, whether it is valid, and the call's usage."""
     text: str                      # the whole reply as the model wrote it
     action: str | None = None      # with choices: the choice it names (None: none does)
     valid: bool = False            # with choices: action is one of them; without: the call succeeded
@@ -190,6 +191,7 @@ def make_client(spec: dict[str, Any] | None = None) -> "LLMClient":
 
 
 def messages_of(prompt: str | list[dict[str, str]]) -> list[dict[str, str]]:
+    """A prompt as chat messages: a string is one user message; messages keep only their role and content."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
     return [{"role": m["role"], "content": m["content"]} for m in prompt]

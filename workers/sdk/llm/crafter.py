@@ -83,6 +83,7 @@ PLAY!
 
 
 def describe_inventory(info: dict[str, Any]) -> str:
+    """The vitals (of 9) and the non-empty inventory, as the prompt lists them."""
     status = "Your status:\n" + "\n".join(f"- {v}: {info['inventory'][v]}/9" for v in VITALS)
     items = "\n".join(f"- {i}: {n}" for i, n in info["inventory"].items() if i not in VITALS and n != 0)
     inventory = f"Your inventory:\n{items}" if items else "You have nothing in your inventory."
@@ -105,6 +106,7 @@ def describe_loc(ref, p) -> str:
 
 
 class CrafterText(TextEnv):
+    """Crafter as text (BALROG's Crafter wrapper): what the agent sees nearby and its inventory, in words; its named actions."""
     family = "crafter"
     default_action = "Noop"
 
@@ -205,4 +207,5 @@ class CrafterText(TextEnv):
 
 
 def make(env_id: str, seed: int | None = None, **kwargs: Any) -> CrafterText:
+    """The text env of Crafter."""
     return CrafterText(env_id, seed=seed, **kwargs)

@@ -65,6 +65,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 
 
 def family_of(env_id: str) -> str | None:
+    """The text-env family whose id prefixes ``env_id`` has, None for none."""
     for name, family in FAMILIES.items():
         if env_id.startswith(family["prefixes"]):
             return name
@@ -91,13 +92,16 @@ def registered_envs(name: str) -> tuple[str, ...]:
 
 
 def family_available(name: str) -> bool:
+    """Whether every distribution the family needs is installed."""
     return all(dist_version(dist) is not None for dist in FAMILIES[name]["needs"])
 
 
 def available_families() -> list[str]:
+    """The families whose packages are installed, in FAMILIES' order."""
     return [name for name in FAMILIES if family_available(name)]
 
 
 def known_envs(available_only: bool = True) -> list[str]:
+    """The env ids of the families (only the installed ones', by default)."""
     names = available_families() if available_only else list(FAMILIES)
     return [env for name in names for env in FAMILIES[name]["envs"]]

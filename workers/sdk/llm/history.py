@@ -14,6 +14,7 @@ from typing import Any
 
 
 class HistoryPromptBuilder:
+    """The chat messages of one agent's prompt: the instructions, then its recent observations and actions."""
     def __init__(self, max_text_history: int = 16, system_prompt: str | None = None, max_cot_history: int = 1,
                  keep_prefix: bool = False):
         self.max_text_history = max_text_history

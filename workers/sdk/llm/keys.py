@@ -18,10 +18,12 @@ class KeyRefused(ValueError):
 
 
 def mosaic_home() -> str:
+    """The mosaic home: ``$MOSAIC_HOME``, else ``~/.mosaic``."""
     return os.environ.get("MOSAIC_HOME") or os.path.expanduser("~/.mosaic")
 
 
 def key_file(variable: str, home: str | None = None) -> str:
+    """The path of the key file named by ``variable`` under the home's keys directory."""
     return os.path.join(home or mosaic_home(), KEYS_DIR, variable)
 
 

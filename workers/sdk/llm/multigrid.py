@@ -44,6 +44,7 @@ SPORTS = {"S": "soccer", "BB": "basketball", "AF": "American football", "C": "co
 
 
 def action_names() -> list[str]:
+    """mosaic_multigrid's action names, in the order of their numbers."""
     from mosaic_multigrid.core.actions import Action
     return [a.name for a in Action]
 
@@ -85,6 +86,7 @@ def to_view(dx: int, dy: int, heading: int) -> tuple[int, int]:
 
 @dataclass
 class Landmark:
+    """A goal or an end zone on the field: its kind, its team colour and its cells."""
     kind: str       # "goal" or "end zone"
     colour: str
     cells: list[tuple[int, int]]
@@ -113,15 +115,18 @@ def landmarks(env: Any) -> list[Landmark]:
 
 
 def team_colour(agent: Any) -> str:
+    """The colour of the agent's team (``green``, ``blue``...)."""
     return str(agent.color.value)
 
 
 def teammates(env: Any, index: int) -> list[int]:
+    """The indices of the other agents of agent ``index``'s team."""
     me = env.agents[index]
     return [a.index for a in env.agents if a.index != index and a.team_index == me.team_index]
 
 
 def opponents(env: Any, index: int) -> list[int]:
+    """The indices of the agents of the other teams."""
     me = env.agents[index]
     return [a.index for a in env.agents if a.team_index != me.team_index]
 

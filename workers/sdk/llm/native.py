@@ -53,6 +53,7 @@ CHECK_PROMPT = "The capital of France is"
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The instruction-set flags this CPU reports (``/proc/cpuinfo``; ``cpuinfo`` given: that text's)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -86,6 +87,7 @@ def option_sets(flags: set[str] | None = None) -> list[tuple[str, ...]]:
 
 
 def cmake_args(options: tuple[str, ...]) -> str:
+    """The ``CMAKE_ARGS`` of a build with the instruction sets ``options`` (``("native",)``: llama.cpp's own)."""
     if options == ("native",):
         return ""
     names = [name for name, _ in X86_OPTIONS]
@@ -96,17 +98,20 @@ def cmake_args(options: tuple[str, ...]) -> str:
 
 
 def describe(options: tuple[str, ...]) -> str:
+    """A flag set in words, for the build's and the check's messages."""
     if options == ("native",):
         return "llama.cpp's native build"
     return "x86-64 " + ("+".join(o.lower() for o in options) if options else "baseline") + ", no AMX"
 
 
 def cache_dir() -> Path:
+    """Where the built wheels are kept: ``$XDG_CACHE_HOME/mosaic-tui/llama`` (``~/.cache`` by default)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "mosaic-tui" / "llama"
 
 
 def wheel_dir(options: tuple[str, ...]) -> Path:
+    """The wheel folder of one flag set, keyed by the version, the Python and the CMake flags."""
     key = hashlib.sha256(f"{VERSION} {platform.python_version()} {cmake_args(options)}".encode()).hexdigest()[:12]
     return cache_dir() / f"{VERSION}-{key}"
 
@@ -117,6 +122,7 @@ def marker() -> Path:
 
 
 def build(options: tuple[str, ...]) -> Path:
+    """The wheel built with ``options``, from the cache or built now (a few minutes, once); exits naming a failed build."""
     target = wheel_dir(options)
     wheels = sorted(target.glob("llama_cpp_python-*.whl"))
     if wheels:
@@ -136,6 +142,7 @@ def build(options: tuple[str, ...]) -> Path:
 
 
 def install(options: tuple[str, ...]) -> None:
+    """Install the wheel of ``options`` into this interpreter's environment, unless it is installed already."""
     wheel = build(options)
     if marker().exists() and marker().read_text().strip() == str(wheel) and _installed():
         return
@@ -180,6 +187,7 @@ def check_once(model_path: str, timeout: float = 300.0) -> str | None:
 
 
 def signal_name(number: int) -> str:
+    """A signal's name (``SIGSEGV``), or ``signal N`` for a number that names none."""
     try:
         return signal.Signals(number).name
     except ValueError:
@@ -207,6 +215,7 @@ def check(model_path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``install``, ``check [MODEL]`` or ``flags`` (the module's docstring); the exit status."""
     args = sys.argv[1:] if argv is None else argv
     command = args[0] if args else "flags"
     if command == "install":

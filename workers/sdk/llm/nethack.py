@@ -62,12 +62,14 @@ def action_name(action: Any) -> str:
 
 
 def direction(dx: int, dy: int) -> str:
+    """A compass direction in words for a step of (dx, dy), y growing south: ``northeast``."""
     ns = "north" if dy < 0 else "south" if dy > 0 else ""
     ew = "east" if dx > 0 else "west" if dx < 0 else ""
     return ns + ew
 
 
 def glyph_name(glyph: int, char: str) -> str | None:
+    """What a map glyph is, in words (a monster, an object, a feature), None for nothing worth naming."""
     from nle import nethack as nh
 
     if nh.glyph_is_monster(glyph):
@@ -101,6 +103,7 @@ def language_observation(glyphs, chars, x: int, y: int) -> str:
 
 
 class NetHackText(TextEnv):
+    """NetHack and MiniHack as text (BALROG's NLE wrapper): the message, what is around the hero in words, the map; the inventory."""
     def __init__(self, env_id: str, seed: int | None = None, max_episode_steps: int | None = None, **kwargs: Any):
         import gymnasium as gym
         import nle  # noqa: F401 -- registers NetHack*
@@ -224,4 +227,5 @@ PLAY!
 
 
 def make(env_id: str, seed: int | None = None, **kwargs: Any) -> NetHackText:
+    """The text env of a NetHack or MiniHack id."""
     return NetHackText(env_id, seed=seed, **kwargs)

@@ -64,6 +64,7 @@ def server_command(python: str, model: str | None, n_ctx: int, n_threads: int | 
 
 
 def record_path(home: str, key: str) -> str:
+    """The path of a shared server's record under the home."""
     return os.path.join(home, SERVERS_DIR, f"{key}.json")
 
 

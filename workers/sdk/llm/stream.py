@@ -20,6 +20,7 @@ PARTIAL_INTERVAL_S = 0.25
 
 
 class StepStream:
+    """The ``llm_step`` events of one worker's calls: partial replies, coalesced, then each call's final event."""
     def __init__(self, emitter: Emitter, interval_s: float = PARTIAL_INTERVAL_S):
         self.emitter = emitter
         self.interval_s = interval_s

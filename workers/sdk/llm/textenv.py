@@ -20,6 +20,7 @@ from workers.sdk.llm import families
 
 
 class TextEnv:
+    """The interface every text env has (the module's docstring shows it); one subclass a family."""
     family = ""
     default_action = ""
     max_steps = 0

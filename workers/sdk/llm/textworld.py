@@ -32,6 +32,7 @@ OLD_CACHE_DIR = os.path.join("~", ".cache", "mosaic", "textworld")
 
 
 def cache_dir() -> str:
+    """Where the TextWorld games are generated and kept, under the shared cache root."""
     return os.path.join(cache_root(), "textworld")
 
 
@@ -138,6 +139,7 @@ def clean(text: str) -> str:
 
 
 class TextWorldText(TextEnv):
+    """A TextWorld game as BALROG plays it: the game's own text, the admissible commands as actions."""
     family = "textworld"
     default_action = "look"
 
@@ -218,4 +220,5 @@ PLAY!
 
 
 def make(env_id: str, seed: int | None = None, **kwargs: Any) -> TextWorldText:
+    """The text env of a TextWorld id."""
     return TextWorldText(env_id, seed=seed, **kwargs)
