@@ -223,9 +223,11 @@ def _curves(fig, report, curve, column) -> None:
         raise FigureError("learning curves need the runs' episode returns")
     ax = fig.add_subplot()
     grid = np.asarray(curve["grid"])
+    from mosaic_tui.report import short_labels
+    shown = short_labels(list(curve["groups"]))
     for i, (label, g) in enumerate(curve["groups"].items()):
         _band(ax, grid, g["ci_low"], g["ci_high"], color(i), f"band-{i}")
-        ax.plot(grid, g["mean"], color=color(i), label=label, gid=f"curve-{i}")
+        ax.plot(grid, g["mean"], color=color(i), label=shown[label], gid=f"curve-{i}")
     ax.set_xlabel("environment steps" if curve["x"] == "step" else "wall time (s)")
     what = "normalised return" if curve["normalized"] else "return"
     ax.set_ylabel(f"{what} (mean of last {curve['window']})")
@@ -249,7 +251,9 @@ def _intervals(fig, report, curve, column) -> None:
     from mosaic_tui.aggregates import METRIC_NAMES, METRICS
     groups = report["groups"]
     axes = fig.subplots(1, 4) if column == "double" else fig.subplots(2, 2).ravel()
-    labels = [g["group"] for g in groups]
+    from mosaic_tui.report import short_labels
+    shown = short_labels([g["group"] for g in groups])
+    labels = [shown[g["group"]] for g in groups]
     for m, (metric, ax) in enumerate(zip(METRICS, axes)):
         for i, g in enumerate(groups):
             agg = g["aggregates"][metric]
@@ -278,9 +282,11 @@ def _profiles(fig, report, curve, column) -> None:
         raise FigureError("the report has no performance profiles (--reps 0)")
     ax = fig.add_subplot()
     taus = np.asarray(prof["taus"])
+    from mosaic_tui.report import short_labels
+    shown = short_labels(list(prof["groups"]))
     for i, (label, g) in enumerate(prof["groups"].items()):
         _band(ax, taus, g["ci_low"], g["ci_high"], color(i), f"band-{i}")
-        ax.plot(taus, g["fraction_above"], color=color(i), label=label, gid=f"profile-{i}")
+        ax.plot(taus, g["fraction_above"], color=color(i), label=shown[label], gid=f"profile-{i}")
     ax.set_xlabel(f"{_score_axis_label(report)} ($\\tau$)")
     ax.set_ylabel("fraction of runs with score $> \\tau$")
     ax.set_ylim(-0.02, 1.02)
@@ -299,7 +305,9 @@ def _poi(fig, report, curve, column) -> None:
                 gid=f"poi-{i}")
         ax.vlines(p["value"], y - 0.3, y + 0.3, color="black", linewidth=1.0, gid=f"poi-point-{i}")
     ax.set_yticks(range(len(pairs)))
-    ax.set_yticklabels([f"P({p['x']} > {p['y']})" for p in pairs][::-1])
+    from mosaic_tui.report import short_labels
+    shown = short_labels([g["group"] for g in report["groups"]])
+    ax.set_yticklabels([f"P({shown.get(p['x'], p['x'])} > {shown.get(p['y'], p['y'])})" for p in pairs][::-1])
     ax.axvline(0.5, color="grey", linestyle="--", linewidth=0.6)
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.6, len(pairs) - 0.4)

@@ -13,6 +13,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -329,8 +330,9 @@ def text_lines(report: dict[str, Any], per_env: bool = True) -> list[str]:
     by = report.get("by") or []
     header = [by[0] if len(by) == 1 and by[0] != "config" else "group", "runs", "IQM", "mean", "median", "opt. gap"]
     rows = []
+    shown = short_labels([g["group"] for g in report["groups"]])
     for g in report["groups"]:
-        rows.append([g["group"], str(g["runs"]), *(_cell(g["aggregates"][m]) for m in METRICS)])
+        rows.append([shown[g["group"]], str(g["runs"]), *(_cell(g["aggregates"][m]) for m in METRICS)])
         if per_env and len(report["envs"]) > 1:
             for env, e in g["per_env"].items():
                 rows.append([f"  {env}", str(e["runs"]), *(_cell(e[m]) for m in METRICS)])
@@ -341,13 +343,27 @@ def text_lines(report: dict[str, Any], per_env: bool = True) -> list[str]:
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         lines += [fmt.format(*header).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
     for p in report.get("poi") or []:
-        lines.append(f"P({p['x']} > {p['y']}) = {p['value']:.3f} [{p['ci_low']:.3f}, {p['ci_high']:.3f}] "
+        lines.append(f"P({shown.get(p['x'], p['x'])} > {shown.get(p['y'], p['y'])}) = {p['value']:.3f} [{p['ci_low']:.3f}, {p['ci_high']:.3f}] "
                      f"over {len(p['envs'])} env{'s' if len(p['envs']) != 1 else ''}")
     if report.get("left_out"):
         lines.append(f"left out: {len(report['left_out'])} run(s) without a score "
                      f"({', '.join(str(r['name']) for r in report['left_out'][:5])}"
                      f"{'...' if len(report['left_out']) > 5 else ''})")
     return lines
+
+
+_LONG_FLOAT = re.compile(r"-?\d+\.\d{5,}(?:e[-+]?\d+)?")
+
+
+def short_labels(labels: list[str]) -> dict[str, str]:
+    """Each group label as it is shown: a long float in it (a continuous swept value, such as
+    ``return_offset=43.59949021420037``) at the fewest significant digits, 4 or more, that keep
+    every label apart. The group's own label (JSON, CSV) stays whole."""
+    for digits in range(4, 18):
+        short = {label: _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.{digits}g}", label) for label in labels}
+        if len(set(short.values())) == len(short):
+            return short
+    return {label: label for label in labels}
 
 
 def profile_lines(report: dict[str, Any], points: int = 6) -> list[str]:
@@ -358,7 +374,8 @@ def profile_lines(report: dict[str, Any], points: int = 6) -> list[str]:
     taus = prof["taus"]
     pick = sorted({round(i * (len(taus) - 1) / (points - 1)) for i in range(points)})
     header = ["fraction of runs above", *(_fig(taus[i]) for i in pick)]
-    rows = [[label, *(f"{g['fraction_above'][i]:.2f}" for i in pick)] for label, g in prof["groups"].items()]
+    shown = short_labels(list(prof["groups"]))
+    rows = [[shown[label], *(f"{g['fraction_above'][i]:.2f}" for i in pick)] for label, g in prof["groups"].items()]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return [fmt.format(*header).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
