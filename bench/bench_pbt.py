@@ -13,6 +13,8 @@ A B, then B A, ... (bench.common.alternate):
   ``initial_params``, and seeds) as plain runs, never stopped: a random search of the same size.
 
 Both sides train each member for the same ``steps``, 4 at a time (the daemon's max_runs).
+``--quick`` (8,192 steps, interval 2,048, one repetition) checks that it all runs, in about 4 min
+here; its members are too young at their exploits for its scores to compare the sides.
 
 Figures:
 - final score: each member's mean return of its last 20 episodes; a side's score is the IQM over
