@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import random
-import time
+import sys
 
 import numpy as np
 import pytest
@@ -119,13 +119,26 @@ def test_a_series_decimation_for_log_y_keeps_positive_extremes_and_follows_new_p
     assert s.decimated(120, logy=True)[1].min() == positive.min()
 
 
-def test_decimating_a_million_points_is_fast():
-    x = np.arange(1_000_000, dtype=float)
-    y = np.random.default_rng(1).normal(size=1_000_000)
-    decimate(x, y, 240)
-    t0 = time.perf_counter()
-    decimate(x, y, 240)
-    assert time.perf_counter() - t0 < 0.05
+def test_decimating_a_million_points_makes_as_many_python_calls_as_a_thousand():
+    """Decimation stays in numpy: its Python-level calls do not grow with the points, so a
+    million-point plot redraws in the time bench_app measures (a load-proof check, not a timing)."""
+    def calls(n: int) -> int:
+        x = np.arange(n, dtype=float)
+        y = np.random.default_rng(1).normal(size=n)
+        count = 0
+
+        def profile(frame, event, arg):
+            nonlocal count
+            count += event in ("call", "c_call")
+        sys.setprofile(profile)
+        try:
+            xs, ys = decimate(x, y, 240)
+        finally:
+            sys.setprofile(None)
+        assert len(xs) <= 2 * 240 and ys.max() == y.max() and ys.min() == y.min()
+        return count
+
+    assert calls(1_000_000) == calls(1_000)
 
 
 def test_patched_plotext_draws_exactly_what_plotext_draws():
