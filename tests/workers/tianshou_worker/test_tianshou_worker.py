@@ -248,8 +248,10 @@ def test_dqn_stopped_at_an_epoch_end_and_continued_trains_the_epochs_left(daemon
     """mosaic stop: the run saves the algorithm (networks, optimisers) and the trainer's counters at
     the end of its epoch and ends "stopped"; mosaic continue resumes the trainer from those counters,
     in the same run: the epochs left, every env step once and in order, the full step count."""
-    epoch = 300
-    run_id = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": 30 * epoch,
+    # 12 epochs: the stop, asked after the second, lands well before the last (an epoch is about a
+    # second); the continued run then has many epochs left, more than the 3 checkpoints kept
+    epoch, epochs = 300, 12
+    run_id = submit(mosaic, {"worker": "tianshou", "algo": "dqn", "env": "CartPole-v1", "steps": epochs * epoch,
                              "name": "dqn-stop", "params": {**SMALL, "epoch_num_steps": epoch}})
     wait_for(lambda: mosaic.show(run_id)["summary"].get("steps", 0) >= 2 * epoch, float(WAIT), 0.1,
              what="two epochs")
@@ -257,10 +259,10 @@ def test_dqn_stopped_at_an_epoch_end_and_continued_trains_the_epochs_left(daemon
     run = mosaic.show(run_id)
     assert run["state"] == "stopped", run
     at = run["summary"]["stopped"]
-    assert "/stop_" in at["checkpoint"] and at["step"] % epoch == 0 and 2 * epoch <= at["step"] < 30 * epoch
+    assert "/stop_" in at["checkpoint"] and at["step"] % epoch == 0 and 2 * epoch <= at["step"] < epochs * epoch
     assert mosaic.run("continue", run_id, "--wait").returncode == 0
     run = finish(mosaic, run_id)
-    assert run["summary"]["steps"] == 30 * epoch and run["restarts"] == 1
+    assert run["summary"]["steps"] == epochs * epoch and run["restarts"] == 1
 
     events = events_of(mosaic.home, run_id)
     assert len(of_type(events, "restarted")) == 1 and len(of_type(events, "run_stopped")) == 1
