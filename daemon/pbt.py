@@ -375,6 +375,8 @@ class PBTController:
         for m in members:
             initial = D.initial_params(spec["params"], spec["seed"], m["member"])
             m["schedule"] = D.member_schedule(initial, state["lineage"], m["id"])
+            if len(m["schedule"]) > 1:   # the spec replaying it on a new run (`--replay MEMBER`)
+                m["replay_spec"] = D.replay_spec(spec, m["member"], m["schedule"], f"{m['name']}-replay")
         return {"generation": state["generation"], "members": members, "lineage": state["lineage"],
                 "refused": state.get("refused", {}), "left": state.get("left", {}),
                 "replay": spec["pbt"].get("replay"), "replayed": state.get("replayed", [])}

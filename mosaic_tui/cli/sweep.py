@@ -112,14 +112,13 @@ def _schedules(args: argparse.Namespace, sweep: dict[str, Any]) -> int:
     if members and "schedule" not in members[0]:
         raise CLIError("this daemon gives no PBT schedules: restart it (mosaic daemon restart) to use --schedule")
     if args.replay is not None:
-        from daemon.pbt_decisions import replay_spec
         member = next((m for m in members if args.replay in (m["name"], m["id"], str(m["member"]))), None)
         if member is None:
             raise CLIError(f"sweep {sweep['name']} has no member {args.replay!r}: "
                            + ", ".join(f"{m['member']} ({m['name']})" for m in members))
         if len(member["schedule"]) < 2:
             raise CLIError(f"{member['name']} copied no member: its values never changed; submit its config instead")
-        _print_json(replay_spec(sweep["spec"], member["member"], member["schedule"], f"{member['name']}-replay"))
+        _print_json(member["replay_spec"])
         return 0
     if args.json:
         _print_json([{k: m[k] for k in ("member", "id", "name", "schedule")} for m in members])
