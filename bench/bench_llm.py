@@ -4,6 +4,7 @@ prefix kept; episodes in flight against a server.
     python -m bench.bench_llm            # all three
     python -m bench.bench_llm prefix     # the prefix kept (the local model)
     python -m bench.bench_llm server     # episodes in flight, llama.cpp's server behind +200 ms
+    python -m bench.bench_llm shared     # 4 runs: 4 copies of the model against one shared server
 
 Managed: a balrog naive run on BabyAI (the local Gemma 3 270M, GBNF grammar over
 the six actions) through a daemon; its llm_step events give each call's prompt,
@@ -25,7 +26,17 @@ import os
 import sys
 import time
 
-from bench.common import alike, alike_settings, alternate, daemon_home, figure, median, print_table, run_bare
+from bench.common import (
+    alike,
+    alike_settings,
+    alternate,
+    daemon_home,
+    figure,
+    median,
+    print_table,
+    rss_bytes,
+    run_bare,
+)
 
 ENV = "BabyAI-GoToRedBallGrey-v0"
 STEPS = 10
@@ -315,6 +326,96 @@ def server() -> list[dict]:
     ]
 
 
+# -- one model served for several runs (issue 44 item 3) -------------------------------------------
+
+SHARED_RUNS = 4
+SHARED_STEPS = int(os.environ.get("BENCH_LLM_SHARED_STEPS", "20"))
+SHARED_PAIRS = int(os.environ.get("BENCH_LLM_SHARED_PAIRS", "2"))
+
+
+def memory_of(pids: set[int]) -> tuple[int, int]:
+    """(RSS, PSS) summed over the processes, in bytes: RSS counts the model file's pages once per
+    process that maps them, PSS shares them out among those processes."""
+    rss = pss = 0
+    for pid in pids:
+        try:
+            rss += rss_bytes(pid)
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                pss += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
+    return rss, pss
+
+
+def shared_side(home, served: str) -> dict:
+    """Four balrog naive runs on BabyAI at once through the daemon, each with its own copy of the
+    local model (``served: worker``) or all on one server (``served: shared``): the peak of the
+    summed memory of their processes (and the server's), sampled every 0.25 s, and env steps/s of the
+    whole set (all steps / submit to the last end, the models' loading included)."""
+    from daemon import proctree
+    from daemon import protocol as P
+    from daemon.model_server import ModelServers
+    from mosaic_tui.client import Client
+
+    servers = ModelServers(str(home.root))
+    ids, peak_rss, peak_pss = [], 0, 0
+    with Client(home, name="bench") as c:
+        started = time.monotonic()
+        for seed in range(SHARED_RUNS):
+            config = {"worker": "balrog", "algo": "naive", "env": ENV, "seed": seed + 1, "params": {
+                "episodes": 1, "max_steps_per_episode": SHARED_STEPS, "n_threads": THREADS, "served": served}}
+            ids.append(c.call(P.SUBMIT, config=config)["id"])
+        while True:
+            runs = [c.call(P.GET, run=run_id) for run_id in ids]
+            if all(r["state"] in P.FINAL_STATES for r in runs):
+                break
+            pids = {p for r in runs if r.get("pid") for p in [r["pid"], *proctree.descendants(r["pid"])]}
+            pids |= {int(rec["pid"]) for rec in servers.records().values() if set(rec["users"]) & set(ids)}
+            rss, pss = memory_of(pids)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            time.sleep(0.25)
+        wall = time.monotonic() - started
+    bad = [r for r in runs if r["state"] != P.SUCCEEDED]
+    if bad:
+        raise RuntimeError(f"{served} run {bad[0]['state']}: {bad[0].get('reason')}")
+    steps = sum(json.loads((home.run_dir(i) / "results.json").read_text())["totals"]["steps"] for i in ids)
+    deadline = time.monotonic() + 120
+    while servers.records() and time.monotonic() < deadline:   # the next side loads its model again
+        time.sleep(1)
+    return {"rss": peak_rss, "pss": peak_pss, "steps_per_s": steps / wall, "wall_s": wall}
+
+
+def shared() -> list[dict]:
+    """Four runs of the local model at once: four copies (served: worker) against one server
+    (served: shared), A B then B A, one daemon allowing the four at once."""
+    alike()
+    load0 = os.getloadavg()[0]
+    with daemon_home(max_runs=SHARED_RUNS) as (home, _pid):
+        apart, together = alternate(SHARED_PAIRS, lambda: shared_side(home, "worker"),
+                                    lambda: shared_side(home, "shared"))
+    mib = 1024 * 1024
+    load = f"load avg {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    shape = f"{SHARED_RUNS} balrog naive BabyAI runs at once, {SHARED_STEPS} steps each, n_threads {THREADS}"
+
+    def runs(side, key, scale=1.0):
+        return ", ".join(f"{r[key] / scale:.{0 if scale > 1 else 2}f}" for r in side)
+    return [
+        figure(f"{SHARED_RUNS} runs, each its own model copy: peak memory, RSS summed (median)",
+               median([r["rss"] for r in apart]) / mib, "MiB", "",
+               f"{shape}; PSS summed {median([r['pss'] for r in apart]) / mib:.0f} MiB; runs: {runs(apart, 'rss', mib)}"),
+        figure(f"{SHARED_RUNS} runs on one shared server (served: shared): peak memory, RSS summed (median)",
+               median([r["rss"] for r in together]) / mib, "MiB", "",
+               f"server included; PSS summed {median([r['pss'] for r in together]) / mib:.0f} MiB; "
+               f"runs: {runs(together, 'rss', mib)}"),
+        figure(f"{SHARED_RUNS} runs, own copies: env steps/s of the set (median)",
+               median([r["steps_per_s"] for r in apart]), "steps/s", "",
+               f"all steps / submit to the last end, loading included; runs: {runs(apart, 'steps_per_s')}"),
+        figure(f"{SHARED_RUNS} runs, one shared server: env steps/s of the set (median)",
+               median([r["steps_per_s"] for r in together]), "steps/s", "",
+               f"runs: {runs(together, 'steps_per_s')}; llama.cpp's server answers one call at a time; {load}"),
+    ]
+
+
 def run() -> list[dict]:
     managed_runs, bare_runs = [], []
     alike()
@@ -340,5 +441,6 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    CASES = {"prefix": prefix, "server": server}
-    print_table(CASES[sys.argv[1]]() if sys.argv[1:2] and sys.argv[1] in CASES else run() + prefix() + server())
+    CASES = {"prefix": prefix, "server": server, "shared": shared}
+    print_table(CASES[sys.argv[1]]() if sys.argv[1:2] and sys.argv[1] in CASES
+                else run() + prefix() + server() + shared())
