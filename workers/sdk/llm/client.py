@@ -515,22 +515,31 @@ class SharedLocalClient(LLMClient):
         return self.pid_start is None or int(fields[19]) == self.pid_start
 
     def _wait_ready(self) -> None:
-        import urllib.request
+        """Until the server listens: llama_cpp.server loads its model before it opens its port.
+        (Not a request: every endpoint waits for the model's lock, which other runs' calls hold.)"""
+        import socket
 
         deadline = time.monotonic() + SHARED_READY_S
         while True:
             try:
-                with urllib.request.urlopen(f"{self.base_url}/v1/models", timeout=5) as answer:
-                    if answer.status == 200:
-                        return
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5):
+                    return
             except OSError:
                 pass
             if not self.server_alive():
                 raise ServerGone(self.gone_line())
             if time.monotonic() > deadline:
-                raise ServerGone(f"the shared model server {self.key} (port {self.port}) did not answer in "
-                                 f"{SHARED_READY_S:.0f} s")
+                raise SpecError("served", f"the shared model server {self.key} (port {self.port}) did not load "
+                                          f"its model in {SHARED_READY_S:.0f} s")
             time.sleep(0.2)
+
+    def call_timeout(self) -> float:
+        """One attempt's limit: ``timeout_s`` for each run using the server, since the server answers
+        one call at a time and a call waits behind the other runs' (the record says how many)."""
+        from workers.sdk.llm import served
+
+        record = served.read_record(self.home, self.key) or {}
+        return self.spec["timeout_s"] * max(1, len(record.get("users") or []))
 
     def render(self, prompt) -> str:
         """The prompt as LocalClient renders it for the base model."""
@@ -542,7 +551,7 @@ class SharedLocalClient(LLMClient):
 
         request = urllib.request.Request(f"{self.base_url}{path}", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=self.spec["timeout_s"]) as answer:
+        with urllib.request.urlopen(request, timeout=self.call_timeout()) as answer:
             return json.loads(answer.read())
 
     def _fitted(self, text: str, max_tokens: int) -> str:
@@ -563,7 +572,7 @@ class SharedLocalClient(LLMClient):
                 completion = self.sdk.completions.create(
                     model=self.alias, prompt=text_prompt, max_tokens=max_tokens,
                     temperature=self.spec["temperature"], seed=self.spec["seed"],
-                    stop=None if use_grammar else ["\nUser:", "\n\nUser:"],
+                    stop=None if use_grammar else ["\nUser:", "\n\nUser:"], timeout=self.call_timeout(),
                     extra_body={"grammar": gbnf_choices(choices)} if use_grammar else None)
                 break
             except Exception as exc:  # noqa: BLE001 -- sorted: too long, server gone, retry, refused
