@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any
 
+from workers.sdk.llm.spec import DEFAULTS, SPEC_PARAMS
+
 SERVERS_DIR = "model_servers"
 MODEL_ALIAS = "local"
 SERVED = ("worker", "shared")
@@ -36,8 +38,6 @@ def server_key(model: str | None, n_ctx: int, n_threads: int | None) -> str:
 def shared_specs(params: dict[str, Any]) -> list[dict[str, Any]]:
     """The LLM specs among a run's params that ask for a shared local server: the run's own
     (BALROG, and a MOSAIC LLM run's default) and each seat's (``seats[i].llm`` over the default)."""
-    from workers.sdk.llm.client import SPEC_PARAMS
-
     default = {key: params[key] for key in SPEC_PARAMS if key in params}
     specs = [default]
     for seat in params.get("seats") or []:
@@ -48,8 +48,6 @@ def shared_specs(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 def servers_for(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """key -> what its server loads (model, n_ctx, n_threads), for every shared spec of a run."""
-    from workers.sdk.llm.client import DEFAULTS
-
     out = {}
     for spec in shared_specs(params):
         model, n_ctx, n_threads = spec.get("model"), spec.get("n_ctx", DEFAULTS["n_ctx"]), spec.get("n_threads")
@@ -91,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import llama_cpp
 
-    from workers.sdk.llm.client import default_model_path
+    from workers.sdk.llm.spec import default_model_path
 
     base = llama_cpp.Llama
 
