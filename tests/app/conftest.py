@@ -62,6 +62,21 @@ def fixed_events(n: int = 400, tags: int = 2, t0: float = FIXED_NOW - 3000) -> l
 RUN_IDS = [r["id"] for r in fixed_runs()]
 
 
+def fixed_home(path: str):
+    """A daemon home at a fixed path, empty before and removed after: a snapshot's title shows the
+    home's path, so it cannot be a fresh temp dir. Use as ``yield from fixed_home(PATH)``."""
+    import shutil
+
+    from daemon.home import Home
+    shutil.rmtree(path, ignore_errors=True)
+    h = Home.resolve(path)
+    h.root.mkdir(parents=True)
+    try:
+        yield h
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def make_app(home, **kwargs):
     from mosaic_tui.app import MosaicApp
     # all_workers: the fake daemon's only worker is the synthetic one, hidden from users

@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from daemon import protocol as P
-from tests.app.conftest import make_app, screen_text, wait_until
+from tests.app.conftest import fixed_home, make_app, screen_text, wait_until
 from tests.unit.mosaic_tui.test_pbt_lineage import record, sweep
 
 SNAP_HOME = "/tmp/mosaic-lineage-snapshot-home"   # fixed: one home for the module's snapshots
@@ -44,14 +44,7 @@ def fake_call(reply: dict):
 
 @pytest.fixture
 def home():
-    import shutil
-
-    from daemon.home import Home
-    shutil.rmtree(SNAP_HOME, ignore_errors=True)
-    h = Home.resolve(SNAP_HOME)
-    h.root.mkdir(parents=True)
-    yield h
-    shutil.rmtree(SNAP_HOME, ignore_errors=True)
+    yield from fixed_home(SNAP_HOME)
 
 
 def _open(reply: dict):

@@ -11,6 +11,7 @@ from tests.app.conftest import (
     RUN_IDS,
     FakeDaemon,
     fixed_events,
+    fixed_home,
     fixed_runs,
     load_fixed,
     make_app,
@@ -26,14 +27,7 @@ pytestmark = pytest.mark.xdist_group("snapshots")
 
 @pytest.fixture
 def home():
-    import shutil
-
-    from daemon.home import Home
-    shutil.rmtree(SNAP_HOME, ignore_errors=True)
-    h = Home.resolve(SNAP_HOME)
-    h.root.mkdir(parents=True)
-    yield h
-    shutil.rmtree(SNAP_HOME, ignore_errors=True)
+    yield from fixed_home(SNAP_HOME)
 LOG = "\n".join([f"global_step={i * 512}, episodic_return={i % 37}.0" for i in range(2000)]
                 + ["SPS: 1234", "training done"]) + "\n"
 
