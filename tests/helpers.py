@@ -118,7 +118,7 @@ def stop_daemon(home: Home, timeout: float = 15.0) -> None:
     from mosaic_tui.client import Client, DaemonUnavailable
     try:
         client = Client(home, timeout=5)
-    except DaemonUnavailable:
+    except (DaemonUnavailable, ConnectionError):   # reset: a daemon already shutting down closed on our hello
         return
     with client:
         pid = client.info["pid"]
